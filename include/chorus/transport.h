@@ -1,0 +1,195 @@
+/**
+ * @file chorus/transport.h
+ * @brief The completion-queue transport ABI, major version 1.
+ *
+ * A transport plugin is a shared object that exports exactly one symbol,
+ * `chorus_transport_plugin_v1`, of type chorus_transport_plugin_v1_t. The core
+ * loads it with dlopen, checks `struct_size` and `minor`, calls `init`, and
+ * then drives it through the ops below.
+ *
+ * Semantics (verbs RC queue pairs; see docs/transport-abi.md):
+ *  - An endpoint is a reliable, ordered channel to one peer. Per endpoint,
+ *    messages arrive in send order and each consumes the oldest receive the
+ *    peer posted on its endpoint. A receive shorter than the message
+ *    completes with an error; nothing is truncated silently.
+ *  - A send with no receive posted yet waits (backpressure); it never fails
+ *    for that reason and is never dropped.
+ *  - Completions of one endpoint and one direction come out in post order.
+ *  - A failed or closed peer produces error completions for everything
+ *    outstanding on its endpoints, and error returns for new posts.
+ *
+ * Threading: one thread at a time per context calls the ops of that context
+ * and its endpoints (the communicator serialises). `wait` may be interrupted
+ * by `interrupt` from any thread.
+ *
+ * Frozen: append only, bump CHORUS_TRANSPORT_ABI_MINOR.
+ */
+#ifndef CHORUS_TRANSPORT_H_
+#define CHORUS_TRANSPORT_H_
+
+#include <chorus/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CHORUS_TRANSPORT_ABI_MAJOR 1
+#define CHORUS_TRANSPORT_ABI_MINOR 0
+/** Name of the symbol every v1 transport plugin exports. */
+#define CHORUS_TRANSPORT_SYMBOL_V1 "chorus_transport_plugin_v1"
+
+typedef struct chorus_tp_context chorus_tp_context_t;   /**< Opaque, owned by the plugin. */
+typedef struct chorus_tp_endpoint chorus_tp_endpoint_t; /**< Opaque, owned by the plugin. */
+typedef struct chorus_tp_mr chorus_tp_mr_t;             /**< Opaque, owned by the plugin. */
+
+/** Completion opcodes. */
+typedef enum chorus_tp_opcode {
+  CHORUS_TP_SEND = 1,
+  CHORUS_TP_RECV = 2,
+} chorus_tp_opcode_t;
+
+/** Memory kinds for registration. Device kinds arrive as new values. */
+typedef enum chorus_mem_kind {
+  CHORUS_MEM_HOST = 0,
+  CHORUS_MEM_CUDA = 1,
+} chorus_mem_kind_t;
+
+/** Capability flags in chorus_tp_caps_t::flags. */
+enum {
+  /** Buffers must be registered before a post; otherwise `mr` may be NULL. */
+  CHORUS_TP_CAP_NEEDS_REGISTRATION = 1u << 0,
+  /** Optional one-sided write is available (reserved for a later minor). */
+  CHORUS_TP_CAP_RMA_WRITE = 1u << 1,
+  /** Registration of CHORUS_MEM_CUDA memory is supported. */
+  CHORUS_TP_CAP_MEM_CUDA = 1u << 2,
+};
+
+/** Capabilities and limits of an open context. Frozen: append only. */
+typedef struct chorus_tp_caps {
+  size_t struct_size;
+  /** Largest single message in bytes. */
+  uint64_t max_message_size;
+  /** Sends that may be outstanding per endpoint before post_send says AGAIN. */
+  uint32_t max_outstanding_sends;
+  /** Receives that may be outstanding per endpoint before post_recv says AGAIN. */
+  uint32_t max_outstanding_recvs;
+  /** CHORUS_TP_CAP_* bits. */
+  uint32_t flags;
+  /** Upper bound on the address blob endpoint_open produces. */
+  uint32_t max_address_size;
+} chorus_tp_caps_t;
+
+/** Who this context serves: filled by the core, read by the plugin. Frozen: append only. */
+typedef struct chorus_tp_context_info {
+  size_t struct_size;
+  int rank;
+  int size;
+  /** Interface/host address data endpoints should listen on (e.g. "127.0.0.1"). */
+  const char* bind_address;
+  /** Per-transport configuration from `transport.<name>.*`. */
+  const chorus_kv_t* config;
+  size_t config_count;
+} chorus_tp_context_info_t;
+
+/** A successful completion. */
+typedef struct chorus_tp_completion {
+  uint64_t wr_id;
+  uint32_t opcode; /**< chorus_tp_opcode_t */
+  uint32_t reserved;
+  uint64_t byte_len; /**< bytes received (RECV) or sent (SEND) */
+  chorus_tp_endpoint_t* endpoint;
+} chorus_tp_completion_t;
+
+/** A failed completion, read with read_error(). */
+typedef struct chorus_tp_error {
+  uint64_t wr_id;
+  uint32_t opcode;  /**< chorus_tp_opcode_t */
+  int32_t status;   /**< chorus_status_t, e.g. CHORUS_ERR_PEER_LOST */
+  int32_t peer_rank;
+  chorus_tp_endpoint_t* endpoint;
+  char message[256]; /**< transport-specific detail, NUL-terminated */
+} chorus_tp_error_t;
+
+/**
+ * The ops table. Mandatory ops are marked; optional ops may be NULL or lie
+ * past `struct_size`: check both before calling. Every op returns a
+ * chorus_status_t (except where noted) and, on failure, leaves a message that
+ * `last_error` returns on the same thread.
+ *
+ * Frozen: append only, bump CHORUS_TRANSPORT_ABI_MINOR.
+ */
+typedef struct chorus_transport_plugin_v1 {
+  size_t struct_size; /**< sizeof(chorus_transport_plugin_v1_t) the plugin was built with */
+  uint32_t minor;     /**< CHORUS_TRANSPORT_ABI_MINOR the plugin was built with */
+  const char* name;   /**< short name, e.g. "tcp" */
+
+  /** Mandatory. Called once after dlopen. `host` outlives the plugin. */
+  int (*init)(const chorus_host_v1_t* host);
+  /** Optional. Called once before dlclose. */
+  void (*fini)(void);
+  /**
+   * Mandatory. Message for the last failed op on the calling thread; never
+   * NULL. The string stays valid until the next op on that thread.
+   */
+  const char* (*last_error)(void);
+
+  /** Mandatory. Open a context (owns the completion queue). Blocks briefly. */
+  int (*context_open)(const chorus_tp_context_info_t* info, chorus_tp_context_t** ctx_out);
+  /** Mandatory. Close endpoints still open, release everything. Never hangs. */
+  int (*context_close)(chorus_tp_context_t* ctx);
+  /** Mandatory. Capabilities and limits of `ctx`. */
+  int (*get_caps)(chorus_tp_context_t* ctx, chorus_tp_caps_t* caps_out);
+
+  /**
+   * Mandatory. Create an endpoint towards `peer_rank` (channel `channel`) and
+   * write its address blob into `address_out`; `*address_len` holds the
+   * buffer size on entry and the blob size on return.
+   */
+  int (*endpoint_open)(chorus_tp_context_t* ctx, int peer_rank, int channel, void* address_out,
+                       size_t* address_len, chorus_tp_endpoint_t** ep_out);
+  /**
+   * Mandatory. Connect `ep` to the peer's blob. Blocks until connected or
+   * `timeout_ms` passes (CHORUS_ERR_TIMEOUT). Both sides call it; the plugin
+   * decides who actively connects, and must not need the peer's thread to
+   * be inside this call at the same time.
+   */
+  int (*endpoint_connect)(chorus_tp_endpoint_t* ep, const void* peer_address, size_t length,
+                          int timeout_ms);
+  /** Mandatory. Close an endpoint; outstanding posts complete with errors or vanish. */
+  int (*endpoint_close)(chorus_tp_endpoint_t* ep);
+
+  /** Mandatory. Register memory; `*mr_out` may be NULL if registration is not needed. */
+  int (*mem_register)(chorus_tp_context_t* ctx, void* addr, size_t length, int mem_kind,
+                      chorus_tp_mr_t** mr_out);
+  /** Mandatory. Deregister; NULL is accepted and ignored. */
+  int (*mem_deregister)(chorus_tp_context_t* ctx, chorus_tp_mr_t* mr);
+
+  /** Mandatory. Never blocks. CHORUS_ERR_AGAIN when the send queue is full. */
+  int (*post_send)(chorus_tp_endpoint_t* ep, const void* buf, size_t length, chorus_tp_mr_t* mr,
+                   uint64_t wr_id);
+  /** Mandatory. Never blocks. CHORUS_ERR_AGAIN when the receive queue is full. */
+  int (*post_recv)(chorus_tp_endpoint_t* ep, void* buf, size_t length, chorus_tp_mr_t* mr,
+                   uint64_t wr_id);
+  /**
+   * Mandatory. Never blocks. Returns the number of completions written to
+   * `out` (0..max), CHORUS_ERR_PENDING when the oldest entry failed (read it
+   * with read_error before polling again), or another negative status.
+   */
+  int (*poll)(chorus_tp_context_t* ctx, chorus_tp_completion_t* out, size_t max);
+  /** Mandatory. Pop the oldest failed completion. CHORUS_ERR_INVALID_ARGUMENT if none. */
+  int (*read_error)(chorus_tp_context_t* ctx, chorus_tp_error_t* err_out);
+  /**
+   * Mandatory. Block until a completion may be ready, `interrupt` is called,
+   * or `timeout_ms` passes (then CHORUS_ERR_TIMEOUT). Spurious wake-ups are
+   * allowed; returning early while idle in a loop (spinning) is not.
+   */
+  int (*wait)(chorus_tp_context_t* ctx, int timeout_ms);
+  /** Optional. Wake a thread blocked in `wait`. Callable from any thread. */
+  int (*interrupt)(chorus_tp_context_t* ctx);
+} chorus_transport_plugin_v1_t;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CHORUS_TRANSPORT_H_ */
