@@ -1,0 +1,503 @@
+// Reduction kernels: inout[i] = op(inout[i], src[i]) for every supported
+// (dtype, op) pair; semantics are documented in reduce.h.
+//
+// The kernels are written once with GCC/Clang vector extensions, so every
+// operation is explicitly SIMD whatever the -O level, and compiled once per
+// instruction set by including this file into itself (Highway's
+// foreach_target scheme): the part after `#else  // CHORUS_REDUCE_KERNEL_PASS`
+// is compiled for the baseline with 16-byte vectors (SSE2 on x86-64, NEON on
+// aarch64) and, on x86, again under target("avx2,f16c") with 32-byte vectors.
+// Every function of the second pass carries the target, so F16C intrinsics
+// and 32-byte vectors never meet a function compiled without AVX.
+// reduce_kernel() picks a pass once per process.
+//
+// Invariants every kernel keeps:
+// - The same element-wise operations in the same order on every pass; only
+//   the vector width differs. So results are bitwise identical across
+//   instruction sets (float16 conversion: F16C on AVX2, integer bit
+//   manipulation elsewhere, written to match F16C bit for bit).
+// - No FMA contraction (complex prod, the only multiply-add, is compiled with
+//   fp-contract off), so results do not depend on -march or on the CPU.
+// - Element i depends on inout[i] and src[i] only, and the tail is computed by
+//   the same vector code on a zero-padded copy. So src == inout works, and
+//   results depend neither on alignment nor on where the count ends.
+
+#ifndef CHORUS_REDUCE_KERNEL_PASS
+
+#include "core/reduce.h"
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+#include <utility>
+
+#if defined(__x86_64__) || defined(__i386__)
+#define CHORUS_REDUCE_X86 1
+#include <cpuid.h>
+#include <immintrin.h>
+#else
+#define CHORUS_REDUCE_X86 0
+#endif
+
+namespace chorus::core {
+namespace {
+using KernelRow = std::array<chorus_reduce_fn_t, CHORUS_OP_COUNT>;
+using KernelTable = std::array<KernelRow, CHORUS_DTYPE_COUNT>;
+}  // namespace
+}  // namespace chorus::core
+
+#define CHORUS_REDUCE_KERNEL_PASS 1
+
+#define CHORUS_REDUCE_NS baseline
+#define CHORUS_REDUCE_VECTOR_BYTES 16
+#define CHORUS_REDUCE_F16C 0
+#include "core/reduce.cc"  // NOLINT(build/include): the baseline pass.
+#undef CHORUS_REDUCE_NS
+#undef CHORUS_REDUCE_VECTOR_BYTES
+#undef CHORUS_REDUCE_F16C
+
+#if CHORUS_REDUCE_X86
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,f16c"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2,f16c")
+#endif
+#define CHORUS_REDUCE_NS avx2
+#define CHORUS_REDUCE_VECTOR_BYTES 32
+#define CHORUS_REDUCE_F16C 1
+#include "core/reduce.cc"  // NOLINT(build/include): the AVX2 pass.
+#undef CHORUS_REDUCE_NS
+#undef CHORUS_REDUCE_VECTOR_BYTES
+#undef CHORUS_REDUCE_F16C
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+#endif  // CHORUS_REDUCE_X86
+
+namespace chorus::core {
+namespace {
+
+bool valid_pair(int dtype, int op) {
+  return dtype >= 0 && dtype < CHORUS_DTYPE_COUNT && op >= 0 && op < CHORUS_OP_COUNT;
+}
+
+bool cpu_runs_avx2() {
+#if CHORUS_REDUCE_X86
+  // __builtin_cpu_supports("avx2") also checks that the OS saves YMM state.
+  // F16C is read from CPUID directly: Clang's builtin does not know it.
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx2")) return false;
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+#else
+  return false;
+#endif
+}
+
+/// The table for `isa`, or nullptr when this build or CPU cannot run it.
+/// Never hands out a table whose code the CPU cannot execute.
+const KernelTable* table_for(ReduceIsa isa) {
+  switch (isa) {
+    case ReduceIsa::kBaseline:
+      return &baseline::kKernels;
+    case ReduceIsa::kAvx2: {
+#if CHORUS_REDUCE_X86
+      static const bool runs = cpu_runs_avx2();
+      return runs ? &avx2::kKernels : nullptr;
+#else
+      return nullptr;
+#endif
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+ReduceIsa reduce_best_isa() {
+  static const ReduceIsa best =
+      table_for(ReduceIsa::kAvx2) != nullptr ? ReduceIsa::kAvx2 : ReduceIsa::kBaseline;
+  return best;
+}
+
+const char* reduce_isa_name(ReduceIsa isa) {
+  switch (isa) {
+    case ReduceIsa::kBaseline:
+      return "baseline";
+    case ReduceIsa::kAvx2:
+      return "avx2";
+  }
+  return "unknown";
+}
+
+chorus_reduce_fn_t reduce_kernel_for_isa(int dtype, int op, ReduceIsa isa) {
+  if (!valid_pair(dtype, op)) return nullptr;
+  const KernelTable* table = table_for(isa);
+  return table != nullptr ? (*table)[dtype][op] : nullptr;
+}
+
+chorus_reduce_fn_t reduce_kernel(int dtype, int op) {
+  static const KernelTable* const best = table_for(reduce_best_isa());
+  return valid_pair(dtype, op) ? (*best)[dtype][op] : nullptr;
+}
+
+const char* reduce_unsupported_reason(int dtype, int op) {
+  if (dtype < 0 || dtype >= CHORUS_DTYPE_COUNT) {
+    return "unknown dtype: not a chorus_dtype_t value (0 to 13)";
+  }
+  if (op < 0 || op >= CHORUS_OP_COUNT) return "unknown op: not a chorus_op_t value (0 to 3)";
+  if (dtype == CHORUS_COMPLEX64 && op == CHORUS_MAX) {
+    return "max is not defined for complex64; use sum or prod";
+  }
+  if (dtype == CHORUS_COMPLEX64 && op == CHORUS_MIN) {
+    return "min is not defined for complex64; use sum or prod";
+  }
+  return "";
+}
+
+}  // namespace chorus::core
+
+#else  // CHORUS_REDUCE_KERNEL_PASS: the kernels, compiled once per instruction set.
+
+namespace chorus::core {
+namespace {
+namespace CHORUS_REDUCE_NS {
+
+constexpr int kVectorBytes = CHORUS_REDUCE_VECTOR_BYTES;
+
+/// `N` lanes of `T`; by default one full register of this pass.
+template <class T, int N = kVectorBytes / int{sizeof(T)}>
+using Vec [[gnu::vector_size(sizeof(T) * N)]] = T;
+
+/// std::bit_cast for vectors, defined inside the pass: std::bit_cast itself
+/// is compiled without AVX and would pass 32-byte vectors in a changed ABI.
+template <class To, class From>
+[[gnu::always_inline]] inline To bit_as(From v) {
+  static_assert(sizeof(To) == sizeof(From));
+  return __builtin_bit_cast(To, v);
+}
+
+/// An op over `kLanes` elements of type `T` at a time. Each op derived from it
+/// provides `static V apply(V inout, V src)`.
+template <class T, int kLanesArg = kVectorBytes / int{sizeof(T)}>
+struct OpOn {
+  using Elem = T;
+  static constexpr int kLanes = kLanesArg;
+  using V = Vec<T, kLanesArg>;
+};
+
+/// The kernel body: Op::apply over whole vectors, then over the zero-padded
+/// remainder. Loads and stores go through memcpy, so any alignment works.
+template <class Op>
+[[gnu::always_inline]] inline void run(const void* src, void* inout, size_t count) {
+  using V = typename Op::V;
+  const auto* s = static_cast<const std::byte*>(src);
+  auto* d = static_cast<std::byte*>(inout);
+  const size_t bytes = count * sizeof(typename Op::Elem);
+  size_t i = 0;
+  for (; i + sizeof(V) <= bytes; i += sizeof(V)) {
+    V a;
+    V b;
+    std::memcpy(&a, d + i, sizeof(V));
+    std::memcpy(&b, s + i, sizeof(V));
+    a = Op::apply(a, b);
+    std::memcpy(d + i, &a, sizeof(V));
+  }
+  if (i < bytes) {
+    V a{};
+    V b{};
+    std::memcpy(&a, d + i, bytes - i);
+    std::memcpy(&b, s + i, bytes - i);
+    a = Op::apply(a, b);
+    std::memcpy(d + i, &a, bytes - i);
+  }
+}
+
+template <class Op>
+void kernel(const void* src, void* inout, size_t count) {
+  run<Op>(src, inout, count);
+}
+
+// ---- integers (signed types use the unsigned sum/prod: wrap, no UB) ----
+
+template <class T>
+struct Sum : OpOn<T> {
+  using typename OpOn<T>::V;
+  [[gnu::always_inline]] static V apply(V a, V b) { return a + b; }
+};
+
+template <class T>
+struct Prod : OpOn<T> {
+  using typename OpOn<T>::V;
+  [[gnu::always_inline]] static V apply(V a, V b) { return a * b; }
+};
+
+template <class T>
+struct Max : OpOn<T> {
+  using typename OpOn<T>::V;
+  [[gnu::always_inline]] static V apply(V a, V b) { return b > a ? b : a; }
+};
+
+template <class T>
+struct Min : OpOn<T> {
+  using typename OpOn<T>::V;
+  [[gnu::always_inline]] static V apply(V a, V b) { return b < a ? b : a; }
+};
+
+// ---- bool: any nonzero byte is true, results are 0 or 1 ----
+
+struct BoolOr : OpOn<uint8_t> {
+  [[gnu::always_inline]] static V apply(V a, V b) {
+    return bit_as<V>((a | b) != 0) & 1;
+  }
+};
+
+struct BoolAnd : OpOn<uint8_t> {
+  [[gnu::always_inline]] static V apply(V a, V b) {
+    return bit_as<V>((a != 0) & (b != 0)) & 1;
+  }
+};
+
+// ---- floating-point max/min ----
+
+/// IEEE 754-2019 maximum (kMax) or minimum on the bit patterns of a float
+/// type, viewed as the signed integer type I of the same width; kInf is the
+/// pattern of +infinity. NaN propagates: inout's NaN if inout is NaN, else
+/// src's, bit for bit. Non-NaN values compare in float order with -0 < +0, so
+/// the result never depends on operand order. Pure integer code: the result
+/// is one of the inputs, unaffected by MXCSR (DAZ/FTZ, rounding).
+template <class I, I kInf, bool kMax>
+struct FloatMinMax : OpOn<I> {
+  using typename OpOn<I>::V;
+  [[gnu::always_inline]] static V apply(V a, V b) {
+    constexpr I kMagnitude = std::numeric_limits<I>::max();
+    // Flipping the magnitude bits of negative values turns float order into
+    // signed-integer order (-0 just below +0; NaNs beyond the infinities).
+    const V key_a = a ^ ((a < 0) & kMagnitude);
+    const V key_b = b ^ ((b < 0) & kMagnitude);
+    const V a_nan = (a & kMagnitude) > kInf;
+    const V b_nan = (b & kMagnitude) > kInf;
+    V b_wins;
+    if constexpr (kMax) {
+      b_wins = key_b > key_a;
+    } else {
+      b_wins = key_b < key_a;
+    }
+    return ((b_wins | b_nan) & ~a_nan) ? b : a;
+  }
+};
+
+// ---- float16 and bfloat16 ----
+
+/// Float lanes, and the 32-bit integer lanes used to build them.
+using VF = Vec<float>;
+using VU = Vec<uint32_t>;
+using VS = Vec<int32_t>;
+/// One register of float16 or bfloat16 elements.
+using VH = Vec<uint16_t>;
+
+/// IEEE binary16 -> float for halves held in the low 16 bits of 32-bit lanes
+/// (upper bits zero). Exact; a signalling NaN is quieted, as F16C does.
+[[gnu::always_inline]] inline VF half_to_float(VU w) {
+  const VU sign = (w & 0x8000) << 16;
+  const VS magnitude = bit_as<VS>(w & 0x7fff);  // exponent and mantissa, < 2^15
+  // Normal: move the bits up and rebias the exponent from 15 to 127.
+  const VU normal = bit_as<VU>((magnitude << 13) + ((127 - 15) << 23));
+  // Zero and subnormal: mantissa * 2^-24, exact in float.
+  const VU subnormal = bit_as<VU>(__builtin_convertvector(magnitude, VF) * 0x1p-24f);
+  // Infinity and NaN: all-ones exponent; a NaN gets the quiet bit.
+  const VU special =
+      bit_as<VU>((magnitude << 13) | 0x7f800000 | ((magnitude > 0x7c00) & 0x00400000));
+  const VU r = magnitude >= 0x7c00 ? special : (magnitude < 0x0400 ? subnormal : normal);
+  return bit_as<VF>(r | sign);
+}
+
+/// float -> IEEE binary16 in the low 16 bits of each lane (upper bits zero),
+/// bit-exact with F16C's vcvtps2ph in round-to-nearest-even: overflow gives
+/// infinity, and a NaN keeps its sign and top 10 payload bits and is quieted.
+[[gnu::always_inline]] inline VU float_to_half(VF f) {
+  const VU u = bit_as<VU>(f);
+  const VU sign = (u >> 16) & 0x8000;
+  const VU a = u & 0x7fffffff;
+  const VS magnitude = bit_as<VS>(a);  // signed compares: SSE2 has no unsigned ones
+  // Normal result: rebias the exponent from 127 to 15 and round the 13
+  // dropped bits to nearest even; a carry correctly bumps the exponent, up to
+  // infinity for [65520, 65536).
+  const VU normal = (a - ((127 - 15) << 23) + 0x0fff + ((a >> 13) & 1)) >> 13;
+  // Subnormal result (|f| < 2^-14): in |f| + 0.5 the float ulp is 2^-24, the
+  // half's subnormal step, so the adder rounds to nearest even for us and the
+  // low bits are the half's mantissa (0x400, i.e. 2^-14, if it rounds up).
+  // Relies on the default rounding mode, as F16C's explicit one does not.
+  const VU subnormal = bit_as<VU>(bit_as<VF>(a) + 0.5f) - 0x3f000000u;
+  const VU infinity = VU{} + 0x7c00;
+  const VU nan = 0x7e00 | ((a >> 13) & 0x3ff);
+  const VU special = magnitude > 0x7f800000 ? nan : infinity;
+  const VU r = magnitude >= 0x47800000 ? special : (magnitude < 0x38800000 ? subnormal : normal);
+  return r | sign;
+}
+
+/// float16 widened to two float registers and narrowed back. Which elements
+/// land in `lo` and which in `hi` is the format's business; narrow() puts
+/// them back where widen() took them from.
+struct Float16 {
+#if CHORUS_REDUCE_F16C
+  // F16C converts 8 contiguous halves: lo is the first 128 bits, hi the rest.
+  static_assert(kVectorBytes == 32);
+  [[gnu::always_inline]] static void widen(VH h, VF& lo, VF& hi) {
+    const __m256i v = bit_as<__m256i>(h);
+    lo = bit_as<VF>(_mm256_cvtph_ps(_mm256_castsi256_si128(v)));
+    hi = bit_as<VF>(_mm256_cvtph_ps(_mm256_extracti128_si256(v, 1)));
+  }
+  [[gnu::always_inline]] static VH narrow(VF lo, VF hi) {
+    constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    return bit_as<VH>(_mm256_set_m128i(_mm256_cvtps_ph(bit_as<__m256>(hi), kRound),
+                                       _mm256_cvtps_ph(bit_as<__m256>(lo), kRound)));
+  }
+#else
+  // Even elements (low half of each 32-bit lane) in lo, odd ones in hi: no
+  // shuffles, just shifts and masks.
+  [[gnu::always_inline]] static void widen(VH h, VF& lo, VF& hi) {
+    const VU w = bit_as<VU>(h);
+    lo = half_to_float(w & 0xffff);
+    hi = half_to_float(w >> 16);
+  }
+  [[gnu::always_inline]] static VH narrow(VF lo, VF hi) {
+    return bit_as<VH>(float_to_half(lo) | (float_to_half(hi) << 16));
+  }
+#endif
+};
+
+/// bfloat16 is the top half of a float: widening is a shift or a mask.
+/// Narrowing rounds to nearest even and keeps a NaN a NaN by setting the quiet
+/// bit (a NaN whose payload sits in the dropped bits would become infinity).
+struct BFloat16 {
+  [[gnu::always_inline]] static VU from_float(VF f) {
+    const VU u = bit_as<VU>(f);
+    const VU rounded = (u + 0x7fff + ((u >> 16) & 1)) >> 16;
+    const VU nan = (u >> 16) | 0x0040;
+    return bit_as<VS>(u & 0x7fffffff) > 0x7f800000 ? nan : rounded;
+  }
+  // Even elements in lo, odd ones in hi, as for the software float16 path.
+  [[gnu::always_inline]] static void widen(VH h, VF& lo, VF& hi) {
+    const VU w = bit_as<VU>(h);
+    lo = bit_as<VF>(w << 16);
+    hi = bit_as<VF>(w & 0xffff0000);
+  }
+  [[gnu::always_inline]] static VH narrow(VF lo, VF hi) {
+    return bit_as<VH>(from_float(lo) | (from_float(hi) << 16));
+  }
+};
+
+struct Add {
+  [[gnu::always_inline]] static VF apply(VF a, VF b) { return a + b; }
+};
+
+struct Mul {
+  [[gnu::always_inline]] static VF apply(VF a, VF b) { return a * b; }
+};
+
+/// float16/bfloat16 sum or prod: widen to float, combine, round once.
+template <class Format, class Arith>
+struct HalfArith : OpOn<uint16_t> {
+  [[gnu::always_inline]] static V apply(V a, V b) {
+    VF a_lo, a_hi, b_lo, b_hi;
+    Format::widen(a, a_lo, a_hi);
+    Format::widen(b, b_lo, b_hi);
+    return Format::narrow(Arith::apply(a_lo, b_lo), Arith::apply(a_hi, b_hi));
+  }
+};
+
+// ---- complex64 ----
+
+/// (ar + ai i)(br + bi i) = (ar*br - ai*bi) + (ar*bi + ai*br)i on interleaved
+/// (re, im) floats. Each product is rounded to float before the add, as the
+/// scalar formula without contraction; complex_prod_kernel() guarantees that.
+struct ComplexProd : OpOn<float> {
+  [[gnu::always_inline]] static V apply(V a, V b) {
+    return apply(a, b, std::make_index_sequence<kLanes>{});
+  }
+
+  template <size_t... kIdx>
+  [[gnu::always_inline]] static V apply(V a, V b, std::index_sequence<kIdx...>) {
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#endif
+    const V a_re = __builtin_shufflevector(a, a, (kIdx & ~size_t{1})...);
+    const V a_im = __builtin_shufflevector(a, a, (kIdx | 1)...);
+    const V b_swapped = __builtin_shufflevector(b, b, (kIdx ^ 1)...);
+    // Multiplying by -1 is exact, so re = ar*br + (-(ai*bi)) = ar*br - ai*bi.
+    const V sign = {((kIdx & 1) != 0 ? 1.0f : -1.0f)...};
+    return a_re * b + (a_im * b_swapped) * sign;
+  }
+};
+
+#if defined(__clang__)
+void complex_prod_kernel(const void* src, void* inout, size_t count) {
+#else
+[[gnu::optimize("fp-contract=off")]] void complex_prod_kernel(const void* src, void* inout,
+                                                              size_t count) {
+#endif
+  run<ComplexProd>(src, inout, count);
+}
+
+// ---- the table ----
+
+using F16Max = FloatMinMax<int16_t, 0x7c00, true>;
+using F16Min = FloatMinMax<int16_t, 0x7c00, false>;
+using Bf16Max = FloatMinMax<int16_t, 0x7f80, true>;
+using Bf16Min = FloatMinMax<int16_t, 0x7f80, false>;
+using F32Max = FloatMinMax<int32_t, 0x7f800000, true>;
+using F32Min = FloatMinMax<int32_t, 0x7f800000, false>;
+using F64Max = FloatMinMax<int64_t, 0x7ff0000000000000, true>;
+using F64Min = FloatMinMax<int64_t, 0x7ff0000000000000, false>;
+
+template <class SumOp, class ProdOp, class MaxOp, class MinOp>
+constexpr KernelRow row() {
+  KernelRow r{};
+  r[CHORUS_SUM] = kernel<SumOp>;
+  r[CHORUS_PROD] = kernel<ProdOp>;
+  r[CHORUS_MAX] = kernel<MaxOp>;
+  r[CHORUS_MIN] = kernel<MinOp>;
+  return r;
+}
+
+template <class T>
+constexpr KernelRow int_row() {
+  using U = std::make_unsigned_t<T>;
+  return row<Sum<U>, Prod<U>, Max<T>, Min<T>>();
+}
+
+constexpr KernelTable make_table() {
+  KernelTable t{};
+  t[CHORUS_BOOL] = row<BoolOr, BoolAnd, BoolOr, BoolAnd>();
+  t[CHORUS_INT8] = int_row<int8_t>();
+  t[CHORUS_INT16] = int_row<int16_t>();
+  t[CHORUS_INT32] = int_row<int32_t>();
+  t[CHORUS_INT64] = int_row<int64_t>();
+  t[CHORUS_UINT8] = int_row<uint8_t>();
+  t[CHORUS_UINT16] = int_row<uint16_t>();
+  t[CHORUS_UINT32] = int_row<uint32_t>();
+  t[CHORUS_UINT64] = int_row<uint64_t>();
+  t[CHORUS_FLOAT16] = row<HalfArith<Float16, Add>, HalfArith<Float16, Mul>, F16Max, F16Min>();
+  t[CHORUS_BFLOAT16] =
+      row<HalfArith<BFloat16, Add>, HalfArith<BFloat16, Mul>, Bf16Max, Bf16Min>();
+  t[CHORUS_FLOAT32] = row<Sum<float>, Prod<float>, F32Max, F32Min>();
+  t[CHORUS_FLOAT64] = row<Sum<double>, Prod<double>, F64Max, F64Min>();
+  t[CHORUS_COMPLEX64][CHORUS_SUM] = kernel<Sum<float>>;  // component-wise
+  t[CHORUS_COMPLEX64][CHORUS_PROD] = complex_prod_kernel;
+  return t;
+}
+
+constexpr KernelTable kKernels = make_table();
+
+}  // namespace CHORUS_REDUCE_NS
+}  // namespace
+}  // namespace chorus::core
+
+#endif  // CHORUS_REDUCE_KERNEL_PASS

@@ -1,0 +1,377 @@
+// The built-in ring algorithm, written only against the algorithm ABI.
+//
+// Every collective is a schedule (ring_schedule.h) run by one executor. Each
+// channel to the right/left neighbour is a "lane" that carries its own slice
+// of every chunk, so lanes never touch each other's memory or slots and run
+// concurrently over separate endpoints. Within a lane, chunks are cut into
+// pieces of one staging slot; a piece is forwarded as soon as the piece it
+// depends on has landed, so steps overlap (a pipeline, as in JACCL's ring).
+#include <chorus/algorithm.h>
+
+#include "algorithms/ring/ring_schedule.h"
+
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace chorus::ring {
+namespace {
+
+const chorus_host_v1_t* g_host = nullptr;
+
+constexpr uint64_t kSendBit = 1ull << 63;
+constexpr int kLaneShift = 48;
+constexpr size_t kMaxCompletions = 64;
+
+int fail(const chorus_algo_env_v1_t* env, int status, const std::string& message) {
+  return env->fail(env->core, status, message.c_str());
+}
+
+struct Plan {
+  int steps = 0;
+  std::function<Step(int)> step;
+  std::function<Range(int)> chunk;
+};
+
+class Executor {
+ public:
+  Executor(const chorus_algo_env_v1_t* env, std::byte* work, chorus_tp_mr_t* work_mr,
+           size_t esize, chorus_reduce_fn_t kernel, Plan plan)
+      : env_(env),
+        work_(work),
+        work_mr_(work_mr),
+        esize_(esize),
+        kernel_(kernel),
+        plan_(std::move(plan)) {
+    piece_ = env->staging_slot_size / esize;
+    int lanes = std::max(1, std::min<int>(env->channels, int(env->staging_slots)));
+    size_t slots_per_lane = env->staging_slots / size_t(lanes);
+    int right = mod(env->rank + 1, env->size);
+    int left = mod(env->rank - 1, env->size);
+    uint32_t send_cap = env->caps->max_outstanding_sends ? env->caps->max_outstanding_sends : 1;
+    uint32_t recv_cap = env->caps->max_outstanding_recvs ? env->caps->max_outstanding_recvs : 1;
+    for (int l = 0; l < lanes; ++l) {
+      Lane lane;
+      lane.id = l;
+      lane.ep_send = env->endpoint(env->core, right, l);
+      lane.ep_recv = env->endpoint(env->core, left, l);
+      for (size_t s = 0; s < slots_per_lane; ++s) lane.free_slots.push_back(size_t(l) * slots_per_lane + s);
+      lane.send_window = std::min<size_t>(2 * slots_per_lane, send_cap);
+      lane.recv_window = std::min<size_t>(2 * slots_per_lane, recv_cap);
+      lane.recv_start.assign(size_t(plan_.steps) + 1, 0);
+      for (int u = 0; u < plan_.steps; ++u) {
+        Step st = plan_.step(u);
+        size_t n = st.recv_chunk >= 0 ? piece_count(sub(lane, st.recv_chunk).count, piece_) : 0;
+        lane.recv_start[size_t(u) + 1] = lane.recv_start[size_t(u)] + n;
+        if (st.send_chunk >= 0) lane.send_total += piece_count(sub(lane, st.send_chunk).count, piece_);
+      }
+      lane.recv_total = lane.recv_start.back();
+      lanes_.push_back(std::move(lane));
+    }
+  }
+
+  int run() {
+    for (auto& lane : lanes_) {
+      if ((lane.send_total && !lane.ep_send) || (lane.recv_total && !lane.ep_recv))
+        return fail(env_, CHORUS_ERR_INTERNAL,
+                    "ring: lane " + std::to_string(lane.id) + " has no endpoint to its neighbour");
+    }
+    chorus_tp_completion_t comps[kMaxCompletions];
+    for (;;) {
+      bool done = true;
+      bool outstanding = false;
+      for (auto& lane : lanes_) {
+        if (int rc = pump(lane); rc != CHORUS_OK) return rc;
+        done = done && lane.send_done == lane.send_total && lane.recv_done == lane.recv_total;
+        outstanding = outstanding || lane.send_posted > lane.send_done ||
+                      lane.recv_posted > lane.recv_done;
+      }
+      if (done) return CHORUS_OK;
+      if (!outstanding)
+        return fail(env_, CHORUS_ERR_INTERNAL, "ring: schedule stalled with nothing in flight");
+      int n = env_->progress(env_->core, comps, kMaxCompletions);
+      if (n < 0) return n;
+      for (int i = 0; i < n; ++i)
+        if (int rc = complete(comps[i]); rc != CHORUS_OK) return rc;
+    }
+  }
+
+ private:
+  struct PostedRecv {
+    int step;
+    size_t piece;
+    long slot;  // -1: received in place
+  };
+  struct Lane {
+    int id = 0;
+    chorus_tp_endpoint_t* ep_send = nullptr;
+    chorus_tp_endpoint_t* ep_recv = nullptr;
+    std::vector<size_t> free_slots;
+    std::vector<size_t> recv_start;  // recv sequence index of (step u, piece 0)
+    size_t send_window = 1, recv_window = 1;
+    size_t send_total = 0, send_posted = 0, send_done = 0;
+    size_t recv_total = 0, recv_posted = 0, recv_done = 0;
+    int send_step = 0, recv_step = 0;
+    size_t send_piece = 0, recv_piece = 0;
+    std::deque<PostedRecv> posted;
+  };
+
+  /// This lane's slice of chunk `c`.
+  Range sub(const Lane& lane, int c) const {
+    Range whole = plan_.chunk(c);
+    Range part = split(whole.count, int(lanes_count()), lane.id);
+    return {whole.offset + part.offset, part.count};
+  }
+  size_t lanes_count() const {
+    return size_t(std::max(1, std::min<int>(env_->channels, int(env_->staging_slots))));
+  }
+  Range piece_range(const Lane& lane, int c, size_t k) const {
+    Range s = sub(lane, c);
+    size_t off = k * piece_;
+    return {s.offset + off, std::min(piece_, s.count - off)};
+  }
+
+  /// Advances a (step, piece) cursor past steps with nothing to move in `dir`.
+  void settle(int& step, size_t& piece, bool send, const Lane& lane) const {
+    while (step < plan_.steps) {
+      Step st = plan_.step(step);
+      int c = send ? st.send_chunk : st.recv_chunk;
+      if (c >= 0 && piece < piece_count(sub(lane, c).count, piece_)) return;
+      ++step;
+      piece = 0;
+    }
+  }
+
+  int pump(Lane& lane) {
+    const auto* tp = env_->tp;
+    // Receives first, so the peer's sends find a buffer waiting.
+    for (;;) {
+      settle(lane.recv_step, lane.recv_piece, false, lane);
+      if (lane.recv_step >= plan_.steps || lane.recv_posted - lane.recv_done >= lane.recv_window)
+        break;
+      Step st = plan_.step(lane.recv_step);
+      Range r = piece_range(lane, st.recv_chunk, lane.recv_piece);
+      void* buf = work_ + r.offset * esize_;
+      chorus_tp_mr_t* mr = work_mr_;
+      long slot = -1;
+      if (st.reduce) {
+        if (lane.free_slots.empty()) break;
+        slot = long(lane.free_slots.back());
+        buf = env_->staging[slot];
+        mr = env_->staging_mr[slot];
+      }
+      uint64_t wr = (uint64_t(lane.id) << kLaneShift) | lane.recv_posted;
+      int rc = tp->post_recv(lane.ep_recv, buf, r.count * esize_, mr, wr);
+      if (rc == CHORUS_ERR_AGAIN) break;
+      if (rc != CHORUS_OK)
+        return fail(env_, rc, "ring: post_recv from rank " +
+                                  std::to_string(mod(env_->rank - 1, env_->size)) +
+                                  " failed: " + tp->last_error());
+      if (slot >= 0) lane.free_slots.pop_back();
+      lane.posted.push_back({lane.recv_step, lane.recv_piece, slot});
+      ++lane.recv_posted;
+      ++lane.recv_piece;
+    }
+    for (;;) {
+      settle(lane.send_step, lane.send_piece, true, lane);
+      if (lane.send_step >= plan_.steps || lane.send_posted - lane.send_done >= lane.send_window)
+        break;
+      Step st = plan_.step(lane.send_step);
+      if (st.send_after >= 0 &&
+          lane.recv_done <= lane.recv_start[size_t(st.send_after)] + lane.send_piece)
+        break;  // the data this piece forwards has not landed yet
+      Range r = piece_range(lane, st.send_chunk, lane.send_piece);
+      uint64_t wr = kSendBit | (uint64_t(lane.id) << kLaneShift) | lane.send_posted;
+      int rc = tp->post_send(lane.ep_send, work_ + r.offset * esize_, r.count * esize_, work_mr_, wr);
+      if (rc == CHORUS_ERR_AGAIN) break;
+      if (rc != CHORUS_OK)
+        return fail(env_, rc, "ring: post_send to rank " +
+                                  std::to_string(mod(env_->rank + 1, env_->size)) +
+                                  " failed: " + tp->last_error());
+      ++lane.send_posted;
+      ++lane.send_piece;
+    }
+    return CHORUS_OK;
+  }
+
+  int complete(const chorus_tp_completion_t& c) {
+    size_t l = size_t((c.wr_id & ~kSendBit) >> kLaneShift);
+    if (l >= lanes_.size())
+      return fail(env_, CHORUS_ERR_INTERNAL, "ring: completion for unknown lane " + std::to_string(l));
+    Lane& lane = lanes_[l];
+    if (c.wr_id & kSendBit) {
+      ++lane.send_done;
+      return CHORUS_OK;
+    }
+    if (lane.posted.empty())
+      return fail(env_, CHORUS_ERR_INTERNAL, "ring: receive completion with none posted");
+    PostedRecv p = lane.posted.front();
+    lane.posted.pop_front();
+    Step st = plan_.step(p.step);
+    Range r = piece_range(lane, st.recv_chunk, p.piece);
+    if (c.byte_len != r.count * esize_)
+      return fail(env_, CHORUS_ERR_INTERNAL,
+                  "ring: received " + std::to_string(c.byte_len) + " bytes where " +
+                      std::to_string(r.count * esize_) +
+                      " were expected; do all ranks pass the same count and dtype?");
+    if (p.slot >= 0) {
+      kernel_(env_->staging[p.slot], work_ + r.offset * esize_, r.count);
+      lane.free_slots.push_back(size_t(p.slot));
+    }
+    ++lane.recv_done;
+    return CHORUS_OK;
+  }
+
+  const chorus_algo_env_v1_t* env_;
+  std::byte* work_;
+  chorus_tp_mr_t* work_mr_;
+  size_t esize_;
+  chorus_reduce_fn_t kernel_;
+  Plan plan_;
+  size_t piece_ = 1;
+  std::vector<Lane> lanes_;
+};
+
+int register_work(const chorus_algo_env_v1_t* env, void* buf, size_t bytes, chorus_tp_mr_t** mr) {
+  *mr = nullptr;
+  if (bytes == 0) return CHORUS_OK;
+  return env->mem_register(env->core, buf, bytes, mr);
+}
+
+int ring_all_reduce(const chorus_algo_env_v1_t* env, const void* in, void* out, size_t count,
+                    int dtype, int op) {
+  size_t esize = chorus_dtype_size(dtype);
+  if (count == 0) return CHORUS_OK;
+  if (in != out) std::memmove(out, in, count * esize);
+  if (env->size == 1) return CHORUS_OK;
+  chorus_reduce_fn_t kernel = env->reduce_kernel(dtype, op);
+  if (!kernel) return fail(env, CHORUS_ERR_INVALID_ARGUMENT, "ring: no kernel for dtype/op");
+  chorus_tp_mr_t* mr = nullptr;
+  if (int rc = register_work(env, out, count * esize, &mr); rc != CHORUS_OK) return rc;
+  int rank = env->rank, size = env->size;
+  Plan plan{all_reduce_steps(size), [=](int u) { return all_reduce_step(rank, size, u); },
+            [=](int c) { return split(count, size, c); }};
+  return Executor(env, static_cast<std::byte*>(out), mr, esize, kernel, std::move(plan)).run();
+}
+
+int ring_all_gather(const chorus_algo_env_v1_t* env, const void* in, void* out, size_t count,
+                    int dtype) {
+  size_t esize = chorus_dtype_size(dtype);
+  if (count == 0) return CHORUS_OK;
+  auto* base = static_cast<std::byte*>(out);
+  std::byte* mine = base + size_t(env->rank) * count * esize;
+  if (in != mine) std::memmove(mine, in, count * esize);
+  if (env->size == 1) return CHORUS_OK;
+  chorus_tp_mr_t* mr = nullptr;
+  if (int rc = register_work(env, out, size_t(env->size) * count * esize, &mr); rc != CHORUS_OK)
+    return rc;
+  int rank = env->rank, size = env->size;
+  Plan plan{all_gather_steps(size), [=](int u) { return all_gather_step(rank, size, u); },
+            [=](int c) { return Range{size_t(c) * count, count}; }};
+  return Executor(env, base, mr, esize, nullptr, std::move(plan)).run();
+}
+
+int ring_reduce_scatter(const chorus_algo_env_v1_t* env, const void* in, void* out, size_t count,
+                        int dtype, int op) {
+  size_t esize = chorus_dtype_size(dtype);
+  if (count == 0) return CHORUS_OK;
+  size_t block = count * esize;
+  if (env->size == 1) {
+    if (in != out) std::memmove(out, in, block);
+    return CHORUS_OK;
+  }
+  chorus_reduce_fn_t kernel = env->reduce_kernel(dtype, op);
+  if (!kernel) return fail(env, CHORUS_ERR_INVALID_ARGUMENT, "ring: no kernel for dtype/op");
+  // Partial sums travel around the ring and accumulate in a scratch copy of
+  // the input: the caller's input stays untouched.
+  std::vector<std::byte> scratch(static_cast<const std::byte*>(in),
+                                 static_cast<const std::byte*>(in) + size_t(env->size) * block);
+  chorus_tp_mr_t* mr = nullptr;
+  if (int rc = register_work(env, scratch.data(), scratch.size(), &mr); rc != CHORUS_OK) return rc;
+  int rank = env->rank, size = env->size;
+  Plan plan{reduce_scatter_steps(size), [=](int u) { return reduce_scatter_step(rank, size, u); },
+            [=](int c) { return Range{size_t(c) * count, count}; }};
+  int rc = Executor(env, scratch.data(), mr, esize, kernel, std::move(plan)).run();
+  if (rc == CHORUS_OK) std::memcpy(out, scratch.data() + size_t(rank) * block, block);
+  return rc;
+}
+
+int ring_broadcast(const chorus_algo_env_v1_t* env, void* buf, size_t count, int dtype, int root) {
+  size_t esize = chorus_dtype_size(dtype);
+  if (count == 0 || env->size == 1) return CHORUS_OK;
+  chorus_tp_mr_t* mr = nullptr;
+  if (int rc = register_work(env, buf, count * esize, &mr); rc != CHORUS_OK) return rc;
+  int rank = env->rank, size = env->size;
+  Plan plan{broadcast_steps(size), [=](int) { return broadcast_step(rank, size, root); },
+            [=](int) { return Range{0, count}; }};
+  return Executor(env, static_cast<std::byte*>(buf), mr, esize, nullptr, std::move(plan)).run();
+}
+
+/// Posts one message and progresses until it (and anything else) completes.
+int one_message(const chorus_algo_env_v1_t* env, bool send, int peer, size_t slot) {
+  chorus_tp_endpoint_t* ep = env->endpoint(env->core, peer, 0);
+  if (!ep) return fail(env, CHORUS_ERR_INTERNAL, "ring: no endpoint to rank " + std::to_string(peer));
+  void* buf = env->staging[slot];
+  int rc = send ? env->tp->post_send(ep, buf, 1, env->staging_mr[slot], kSendBit)
+                : env->tp->post_recv(ep, buf, 1, env->staging_mr[slot], 0);
+  if (rc != CHORUS_OK)
+    return fail(env, rc, std::string("ring barrier: post to rank ") + std::to_string(peer) +
+                             " failed: " + env->tp->last_error());
+  chorus_tp_completion_t c;
+  int n = env->progress(env->core, &c, 1);
+  return n < 0 ? n : CHORUS_OK;
+}
+
+/// Two laps of a one-byte token: after the first, rank 0 knows everyone has
+/// arrived; the second lap releases the ranks.
+int ring_barrier(const chorus_algo_env_v1_t* env) {
+  if (env->size == 1) return CHORUS_OK;
+  int right = mod(env->rank + 1, env->size);
+  int left = mod(env->rank - 1, env->size);
+  static_cast<std::byte*>(env->staging[1])[0] = std::byte{1};
+  for (int lap = 0; lap < 2; ++lap) {
+    if (env->rank == 0) {
+      if (int rc = one_message(env, true, right, 1); rc != CHORUS_OK) return rc;
+      if (int rc = one_message(env, false, left, 0); rc != CHORUS_OK) return rc;
+    } else {
+      if (int rc = one_message(env, false, left, 0); rc != CHORUS_OK) return rc;
+      if (int rc = one_message(env, true, right, 1); rc != CHORUS_OK) return rc;
+    }
+  }
+  return CHORUS_OK;
+}
+
+int ring_init(const chorus_host_v1_t* host) {
+  g_host = host;
+  return CHORUS_OK;
+}
+
+/// Ring is the bandwidth algorithm: it moves 2(n-1)/n of the data per rank
+/// but pays 2(n-1) latencies, so it prefers large messages.
+int ring_preference(int collective, int size, uint64_t bytes) {
+  (void)collective;
+  (void)size;
+  return bytes >= (64u << 10) ? 100 : 50;
+}
+
+}  // namespace
+}  // namespace chorus::ring
+
+extern "C" __attribute__((visibility("default"))) const chorus_algorithm_plugin_v1_t
+    chorus_algorithm_plugin_v1 = {
+        sizeof(chorus_algorithm_plugin_v1_t),
+        CHORUS_ALGORITHM_ABI_MINOR,
+        "ring",
+        CHORUS_ALGO_PEERS_RING,
+        CHORUS_ALGO_DETERMINISTIC_ACROSS_RANKS | CHORUS_ALGO_DETERMINISTIC_ACROSS_RUNS,
+        chorus::ring::ring_init,
+        nullptr,
+        chorus::ring::ring_preference,
+        chorus::ring::ring_all_reduce,
+        chorus::ring::ring_all_gather,
+        chorus::ring::ring_reduce_scatter,
+        chorus::ring::ring_broadcast,
+        chorus::ring::ring_barrier,
+};

@@ -1,0 +1,116 @@
+// Bootstrap: the TCP side channel through rank 0 that ranks use to find each
+// other, swap address blobs and hold barriers before any transport is up.
+#pragma once
+
+#include "core/deadline.h"
+#include "core/frame.h"
+#include "core/status.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace chorus::core {
+
+/// How a rank finds the job.
+struct BootstrapOptions {
+  /// This process's rank, 0 <= rank < size.
+  int rank = -1;
+  /// Number of ranks in the job, >= 1.
+  int size = 0;
+  /// "host:port": an IPv4 address, an IPv6 address in brackets ("[::1]:29500")
+  /// or a host name. Rank 0 listens on that address only; the others connect
+  /// to it. Unused when size == 1.
+  std::string coordinator;
+  /// Ranks whose token differs are refused, so two jobs sharing a coordinator
+  /// address cannot mix. May be empty. Not (yet) authentication: see
+  /// frame::job_tag().
+  std::string job_token;
+  /// Receives log lines; levels are chorus_log_level_t. May be empty. Called
+  /// on the thread that is inside a Bootstrap call.
+  std::function<void(int level, const std::string& message)> log;
+};
+
+/// A host and port split out of "host:port".
+struct HostPort {
+  std::string host;  ///< without the brackets of an IPv6 literal
+  std::uint16_t port = 0;
+};
+
+/// Splits "host:port", "[v6-address]:port" or "name:port". Pure.
+/// @returns CHORUS_ERR_INVALID_ARGUMENT for a missing host or port, a port
+///          outside 1..65535, or an unbracketed IPv6 address.
+Result<HostPort> parse_host_port(std::string_view text);
+
+/// The side channel of one job: a star of TCP connections through rank 0.
+///
+/// Every collective here is called by every rank, in the same order (the
+/// frames carry a sequence number and the operation, and rank 0 fails all
+/// ranks with CHORUS_ERR_INVALID_ARGUMENT on a mismatch). Each non-root rank
+/// sends its part to rank 0, which sends the combined result back to all.
+///
+/// Errors: any failure (timeout, lost peer, mismatch, bad argument) is final.
+/// The Bootstrap tells the other ranks (rank 0 relays it to everyone), so
+/// they fail promptly with CHORUS_ERR_PEER_LOST (CHORUS_ERR_INVALID_ARGUMENT
+/// for a job-wide usage error), and every later call returns the first error
+/// again. A rank whose connection drops makes the other ranks' pending and
+/// next calls fail with CHORUS_ERR_PEER_LOST naming it.
+///
+/// @note Not thread-safe: one thread at a time may use a Bootstrap (calls
+///       from different threads must be serialised by the caller). Different
+///       Bootstrap objects are independent. Every call blocks the calling
+///       thread until it completes or its deadline passes; no background
+///       thread is started (except Asio's resolver thread while a host name
+///       is being looked up).
+class Bootstrap {
+ public:
+  /// Largest blob a rank may contribute to one call.
+  static constexpr std::size_t kMaxBlob = frame::kMaxBlob;
+
+  /// Joins the job. Blocks until every rank has joined (rank 0: all size-1
+  /// peers said hello and were welcomed; others: connected and welcomed) or
+  /// the deadline passes. Non-root ranks retry while the coordinator is not
+  /// listening yet. Rank 0 drops (and logs) connections that are not ranks of
+  /// this job and keeps waiting. size == 1 opens no sockets.
+  /// @returns the Bootstrap, or CHORUS_ERR_INVALID_ARGUMENT (bad options,
+  ///          refused by rank 0), CHORUS_ERR_TIMEOUT (names the missing ranks
+  ///          or the unreachable coordinator), CHORUS_ERR_SYSTEM (cannot listen
+  ///          or resolve), CHORUS_ERR_PEER_LOST (rank 0 gave up the job).
+  static Result<std::unique_ptr<Bootstrap>> connect(const BootstrapOptions& options,
+                                                    Deadline deadline);
+
+  /// Closes the sockets at once; never blocks on the network. Peers still
+  /// expecting this rank see it as lost.
+  ~Bootstrap();
+
+  Bootstrap(const Bootstrap&) = delete;
+  Bootstrap& operator=(const Bootstrap&) = delete;
+
+  int rank() const;
+  int size() const;
+
+  /// Every rank contributes `mine` (at most kMaxBlob bytes, may be empty); on
+  /// success all[r] holds rank r's blob on every rank. `all` is only written
+  /// on success.
+  Status all_gather(std::span<const std::byte> mine, std::vector<std::vector<std::byte>>& all,
+                    Deadline deadline);
+
+  /// Returns on a rank only once every rank has entered the barrier.
+  Status barrier(Deadline deadline);
+
+  /// On success `data` on every rank equals `data` on rank `root` (at most
+  /// kMaxBlob bytes). Non-root `data` is only written on success.
+  Status broadcast(std::vector<std::byte>& data, int root, Deadline deadline);
+
+ private:
+  class Impl;
+  explicit Bootstrap(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace chorus::core

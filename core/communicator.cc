@@ -1,0 +1,645 @@
+#include "core/communicator.h"
+
+#include <chorus/chorus.h>
+
+#include "core/log.h"
+#include "core/reduce.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <set>
+#include <sstream>
+
+namespace chorus::core {
+namespace {
+
+constexpr const char* kBuiltinAlgorithms[] = {"ring", "mesh"};
+
+std::chrono::milliseconds seconds_ms(double s) {
+  return std::chrono::milliseconds(static_cast<long long>(s * 1000.0));
+}
+
+void put_u32(std::vector<std::byte>& out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out.push_back(std::byte((v >> (8 * i)) & 0xff));
+}
+
+void put_bytes(std::vector<std::byte>& out, const void* p, size_t n) {
+  put_u32(out, uint32_t(n));
+  auto* b = static_cast<const std::byte*>(p);
+  out.insert(out.end(), b, b + n);
+}
+
+/// Reads a length-prefixed field; false when the blob is too short.
+bool get_bytes(const std::vector<std::byte>& in, size_t& pos, const std::byte*& p, size_t& n) {
+  if (in.size() - pos < 4 || pos > in.size()) return false;
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= uint32_t(in[pos + size_t(i)]) << (8 * i);
+  pos += 4;
+  if (in.size() - pos < v) return false;
+  p = in.data() + pos;
+  n = v;
+  pos += v;
+  return true;
+}
+
+std::string dtype_list() {
+  std::string s;
+  for (int d = 0; d < CHORUS_DTYPE_COUNT; ++d) s += (d ? ", " : "") + std::string(chorus_dtype_name(d));
+  return s;
+}
+
+Status check_dtype(int dtype) {
+  if (chorus_dtype_size(dtype) == 0)
+    return {CHORUS_ERR_INVALID_ARGUMENT,
+            "unknown dtype " + std::to_string(dtype) + " (valid: " + dtype_list() + ")"};
+  return Status::ok();
+}
+
+/// Validates a buffer of `count` * `blocks` elements of `dtype`.
+Status check_buffer(const void* p, size_t count, size_t blocks, int dtype, const char* name) {
+  if (auto st = check_dtype(dtype); !st.is_ok()) return st;
+  size_t esize = chorus_dtype_size(dtype);
+  if (count > std::numeric_limits<size_t>::max() / esize / blocks)
+    return {CHORUS_ERR_INVALID_ARGUMENT, "count " + std::to_string(count) + " of " +
+                                             chorus_dtype_name(dtype) +
+                                             " overflows the addressable size"};
+  if (count > 0 && p == nullptr)
+    return {CHORUS_ERR_INVALID_ARGUMENT,
+            std::string(name) + " is NULL with count " + std::to_string(count)};
+  return Status::ok();
+}
+
+Status check_op(int dtype, int op) {
+  if (reduce_kernel(dtype, op)) return Status::ok();
+  std::string reason = reduce_unsupported_reason(dtype, op);
+  return {CHORUS_ERR_INVALID_ARGUMENT,
+          reason.empty() ? "unsupported dtype/op pair" : reason};
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Communicator>> Communicator::create(Config config) {
+  std::unique_ptr<Communicator> comm(new Communicator());
+  if (auto st = comm->init(std::move(config)); !st.is_ok()) return st;
+  return comm;
+}
+
+Status Communicator::init(Config config) {
+  cfg_ = std::move(config);
+  log_set_level(cfg_.log_level);
+  Deadline deadline = Deadline::after(seconds_ms(cfg_.timeout_init_s));
+
+  if (cfg_.world_size < 0 && cfg_.rank < 0) {
+    cfg_.world_size = 1;  // a program started on its own is a job of one
+    cfg_.rank = 0;
+  }
+  if (cfg_.world_size < 0)
+    return {CHORUS_ERR_INVALID_ARGUMENT,
+            "rank " + std::to_string(cfg_.rank) +
+                " is set but the world size is not; set CHORUS_WORLD_SIZE (or bootstrap.world_size, "
+                "or run under chorusrun)"};
+  if (cfg_.rank < 0)
+    return {CHORUS_ERR_INVALID_ARGUMENT,
+            "world size " + std::to_string(cfg_.world_size) +
+                " is set but this process's rank is not; set CHORUS_RANK (or bootstrap.rank)"};
+  if (cfg_.rank >= cfg_.world_size)
+    return {CHORUS_ERR_INVALID_ARGUMENT, "rank " + std::to_string(cfg_.rank) +
+                                             " is out of range for world size " +
+                                             std::to_string(cfg_.world_size)};
+  rank_ = cfg_.rank;
+  size_ = cfg_.world_size;
+  log_set_rank(rank_);
+  if (size_ > 1 && cfg_.coordinator.empty())
+    return {CHORUS_ERR_INVALID_ARGUMENT,
+            "rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
+                ": no coordinator address; set CHORUS_COORDINATOR=host:port (the same on every "
+                "rank) or launch with chorusrun"};
+
+  auto search = plugin_search_path(cfg_.plugin_path);
+  auto tp = load_plugin(PluginKind::kTransport, cfg_.transport, search);
+  if (!tp.is_ok()) return tp.status().with_context("rank " + std::to_string(rank_));
+  transport_ = *tp;
+  tp_ = transport_->transport();
+  if (auto st = select_algorithms(); !st.is_ok()) return st;
+
+  BootstrapOptions bo;
+  bo.rank = rank_;
+  bo.size = size_;
+  bo.coordinator = cfg_.coordinator;
+  bo.job_token = cfg_.job_token;
+  bo.log = [rank = rank_](int level, const std::string& msg) {
+    if (log_enabled(level)) log_line(level, rank, "bootstrap: " + msg);
+  };
+  auto boot = Bootstrap::connect(bo, deadline);
+  if (!boot.is_ok()) return boot.status();
+  bootstrap_ = std::move(*boot);
+  CHORUS_LOGF(CHORUS_LOG_DEBUG, rank_, "bootstrap joined: " << size_ << " ranks via " << cfg_.coordinator);
+
+  std::vector<chorus_kv_t> kv;
+  if (auto it = cfg_.transport_settings.find(cfg_.transport); it != cfg_.transport_settings.end())
+    for (const auto& s : it->second) kv.push_back({s.key.c_str(), s.value.c_str(), s.origin.c_str()});
+  chorus_tp_context_info_t info{};
+  info.struct_size = sizeof(info);
+  info.rank = rank_;
+  info.size = size_;
+  info.bind_address = cfg_.bind_address.c_str();
+  info.config = kv.empty() ? nullptr : kv.data();
+  info.config_count = kv.size();
+  if (int rc = tp_->context_open(&info, &ctx_); rc != CHORUS_OK)
+    return {rc, "rank " + std::to_string(rank_) + ": transport '" + cfg_.transport +
+                    "' could not open a context: " + tp_->last_error()};
+  caps_.struct_size = sizeof(caps_);
+  if (int rc = tp_->get_caps(ctx_, &caps_); rc != CHORUS_OK)
+    return {rc, "rank " + std::to_string(rank_) + ": get_caps failed: " + tp_->last_error()};
+  if (caps_.max_message_size == 0) caps_.max_message_size = 1u << 30;
+  if (auto st = connect_endpoints(deadline); !st.is_ok()) return st;
+  if (auto st = setup_staging(); !st.is_ok()) return st;
+  if (auto st = bootstrap_->barrier(deadline); !st.is_ok())
+    return st.with_context("rank " + std::to_string(rank_) + ": init barrier");
+  CHORUS_LOGF(CHORUS_LOG_INFO, rank_,
+              "communicator ready: " << size_ << " ranks, transport " << cfg_.transport << ", "
+                                     << cfg_.channels << " channel(s), config " << cfg_.source);
+  return Status::ok();
+}
+
+Status Communicator::select_algorithms() {
+  auto search = plugin_search_path(cfg_.plugin_path);
+  std::set<std::string> pinned;
+  bool any_auto = false;
+  for (const auto& name : cfg_.algorithm) {
+    if (name == "auto") any_auto = true;
+    else pinned.insert(name);
+  }
+  auto add = [&](const std::string& name, bool required) -> Status {
+    for (const auto& p : algorithms_)
+      if (p->name() == name) return Status::ok();
+    auto loaded = load_plugin(PluginKind::kAlgorithm, name, search);
+    if (!loaded.is_ok()) {
+      if (required) return loaded.status().with_context("rank " + std::to_string(rank_));
+      CHORUS_LOGF(CHORUS_LOG_DEBUG, rank_, "built-in algorithm '" << name << "' not available: "
+                                                                  << loaded.status().message());
+      return Status::ok();
+    }
+    algorithms_.push_back(*loaded);
+    std::vector<chorus_kv_t> kv;
+    if (auto it = cfg_.algorithm_settings.find(name); it != cfg_.algorithm_settings.end())
+      for (const auto& s : it->second)
+        kv.push_back({s.key.c_str(), s.value.c_str(), s.origin.c_str()});
+    algorithm_kv_.push_back(std::move(kv));
+    return Status::ok();
+  };
+  for (const auto& name : pinned)
+    if (auto st = add(name, true); !st.is_ok()) return st;
+  if (any_auto)
+    for (const char* name : kBuiltinAlgorithms)
+      if (auto st = add(name, false); !st.is_ok()) return st;
+
+  auto implements = [](const chorus_algorithm_plugin_v1_t* a, int coll) {
+    size_t off = 0;
+    const void* op = nullptr;
+    switch (coll) {
+      case CHORUS_COLL_ALL_REDUCE:
+        off = offsetof(chorus_algorithm_plugin_v1_t, all_reduce);
+        op = reinterpret_cast<const void*>(a->all_reduce);
+        break;
+      case CHORUS_COLL_ALL_GATHER:
+        off = offsetof(chorus_algorithm_plugin_v1_t, all_gather);
+        op = reinterpret_cast<const void*>(a->all_gather);
+        break;
+      case CHORUS_COLL_REDUCE_SCATTER:
+        off = offsetof(chorus_algorithm_plugin_v1_t, reduce_scatter);
+        op = reinterpret_cast<const void*>(a->reduce_scatter);
+        break;
+      case CHORUS_COLL_BROADCAST:
+        off = offsetof(chorus_algorithm_plugin_v1_t, broadcast);
+        op = reinterpret_cast<const void*>(a->broadcast);
+        break;
+      default:
+        off = offsetof(chorus_algorithm_plugin_v1_t, barrier);
+        op = reinterpret_cast<const void*>(a->barrier);
+        break;
+    }
+    return a->struct_size >= off + sizeof(void*) && op != nullptr;
+  };
+  for (int coll = 0; coll < CHORUS_COLL_COUNT; ++coll) {
+    const std::string& want = cfg_.algorithm[coll];
+    std::string key = std::string("algorithm.") + chorus_collective_name(coll);
+    for (size_t i = 0; i < algorithms_.size(); ++i) {
+      const Plugin& p = *algorithms_[i];
+      if (want != "auto" && p.name() != want) continue;
+      if (implements(p.algorithm(), coll)) {
+        candidates_[coll].push_back(&p);
+      } else if (want != "auto") {
+        auto origin = cfg_.origins.find(key);
+        return {CHORUS_ERR_INVALID_ARGUMENT,
+                "algorithm '" + want + "' (" + key + ", set by " +
+                    (origin != cfg_.origins.end() ? origin->second : "?") +
+                    ") does not implement " + chorus_collective_name(coll) +
+                    "; choose another algorithm or \"auto\""};
+      }
+    }
+    if (candidates_[coll].empty())
+      return {CHORUS_ERR_UNAVAILABLE, std::string("no algorithm available for ") +
+                                          chorus_collective_name(coll) +
+                                          "; the built-in ring plugin was not found next to "
+                                          "libchorus (run chorus-info)"};
+  }
+  return Status::ok();
+}
+
+const chorus_algorithm_plugin_v1_t* Communicator::choose(int collective, uint64_t bytes) const {
+  if (collective < 0 || collective >= CHORUS_COLL_COUNT) return nullptr;
+  const auto& list = candidates_[collective];
+  if (list.empty()) return nullptr;
+  const chorus_algorithm_plugin_v1_t* best = list.front()->algorithm();
+  int best_score = std::numeric_limits<int>::min();
+  for (const Plugin* p : list) {
+    const auto* a = p->algorithm();
+    bool has_pref = a->struct_size >= offsetof(chorus_algorithm_plugin_v1_t, preference) + sizeof(void*) &&
+                    a->preference != nullptr;
+    int score = has_pref ? a->preference(collective, size_, bytes) : 0;
+    if (list.size() > 1 && score < 0) continue;
+    if (score > best_score) {
+      best_score = score;
+      best = a;
+    }
+  }
+  return best;
+}
+
+Status Communicator::connect_endpoints(Deadline deadline) {
+  const int channels = cfg_.channels;
+  endpoints_.assign(size_t(size_) * size_t(channels), nullptr);
+  // Every rank must agree on what shapes the wire traffic; a mismatch would
+  // otherwise show up as a hang or garbage much later.
+  std::string fingerprint = "transport=" + cfg_.transport +
+                            " channels=" + std::to_string(channels) +
+                            " staging_slot_size=" + std::to_string(cfg_.staging_slot_size) +
+                            " staging_slots=" + std::to_string(cfg_.staging_slots);
+  for (int c = 0; c < CHORUS_COLL_COUNT; ++c)
+    fingerprint += std::string(" ") + chorus_collective_name(c) + "=" + cfg_.algorithm[c];
+  std::vector<std::byte> mine;
+  put_bytes(mine, fingerprint.data(), fingerprint.size());
+  std::vector<std::byte> addr(caps_.max_address_size ? caps_.max_address_size : 1024);
+  for (int p = 0; p < size_; ++p) {
+    for (int c = 0; c < channels; ++c) {
+      if (p == rank_) {
+        put_u32(mine, 0);
+        continue;
+      }
+      size_t len = addr.size();
+      chorus_tp_endpoint_t* ep = nullptr;
+      if (int rc = tp_->endpoint_open(ctx_, p, c, addr.data(), &len, &ep); rc != CHORUS_OK)
+        return {rc, "rank " + std::to_string(rank_) + ": opening endpoint to rank " +
+                        std::to_string(p) + " channel " + std::to_string(c) +
+                        " failed: " + tp_->last_error()};
+      endpoints_[size_t(p) * size_t(channels) + size_t(c)] = ep;
+      put_bytes(mine, addr.data(), len);
+    }
+  }
+  std::vector<std::vector<std::byte>> all;
+  if (auto st = bootstrap_->all_gather(mine, all, deadline); !st.is_ok())
+    return st.with_context("rank " + std::to_string(rank_) + ": exchanging endpoint addresses");
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    size_t pos = 0;
+    const std::byte* data = nullptr;
+    size_t n = 0;
+    auto malformed = Status(CHORUS_ERR_INTERNAL, "rank " + std::to_string(rank_) +
+                                                     ": malformed address table from rank " +
+                                                     std::to_string(p));
+    if (!get_bytes(all[size_t(p)], pos, data, n)) return malformed;
+    std::string theirs(reinterpret_cast<const char*>(data), n);
+    if (theirs != fingerprint)
+      return {CHORUS_ERR_INVALID_ARGUMENT,
+              "rank " + std::to_string(rank_) + " and rank " + std::to_string(p) +
+                  " disagree on the configuration (" + fingerprint + " vs " + theirs +
+                  "); give every rank the same config file and CHORUS_* variables"};
+    for (int q = 0; q < size_; ++q) {
+      for (int c = 0; c < channels; ++c) {
+        if (!get_bytes(all[size_t(p)], pos, data, n)) return malformed;
+        if (q != rank_) continue;
+        auto* ep = endpoints_[size_t(p) * size_t(channels) + size_t(c)];
+        int rc = tp_->endpoint_connect(ep, data, n, deadline.remaining_ms());
+        if (rc != CHORUS_OK)
+          return {rc, "rank " + std::to_string(rank_) + ": connecting to rank " +
+                          std::to_string(p) + " (channel " + std::to_string(c) + ") over " +
+                          cfg_.transport + " failed: " + tp_->last_error()};
+      }
+    }
+  }
+  return Status::ok();
+}
+
+Status Communicator::setup_staging() {
+  size_t slots = size_t(cfg_.staging_slots);
+  size_t bytes = slots * cfg_.staging_slot_size;
+  staging_block_ = std::aligned_alloc(4096, bytes);
+  if (!staging_block_)
+    return {CHORUS_ERR_SYSTEM, "cannot allocate " + std::to_string(bytes) + " bytes of staging"};
+  std::memset(staging_block_, 0, bytes);
+  for (size_t i = 0; i < slots; ++i) {
+    void* p = static_cast<std::byte*>(staging_block_) + i * cfg_.staging_slot_size;
+    chorus_tp_mr_t* mr = nullptr;
+    if (int rc = tp_->mem_register(ctx_, p, cfg_.staging_slot_size, CHORUS_MEM_HOST, &mr);
+        rc != CHORUS_OK)
+      return {rc, "rank " + std::to_string(rank_) + ": registering staging buffers failed: " +
+                      tp_->last_error()};
+    staging_.push_back(p);
+    staging_mr_.push_back(mr);
+  }
+  return Status::ok();
+}
+
+Communicator::~Communicator() {
+  if (tp_ && ctx_) {
+    for (auto*& ep : endpoints_)
+      if (ep) tp_->endpoint_close(ep), ep = nullptr;
+    release_call_registrations();
+    for (auto* mr : staging_mr_)
+      if (mr) tp_->mem_deregister(ctx_, mr);
+    tp_->context_close(ctx_);
+    ctx_ = nullptr;
+  }
+  std::free(staging_block_);
+}
+
+void Communicator::abort() {
+  aborted_.store(true);
+  if (tp_ && ctx_ && tp_->struct_size >= offsetof(chorus_transport_plugin_v1_t, interrupt) + sizeof(void*) &&
+      tp_->interrupt)
+    tp_->interrupt(ctx_);
+}
+
+Status Communicator::usable(const char* what) const {
+  std::string prefix = "rank " + std::to_string(rank_) + ": " + what;
+  if (aborted_.load())
+    return {CHORUS_ERR_ABORTED, prefix + ": the communicator was aborted; finalize it and create a new one"};
+  if (broken_)
+    return {broken_status_.code(), prefix + ": the communicator failed earlier and cannot be used ("
+                                       + broken_status_.message() +
+                                       "); finalize it and create a new one"};
+  return Status::ok();
+}
+
+void Communicator::mark_broken(const Status& why) {
+  broken_ = true;
+  broken_status_ = why;
+  // Outstanding receives may point into caller memory; closing the endpoints
+  // guarantees nothing lands there after the call returns.
+  for (auto*& ep : endpoints_)
+    if (ep) tp_->endpoint_close(ep), ep = nullptr;
+}
+
+void Communicator::release_call_registrations() {
+  for (auto* mr : call_mrs_)
+    if (mr) tp_->mem_deregister(ctx_, mr);
+  call_mrs_.clear();
+}
+
+template <class Call>
+Status Communicator::run(int collective, const char* what, uint64_t bytes, Call&& call) {
+  if (auto st = usable(what); !st.is_ok()) return st;
+  const chorus_algorithm_plugin_v1_t* algo = choose(collective, bytes);
+  size_t index = 0;
+  while (index < algorithms_.size() && algorithms_[index]->algorithm() != algo) ++index;
+  if (!algo || index == algorithms_.size())
+    return {CHORUS_ERR_INTERNAL, std::string("no algorithm chosen for ") + what};
+  call_deadline_ = Deadline::after(seconds_ms(cfg_.timeout_collective_s));
+  call_what_ = what;
+  call_error_ = Status::ok();
+
+  chorus_algo_env_v1_t env{};
+  env.struct_size = sizeof(env);
+  env.minor = CHORUS_ALGORITHM_ABI_MINOR;
+  env.rank = rank_;
+  env.size = size_;
+  env.channels = cfg_.channels;
+  env.tp = tp_;
+  env.tp_ctx = ctx_;
+  env.caps = &caps_;
+  env.staging_slots = staging_.size();
+  env.staging_slot_size = cfg_.staging_slot_size;
+  env.staging = staging_.data();
+  env.staging_mr = staging_mr_.data();
+  env.config = algorithm_kv_[index].empty() ? nullptr : algorithm_kv_[index].data();
+  env.config_count = algorithm_kv_[index].size();
+  env.core = this;
+  env.endpoint = &Communicator::env_endpoint;
+  env.reduce_kernel = &reduce_kernel;
+  env.mem_register = &Communicator::env_mem_register;
+  env.progress = &Communicator::env_progress;
+  env.fail = &Communicator::env_fail;
+  env.log = &Communicator::env_log;
+
+  CHORUS_LOGF(CHORUS_LOG_DEBUG, rank_, what << ": " << bytes << " bytes via algorithm '" << algo->name << "'");
+  int rc = call(algo, &env);
+  release_call_registrations();
+  if (rc == CHORUS_OK) return Status::ok();
+  Status st = call_error_.is_ok()
+                  ? Status(rc, "rank " + std::to_string(rank_) + ": " + what + ": algorithm '" +
+                                   algo->name + "' failed with " + chorus_status_name(rc))
+                  : call_error_;
+  if (st.code() != CHORUS_ERR_INVALID_ARGUMENT) mark_broken(st);
+  CHORUS_LOGF(CHORUS_LOG_DEBUG, rank_, st.message());
+  return st;
+}
+
+Status Communicator::all_reduce(const void* in, void* out, size_t count, int dtype, int op) {
+  if (auto st = check_buffer(in, count, 1, dtype, "input"); !st.is_ok()) return st;
+  if (auto st = check_buffer(out, count, 1, dtype, "output"); !st.is_ok()) return st;
+  if (auto st = check_op(dtype, op); !st.is_ok()) return st;
+  uint64_t bytes = uint64_t(count) * chorus_dtype_size(dtype);
+  return run(CHORUS_COLL_ALL_REDUCE, "all_reduce", bytes,
+             [&](const chorus_algorithm_plugin_v1_t* a, const chorus_algo_env_v1_t* env) {
+               return a->all_reduce(env, in, out, count, dtype, op);
+             });
+}
+
+Status Communicator::all_gather(const void* in, void* out, size_t count, int dtype) {
+  if (auto st = check_buffer(in, count, 1, dtype, "input"); !st.is_ok()) return st;
+  if (auto st = check_buffer(out, count, size_t(size_), dtype, "output"); !st.is_ok()) return st;
+  uint64_t bytes = uint64_t(count) * chorus_dtype_size(dtype);
+  return run(CHORUS_COLL_ALL_GATHER, "all_gather", bytes,
+             [&](const chorus_algorithm_plugin_v1_t* a, const chorus_algo_env_v1_t* env) {
+               return a->all_gather(env, in, out, count, dtype);
+             });
+}
+
+Status Communicator::reduce_scatter(const void* in, void* out, size_t count, int dtype, int op) {
+  if (auto st = check_buffer(in, count, size_t(size_), dtype, "input"); !st.is_ok()) return st;
+  if (auto st = check_buffer(out, count, 1, dtype, "output"); !st.is_ok()) return st;
+  if (auto st = check_op(dtype, op); !st.is_ok()) return st;
+  uint64_t bytes = uint64_t(count) * chorus_dtype_size(dtype);
+  return run(CHORUS_COLL_REDUCE_SCATTER, "reduce_scatter", bytes,
+             [&](const chorus_algorithm_plugin_v1_t* a, const chorus_algo_env_v1_t* env) {
+               return a->reduce_scatter(env, in, out, count, dtype, op);
+             });
+}
+
+Status Communicator::broadcast(void* buf, size_t count, int dtype, int root) {
+  if (auto st = check_buffer(buf, count, 1, dtype, "buffer"); !st.is_ok()) return st;
+  if (root < 0 || root >= size_)
+    return {CHORUS_ERR_INVALID_ARGUMENT, "broadcast root " + std::to_string(root) +
+                                             " is out of range for " + std::to_string(size_) +
+                                             " ranks"};
+  uint64_t bytes = uint64_t(count) * chorus_dtype_size(dtype);
+  return run(CHORUS_COLL_BROADCAST, "broadcast", bytes,
+             [&](const chorus_algorithm_plugin_v1_t* a, const chorus_algo_env_v1_t* env) {
+               return a->broadcast(env, buf, count, dtype, root);
+             });
+}
+
+Status Communicator::barrier() {
+  return run(CHORUS_COLL_BARRIER, "barrier", 0,
+             [&](const chorus_algorithm_plugin_v1_t* a, const chorus_algo_env_v1_t* env) {
+               return a->barrier(env);
+             });
+}
+
+Status Communicator::send(const void* buf, size_t count, int dtype, int peer) {
+  return p2p(true, const_cast<void*>(buf), count, dtype, peer);
+}
+
+Status Communicator::recv(void* buf, size_t count, int dtype, int peer) {
+  return p2p(false, buf, count, dtype, peer);
+}
+
+Status Communicator::p2p(bool is_send, void* buf, size_t count, int dtype, int peer) {
+  const char* what = is_send ? "send" : "recv";
+  if (auto st = check_buffer(buf, count, 1, dtype, "buffer"); !st.is_ok()) return st;
+  if (peer < 0 || peer >= size_ || peer == rank_)
+    return {CHORUS_ERR_INVALID_ARGUMENT,
+            std::string(what) + ": peer " + std::to_string(peer) + " is not another rank (rank " +
+                std::to_string(rank_) + " of " + std::to_string(size_) + ")"};
+  if (auto st = usable(what); !st.is_ok()) return st;
+  call_deadline_ = Deadline::after(seconds_ms(cfg_.timeout_collective_s));
+  call_what_ = what;
+  call_error_ = Status::ok();
+
+  size_t bytes = count * chorus_dtype_size(dtype);
+  chorus_tp_endpoint_t* ep = endpoints_[size_t(peer) * size_t(cfg_.channels)];
+  chorus_tp_mr_t* mr = nullptr;
+  if (bytes > 0 && (caps_.flags & CHORUS_TP_CAP_NEEDS_REGISTRATION)) {
+    if (int rc = env_mem_register(this, buf, bytes, &mr); rc != CHORUS_OK) return call_error_;
+  }
+  const size_t max_msg = size_t(std::min<uint64_t>(caps_.max_message_size, 1ull << 30));
+  const size_t chunks = bytes == 0 ? 1 : (bytes + max_msg - 1) / max_msg;
+  const size_t window = std::max<uint32_t>(1, is_send ? caps_.max_outstanding_sends
+                                                         : caps_.max_outstanding_recvs);
+  size_t posted = 0, done = 0;
+  auto* base = static_cast<std::byte*>(buf);
+  chorus_tp_completion_t comps[16];
+  int rc = CHORUS_OK;
+  while (done < chunks && rc == CHORUS_OK) {
+    while (posted < chunks && posted - done < window) {
+      size_t off = posted * max_msg;
+      size_t len = std::min(max_msg, bytes - off);
+      int prc = is_send ? tp_->post_send(ep, base + off, len, mr, posted)
+                        : tp_->post_recv(ep, base + off, len, mr, posted);
+      if (prc == CHORUS_ERR_AGAIN) break;
+      if (prc != CHORUS_OK) {
+        rc = env_fail(this, prc, (std::string("posting to rank ") + std::to_string(peer) +
+                                  " failed: " + tp_->last_error()).c_str());
+        break;
+      }
+      ++posted;
+    }
+    if (rc != CHORUS_OK) break;
+    int n = env_progress(this, comps, 16);
+    if (n < 0) {
+      rc = n;
+      break;
+    }
+    for (int i = 0; i < n && rc == CHORUS_OK; ++i) {
+      size_t idx = size_t(comps[i].wr_id);
+      size_t expect = std::min(max_msg, bytes - idx * max_msg);
+      if (!is_send && comps[i].byte_len != expect)
+        rc = env_fail(this, CHORUS_ERR_INVALID_ARGUMENT,
+                      ("received " + std::to_string(comps[i].byte_len) + " bytes from rank " +
+                       std::to_string(peer) + " where " + std::to_string(expect) +
+                       " were expected: send and recv counts and dtypes must match")
+                          .c_str());
+      ++done;
+    }
+  }
+  release_call_registrations();
+  if (rc == CHORUS_OK) return Status::ok();
+  if (call_error_.code() != CHORUS_ERR_INVALID_ARGUMENT) mark_broken(call_error_);
+  return call_error_;
+}
+
+chorus_tp_endpoint_t* Communicator::env_endpoint(void* core, int peer, int channel) {
+  auto* self = static_cast<Communicator*>(core);
+  if (peer < 0 || peer >= self->size_ || channel < 0 || channel >= self->cfg_.channels)
+    return nullptr;
+  return self->endpoints_[size_t(peer) * size_t(self->cfg_.channels) + size_t(channel)];
+}
+
+int Communicator::env_mem_register(void* core, void* addr, size_t length, chorus_tp_mr_t** mr_out) {
+  auto* self = static_cast<Communicator*>(core);
+  *mr_out = nullptr;
+  if (!(self->caps_.flags & CHORUS_TP_CAP_NEEDS_REGISTRATION) || length == 0) return CHORUS_OK;
+  int rc = self->tp_->mem_register(self->ctx_, addr, length, CHORUS_MEM_HOST, mr_out);
+  if (rc != CHORUS_OK)
+    return env_fail(core, rc, (std::string("registering ") + std::to_string(length) +
+                               " bytes failed: " + self->tp_->last_error())
+                                  .c_str());
+  self->call_mrs_.push_back(*mr_out);
+  return CHORUS_OK;
+}
+
+int Communicator::env_progress(void* core, chorus_tp_completion_t* out, size_t max) {
+  auto* self = static_cast<Communicator*>(core);
+  for (;;) {
+    if (self->aborted_.load())
+      return env_fail(core, CHORUS_ERR_ABORTED, "aborted by chorus_comm_abort()");
+    int n = self->tp_->poll(self->ctx_, out, max);
+    if (n > 0) return n;
+    if (n == CHORUS_ERR_PENDING) {
+      chorus_tp_error_t err{};
+      int rc = self->tp_->read_error(self->ctx_, &err);
+      if (rc != CHORUS_OK)
+        return env_fail(core, CHORUS_ERR_INTERNAL,
+                        (std::string("poll reported an error but read_error failed: ") +
+                         self->tp_->last_error()).c_str());
+      err.message[sizeof(err.message) - 1] = '\0';
+      std::string msg = std::string("transport '") + self->cfg_.transport + "' failed a " +
+                        (err.opcode == CHORUS_TP_SEND ? "send to" : "receive from") + " rank " +
+                        std::to_string(err.peer_rank) + ": " + err.message;
+      if (err.status == CHORUS_ERR_PEER_LOST)
+        msg += " (rank " + std::to_string(err.peer_rank) + " is lost; the communicator must be rebuilt)";
+      return env_fail(core, err.status < 0 ? err.status : CHORUS_ERR_SYSTEM, msg.c_str());
+    }
+    if (n < 0)
+      return env_fail(core, n, (std::string("poll failed: ") + self->tp_->last_error()).c_str());
+    if (self->call_deadline_.expired()) {
+      std::ostringstream os;
+      os << "did not complete within timeout.collective = " << self->cfg_.timeout_collective_s
+         << " s; a peer may be stuck, dead or running a different operation (raise "
+            "timeout.collective / CHORUS_TIMEOUT_COLLECTIVE if it is legitimately slow)";
+      return env_fail(core, CHORUS_ERR_TIMEOUT, os.str().c_str());
+    }
+    // Sleep in the transport; wake at least every 200 ms to re-check abort
+    // for transports without interrupt().
+    int rc = self->tp_->wait(self->ctx_, self->call_deadline_.remaining_ms(200));
+    if (rc != CHORUS_OK && rc != CHORUS_ERR_TIMEOUT)
+      return env_fail(core, rc, (std::string("wait failed: ") + self->tp_->last_error()).c_str());
+  }
+}
+
+int Communicator::env_fail(void* core, int status, const char* message) {
+  auto* self = static_cast<Communicator*>(core);
+  if (self->call_error_.is_ok())
+    self->call_error_ = Status(status, "rank " + std::to_string(self->rank_) + ": " +
+                                           self->call_what_ + ": " + (message ? message : ""));
+  return status;
+}
+
+void Communicator::env_log(void* core, int level, const char* message) {
+  auto* self = static_cast<Communicator*>(core);
+  if (log_enabled(level)) log_line(level, self->rank_, message ? message : "");
+}
+
+}  // namespace chorus::core

@@ -1,0 +1,493 @@
+#include "core/config.h"
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <sstream>
+#include <unistd.h>
+
+extern char** environ;
+
+namespace chorus::core {
+namespace {
+
+constexpr const char* kCollectiveNames[CHORUS_COLL_COUNT] = {"all_reduce", "all_gather",
+                                                              "reduce_scatter", "broadcast",
+                                                              "barrier"};
+
+/// One key as it came from one source. Exactly one of `node` (file, API) and
+/// `raw` (environment text) carries the value.
+struct Entry {
+  std::string key;
+  std::string origin;
+  const toml::node* node = nullptr;
+  std::string raw;
+  bool from_env = false;
+};
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+std::string upper(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::toupper(c); });
+  return s;
+}
+
+void flatten(const toml::table& table, const std::string& prefix, const std::string& file,
+             std::vector<Entry>& out) {
+  for (const auto& [k, v] : table) {
+    std::string key = prefix + std::string(k.str());
+    if (const auto* sub = v.as_table()) {
+      flatten(*sub, key + ".", file, out);
+      continue;
+    }
+    Entry e;
+    e.key = key;
+    e.node = &v;
+    e.origin = file.empty() ? "" : file + ":" + std::to_string(v.source().begin.line);
+    out.push_back(std::move(e));
+  }
+}
+
+std::string type_name(const Entry& e) {
+  if (e.from_env) return "text";
+  switch (e.node->type()) {
+    case toml::node_type::string:
+      return "a string";
+    case toml::node_type::integer:
+      return "an integer";
+    case toml::node_type::floating_point:
+      return "a float";
+    case toml::node_type::boolean:
+      return "a boolean";
+    case toml::node_type::array:
+      return "an array";
+    case toml::node_type::table:
+      return "a table";
+    default:
+      return "a date/time";
+  }
+}
+
+Status bad(const Entry& e, const std::string& what) {
+  return {CHORUS_ERR_INVALID_ARGUMENT, e.origin + ": key '" + e.key + "': " + what};
+}
+
+Result<std::string> get_string(const Entry& e) {
+  if (e.from_env) return e.raw;
+  if (auto s = e.node->value<std::string>()) return *s;
+  return bad(e, "expected a string, got " + type_name(e));
+}
+
+Result<int64_t> get_int(const Entry& e) {
+  if (e.from_env) {
+    int64_t v = 0;
+    const char* b = e.raw.data();
+    auto [p, ec] = std::from_chars(b, b + e.raw.size(), v);
+    if (ec != std::errc() || p != b + e.raw.size())
+      return bad(e, "expected an integer, got '" + e.raw + "'");
+    return v;
+  }
+  if (e.node->type() == toml::node_type::integer) return *e.node->value<int64_t>();
+  return bad(e, "expected an integer, got " + type_name(e));
+}
+
+Result<double> get_number(const Entry& e) {
+  if (e.from_env) {
+    char* end = nullptr;
+    double v = std::strtod(e.raw.c_str(), &end);
+    if (e.raw.empty() || *end != '\0') return bad(e, "expected a number, got '" + e.raw + "'");
+    return v;
+  }
+  if (e.node->type() == toml::node_type::integer) return double(*e.node->value<int64_t>());
+  if (e.node->type() == toml::node_type::floating_point) return *e.node->value<double>();
+  return bad(e, "expected a number, got " + type_name(e));
+}
+
+/// A plugin setting rendered as text: plugins receive scalars only.
+Result<std::string> get_scalar_text(const Entry& e) {
+  if (e.from_env) return e.raw;
+  switch (e.node->type()) {
+    case toml::node_type::string:
+      return *e.node->value<std::string>();
+    case toml::node_type::integer:
+      return std::to_string(*e.node->value<int64_t>());
+    case toml::node_type::floating_point: {
+      std::ostringstream os;
+      os << *e.node->value<double>();
+      return os.str();
+    }
+    case toml::node_type::boolean:
+      return std::string(*e.node->value<bool>() ? "true" : "false");
+    default:
+      return bad(e, "plugin settings must be strings, numbers or booleans, got " + type_name(e));
+  }
+}
+
+Result<uint64_t> get_size(const Entry& e) {
+  if (!e.from_env && e.node->type() == toml::node_type::integer) {
+    int64_t v = *e.node->value<int64_t>();
+    if (v < 0) return bad(e, "must not be negative");
+    return uint64_t(v);
+  }
+  auto text = get_string(e);
+  if (!text.is_ok()) return bad(e, "expected a size such as 1048576 or \"1M\"");
+  auto size = parse_size(*text);
+  if (!size.is_ok()) return bad(e, size.status().message());
+  return size;
+}
+
+bool valid_name(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) {
+    return std::isalnum(c) || c == '_' || c == '-';
+  });
+}
+
+const char* kKnownKeys =
+    "transport.name, transport.<name>.<key>, algorithm.<collective>, algorithm.channels, "
+    "algorithm.staging_slot_size, algorithm.staging_slots, algorithm.<name>.<key>, "
+    "timeout.init, timeout.connect, timeout.collective, log.level, plugin_path, "
+    "bootstrap.rank, bootstrap.world_size, bootstrap.coordinator, bootstrap.job_token, "
+    "network.bind_address";
+
+/// Applies one validated entry to `cfg`. plugin_path is handled by the caller.
+Status apply(const Entry& e, Config& cfg) {
+  const std::string& k = e.key;
+  auto dot = k.find('.');
+  std::string head = k.substr(0, dot);
+  std::string rest = dot == std::string::npos ? "" : k.substr(dot + 1);
+
+  auto set_timeout = [&](double& field) -> Status {
+    auto v = get_number(e);
+    if (!v.is_ok()) return v.status();
+    if (!(*v > 0) || !std::isfinite(*v))
+      return bad(e, "a timeout is a positive number of seconds");
+    field = *v;
+    return Status::ok();
+  };
+
+  if (head == "transport") {
+    if (rest == "name") {
+      auto v = get_string(e);
+      if (!v.is_ok()) return v.status();
+      if (!valid_name(*v)) return bad(e, "'" + *v + "' is not a transport name");
+      cfg.transport = *v;
+      return Status::ok();
+    }
+    auto d2 = rest.find('.');
+    if (d2 != std::string::npos && d2 > 0 && d2 + 1 < rest.size()) {
+      auto text = get_scalar_text(e);
+      if (!text.is_ok()) return text.status();
+      auto& list = cfg.transport_settings[rest.substr(0, d2)];
+      std::string sub = rest.substr(d2 + 1);
+      std::erase_if(list, [&](const Setting& s) { return s.key == sub; });
+      list.push_back({sub, *text, e.origin});
+      return Status::ok();
+    }
+  } else if (head == "algorithm") {
+    if (int coll = collective_from_name(rest); coll >= 0) {
+      auto v = get_string(e);
+      if (!v.is_ok()) return v.status();
+      if (!valid_name(*v)) return bad(e, "'" + *v + "' is not an algorithm name");
+      cfg.algorithm[coll] = *v;
+      return Status::ok();
+    }
+    if (rest == "channels") {
+      auto v = get_int(e);
+      if (!v.is_ok()) return v.status();
+      if (*v < 1 || *v > 64) return bad(e, "channels must be between 1 and 64");
+      cfg.channels = int(*v);
+      return Status::ok();
+    }
+    if (rest == "staging_slots") {
+      auto v = get_int(e);
+      if (!v.is_ok()) return v.status();
+      if (*v < 2 || *v > 1024) return bad(e, "staging_slots must be between 2 and 1024");
+      cfg.staging_slots = int(*v);
+      return Status::ok();
+    }
+    if (rest == "staging_slot_size") {
+      auto v = get_size(e);
+      if (!v.is_ok()) return v.status();
+      if (*v < 4096 || *v > (1ull << 30))
+        return bad(e, "staging_slot_size must be between 4K and 1G");
+      cfg.staging_slot_size = size_t(*v);
+      return Status::ok();
+    }
+    auto d2 = rest.find('.');
+    if (d2 != std::string::npos && d2 > 0 && d2 + 1 < rest.size()) {
+      auto text = get_scalar_text(e);
+      if (!text.is_ok()) return text.status();
+      auto& list = cfg.algorithm_settings[rest.substr(0, d2)];
+      std::string sub = rest.substr(d2 + 1);
+      std::erase_if(list, [&](const Setting& s) { return s.key == sub; });
+      list.push_back({sub, *text, e.origin});
+      return Status::ok();
+    }
+  } else if (head == "timeout") {
+    if (rest == "init") return set_timeout(cfg.timeout_init_s);
+    if (rest == "connect") return set_timeout(cfg.timeout_connect_s);
+    if (rest == "collective") return set_timeout(cfg.timeout_collective_s);
+  } else if (head == "log") {
+    if (rest == "level") {
+      auto v = get_string(e);
+      if (!v.is_ok()) return v.status();
+      int level = log_level_from_name(lower(*v));
+      if (level < 0) return bad(e, "'" + *v + "' is not one of error, warn, info, debug, trace");
+      cfg.log_level = level;
+      return Status::ok();
+    }
+  } else if (head == "bootstrap") {
+    if (rest == "rank" || rest == "world_size") {
+      auto v = get_int(e);
+      if (!v.is_ok()) return v.status();
+      if (rest == "rank" && (*v < 0 || *v > (1 << 24))) return bad(e, "rank must be >= 0");
+      if (rest == "world_size" && (*v < 1 || *v > (1 << 24)))
+        return bad(e, "world_size must be >= 1");
+      (rest == "rank" ? cfg.rank : cfg.world_size) = int(*v);
+      return Status::ok();
+    }
+    if (rest == "coordinator" || rest == "job_token") {
+      auto v = get_string(e);
+      if (!v.is_ok()) return v.status();
+      if (rest == "coordinator") {
+        auto colon = v->rfind(':');
+        if (colon == std::string::npos || colon == 0 || colon + 1 == v->size())
+          return bad(e, "'" + *v + "' is not host:port (e.g. 127.0.0.1:29500)");
+        cfg.coordinator = *v;
+      } else {
+        cfg.job_token = *v;
+      }
+      return Status::ok();
+    }
+  } else if (head == "network") {
+    if (rest == "bind_address") {
+      auto v = get_string(e);
+      if (!v.is_ok()) return v.status();
+      if (v->empty()) return bad(e, "bind_address must not be empty");
+      cfg.bind_address = *v;
+      return Status::ok();
+    }
+  }
+  return bad(e, std::string("unknown key. Known keys: ") + kKnownKeys +
+                    ". Fix the spelling or remove it (see docs/configuration.md)");
+}
+
+/// Maps one CHORUS_* variable to its config key; "" for variables that are not
+/// settings but are allowed (CHORUS_CONFIG, tool-private prefixes).
+Result<std::string> env_key(const std::string& var) {
+  static const std::map<std::string, std::string> fixed = {
+      {"CHORUS_LOG", "log.level"},
+      {"CHORUS_LOG_LEVEL", "log.level"},
+      {"CHORUS_TRANSPORT", "transport.name"},
+      {"CHORUS_TRANSPORT_NAME", "transport.name"},
+      {"CHORUS_PLUGIN_PATH", "plugin_path"},
+      {"CHORUS_RANK", "bootstrap.rank"},
+      {"CHORUS_WORLD_SIZE", "bootstrap.world_size"},
+      {"CHORUS_COORDINATOR", "bootstrap.coordinator"},
+      {"CHORUS_JOB_TOKEN", "bootstrap.job_token"},
+      {"CHORUS_BIND_ADDRESS", "network.bind_address"},
+      {"CHORUS_TIMEOUT_INIT", "timeout.init"},
+      {"CHORUS_TIMEOUT_CONNECT", "timeout.connect"},
+      {"CHORUS_TIMEOUT_COLLECTIVE", "timeout.collective"},
+      {"CHORUS_ALGORITHM_CHANNELS", "algorithm.channels"},
+      {"CHORUS_ALGORITHM_STAGING_SLOTS", "algorithm.staging_slots"},
+      {"CHORUS_ALGORITHM_STAGING_SLOT_SIZE", "algorithm.staging_slot_size"},
+  };
+  if (auto it = fixed.find(var); it != fixed.end()) return it->second;
+  if (var == "CHORUS_CONFIG") return std::string();
+  for (const char* p : {"CHORUS_CONFORMANCE_", "CHORUS_TEST_", "CHORUS_BENCH_", "CHORUS_RUN_"})
+    if (var.rfind(p, 0) == 0) return std::string();
+  for (const char* p : {"CHORUS_TRANSPORT_", "CHORUS_ALGORITHM_"}) {
+    std::string prefix = p;
+    if (var.rfind(prefix, 0) != 0) continue;
+    std::string rest = lower(var.substr(prefix.size()));
+    std::string head = prefix == "CHORUS_TRANSPORT_" ? "transport." : "algorithm.";
+    if (head == "algorithm." && collective_from_name(rest) >= 0) return head + rest;
+    auto us = rest.find('_');
+    if (us != std::string::npos && us > 0 && us + 1 < rest.size())
+      return head + rest.substr(0, us) + "." + rest.substr(us + 1);
+  }
+  return Status(CHORUS_ERR_INVALID_ARGUMENT,
+                "environment variable " + var +
+                    " is not a Chorus setting; unset it or fix the spelling (see "
+                    "docs/configuration.md for the CHORUS_* variables)");
+}
+
+}  // namespace
+
+const char* log_level_name(int level) {
+  static const char* names[] = {"error", "warn", "info", "debug", "trace"};
+  return level >= 0 && level <= 4 ? names[level] : "?";
+}
+
+int log_level_from_name(const std::string& name) {
+  for (int i = 0; i <= 4; ++i)
+    if (name == log_level_name(i)) return i;
+  if (name == "warning") return CHORUS_LOG_WARN;
+  return -1;
+}
+
+int collective_from_name(const std::string& name) {
+  for (int i = 0; i < CHORUS_COLL_COUNT; ++i)
+    if (name == kCollectiveNames[i]) return i;
+  return -1;
+}
+
+Result<uint64_t> parse_size(const std::string& text) {
+  uint64_t value = 0;
+  const char* b = text.data();
+  const char* e = b + text.size();
+  auto [p, ec] = std::from_chars(b, e, value);
+  if (ec != std::errc() || p == b)
+    return Status(CHORUS_ERR_INVALID_ARGUMENT, "'" + text + "' is not a size (e.g. 4096, 64K, 1M)");
+  uint64_t mult = 1;
+  std::string suffix = upper(std::string(p, e));
+  if (suffix == "K" || suffix == "KB" || suffix == "KIB") mult = 1ull << 10;
+  else if (suffix == "M" || suffix == "MB" || suffix == "MIB") mult = 1ull << 20;
+  else if (suffix == "G" || suffix == "GB" || suffix == "GIB") mult = 1ull << 30;
+  else if (!suffix.empty() && suffix != "B")
+    return Status(CHORUS_ERR_INVALID_ARGUMENT,
+                  "'" + text + "' has an unknown unit '" + suffix + "' (use K, M or G)");
+  if (value > (~0ull) / mult)
+    return Status(CHORUS_ERR_INVALID_ARGUMENT, "'" + text + "' is too large");
+  return value * mult;
+}
+
+std::map<std::string, std::string> environment_map() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; e && *e; ++e) {
+    std::string s(*e);
+    auto eq = s.find('=');
+    if (eq != std::string::npos) env[s.substr(0, eq)] = s.substr(eq + 1);
+  }
+  return env;
+}
+
+Result<Config> load_config(const ConfigInputs& inputs) {
+  Config cfg;
+  // Parsed documents stay alive while entries point into them.
+  std::vector<std::unique_ptr<toml::table>> docs;
+  std::vector<Entry> file_entries, env_entries, api_entries;
+
+  std::string path = inputs.api_config_path;
+  if (path.empty()) {
+    if (auto it = inputs.env.find("CHORUS_CONFIG"); it != inputs.env.end()) path = it->second;
+  }
+  if (!path.empty()) {
+    if (access(path.c_str(), R_OK) != 0)
+      return Status(CHORUS_ERR_INVALID_ARGUMENT,
+                    "config file '" + path + "' cannot be read: " + std::strerror(errno) +
+                        " (set CHORUS_CONFIG or the API's config_path to a readable TOML file)");
+    try {
+      docs.push_back(std::make_unique<toml::table>(toml::parse_file(path)));
+    } catch (const toml::parse_error& err) {
+      const auto& where = err.source().begin;
+      return Status(CHORUS_ERR_INVALID_ARGUMENT,
+                    path + ":" + std::to_string(where.line) + ":" + std::to_string(where.column) +
+                        ": TOML syntax error: " + std::string(err.description()));
+    }
+    flatten(*docs.back(), "", path, file_entries);
+    cfg.source = path;
+  }
+
+  for (const auto& [var, value] : inputs.env) {
+    if (var.rfind("CHORUS_", 0) != 0) continue;
+    auto key = env_key(var);
+    if (!key.is_ok()) return key.status();
+    if (key->empty()) continue;
+    Entry e;
+    e.key = *key;
+    e.raw = value;
+    e.from_env = true;
+    e.origin = "environment variable " + var;
+    env_entries.push_back(std::move(e));
+  }
+
+  for (size_t i = 0; i < inputs.api_settings.size(); ++i) {
+    const std::string& s = inputs.api_settings[i];
+    if (s.find('=') == std::string::npos)
+      return Status(CHORUS_ERR_INVALID_ARGUMENT,
+                    "API setting '" + s + "' is not key=value (e.g. timeout.collective=30)");
+    try {
+      docs.push_back(std::make_unique<toml::table>(toml::parse(s)));
+    } catch (const toml::parse_error& err) {
+      return Status(CHORUS_ERR_INVALID_ARGUMENT,
+                    "API setting '" + s + "' is not valid TOML (strings need quotes: "
+                    "transport.name=\"tcp\"): " + std::string(err.description()));
+    }
+    std::vector<Entry> flat;
+    flatten(*docs.back(), "", "", flat);
+    for (auto& e : flat) {
+      e.origin = "API setting '" + s + "'";
+      api_entries.push_back(std::move(e));
+    }
+  }
+
+  // plugin_path accumulates (environment, then API, then file); everything
+  // else is overridden by the later source.
+  std::vector<std::string> env_paths, api_paths, file_paths;
+  auto collect_paths = [](const Entry& e, std::vector<std::string>& out) -> Status {
+    if (e.from_env) {
+      std::stringstream ss(e.raw);
+      std::string item;
+      while (std::getline(ss, item, ':'))
+        if (!item.empty()) out.push_back(item);
+      return Status::ok();
+    }
+    if (auto s = e.node->value<std::string>()) {
+      out.push_back(*s);
+      return Status::ok();
+    }
+    if (const auto* arr = e.node->as_array()) {
+      for (const auto& item : *arr) {
+        auto s = item.value<std::string>();
+        if (!s) return bad(e, "every plugin_path entry must be a string");
+        out.push_back(*s);
+      }
+      return Status::ok();
+    }
+    return bad(e, "expected a string or an array of strings, got " + type_name(e));
+  };
+
+  std::map<std::string, const Entry*> final_entries;
+  for (auto* list : {&file_entries, &env_entries, &api_entries}) {
+    for (const auto& e : *list) {
+      if (e.key == "plugin_path") {
+        auto& dest = list == &file_entries ? file_paths
+                     : list == &env_entries ? env_paths
+                                            : api_paths;
+        if (auto st = collect_paths(e, dest); !st.is_ok()) return st;
+        continue;
+      }
+      final_entries[e.key] = &e;
+    }
+  }
+  // Validate every source's entries, not only the winners, so a typo in the
+  // file is reported even when the environment overrides that key.
+  for (auto* list : {&file_entries, &env_entries, &api_entries}) {
+    for (const auto& e : *list) {
+      if (e.key == "plugin_path") continue;
+      Config scratch;
+      if (auto st = apply(e, scratch); !st.is_ok()) return st;
+    }
+  }
+  for (const auto& [key, e] : final_entries) {
+    if (auto st = apply(*e, cfg); !st.is_ok()) return st;
+    cfg.origins[key] = e->origin;
+  }
+  for (auto* v : {&env_paths, &api_paths, &file_paths})
+    cfg.plugin_path.insert(cfg.plugin_path.end(), v->begin(), v->end());
+  return cfg;
+}
+
+}  // namespace chorus::core

@@ -1,0 +1,85 @@
+// Configuration: one TOML file (or the embedded default), CHORUS_* environment
+// overrides and API settings, merged and validated into a Config.
+#pragma once
+
+#include <chorus/types.h>
+
+#include "core/status.h"
+
+#include <array>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace chorus::core {
+
+/// A plugin setting kept as text with its origin, handed to plugins as chorus_kv_t.
+struct Setting {
+  std::string key;
+  std::string value;
+  std::string origin;
+};
+
+/// The resolved configuration of one communicator. Every field has a default
+/// (the embedded default: TCP on loopback, automatic algorithm choice).
+struct Config {
+  std::string transport = "tcp";
+  /// transport.<name>.* settings, by transport name.
+  std::map<std::string, std::vector<Setting>> transport_settings;
+  /// algorithm.<collective>: "auto" or an algorithm name.
+  std::array<std::string, CHORUS_COLL_COUNT> algorithm{"auto", "auto", "auto", "auto", "auto"};
+  /// algorithm.<name>.* settings, by algorithm name.
+  std::map<std::string, std::vector<Setting>> algorithm_settings;
+  int channels = 1;
+  size_t staging_slot_size = 1u << 20;
+  int staging_slots = 8;
+
+  double timeout_init_s = 60;
+  double timeout_connect_s = 30;
+  double timeout_collective_s = 300;
+
+  int log_level = CHORUS_LOG_WARN;
+  /// Extra plugin folders: CHORUS_PLUGIN_PATH entries first, then the file's plugin_path.
+  std::vector<std::string> plugin_path;
+
+  int rank = -1;
+  int world_size = -1;
+  std::string coordinator;
+  std::string job_token;
+  std::string bind_address = "127.0.0.1";
+
+  /// Where the configuration came from: a file path or "embedded default".
+  std::string source = "embedded default";
+  /// Where each key's final value came from ("chorus.toml:3", "env CHORUS_RANK", "api").
+  std::map<std::string, std::string> origins;
+};
+
+/// Everything configuration is read from; split out so tests need no real environment.
+struct ConfigInputs {
+  /// Config file from the API; empty = use CHORUS_CONFIG from `env`, else none.
+  std::string api_config_path;
+  /// Settings from the API: "key=value" with a TOML value.
+  std::vector<std::string> api_settings;
+  /// The process environment (only CHORUS_* entries matter).
+  std::map<std::string, std::string> env;
+};
+
+/// Reads, merges (file < environment < API) and validates. An unknown key, a
+/// wrong type or a bad value fails naming the file and line (or variable, or
+/// API setting), the key and the fix.
+Result<Config> load_config(const ConfigInputs& inputs);
+
+/// The process environment as a map.
+std::map<std::string, std::string> environment_map();
+
+/// Parses "64", "64K", "1M", "2G" (binary multiples) into bytes.
+Result<uint64_t> parse_size(const std::string& text);
+
+/// Name of a log level ("warn"), and back.
+const char* log_level_name(int level);
+int log_level_from_name(const std::string& name);  // -1 if unknown
+
+/// Collective from its config name ("all_reduce"), or -1.
+int collective_from_name(const std::string& name);
+
+}  // namespace chorus::core

@@ -1,0 +1,31 @@
+# The core as a static library of position-independent objects: linked into
+# libchorus.so for hosts and directly into unit tests and tools that need
+# internals (chorus-info).
+add_library(chorus_core STATIC
+  api.cc
+  communicator.cc
+  config.cc
+  log.cc
+  plugin_loader.cc)
+target_compile_features(chorus_core PUBLIC cxx_std_20)
+target_include_directories(chorus_core PUBLIC ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR})
+target_compile_definitions(chorus_core PRIVATE CHORUS_INSTALL_LIBDIR="${CMAKE_INSTALL_LIBDIR}")
+target_link_libraries(chorus_core PUBLIC chorus_reduce chorus_bootstrap PkgConfig::TOMLPP
+                      ${CMAKE_DL_LIBS} Threads::Threads)
+set_target_properties(chorus_core PROPERTIES CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON)
+
+# libchorus.so: exports only the chorus_* C API.
+add_library(chorus SHARED $<TARGET_OBJECTS:chorus_core>)
+add_library(Chorus::chorus ALIAS chorus)
+target_include_directories(chorus PUBLIC
+  $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
+  $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+target_link_libraries(chorus PRIVATE chorus_reduce chorus_bootstrap PkgConfig::TOMLPP
+                      ${CMAKE_DL_LIBS} Threads::Threads)
+target_link_options(chorus PRIVATE "LINKER:--no-undefined")
+set_target_properties(chorus PROPERTIES
+  VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR}
+  CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON)
+install(TARGETS chorus EXPORT ChorusTargets
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})

@@ -1,0 +1,35 @@
+// Rank-prefixed logging to stderr, filtered by CHORUS_LOG / log.level.
+#pragma once
+
+#include <chorus/types.h>
+
+#include <sstream>
+#include <string>
+
+namespace chorus::core {
+
+/// Process-wide log settings. The level starts from CHORUS_LOG (default warn)
+/// and each communicator may raise or lower it from its configuration.
+void log_set_level(int level);
+int log_level();
+inline bool log_enabled(int level) { return level <= log_level(); }
+
+/// Rank printed by log lines that have no communicator at hand (plugin logs).
+void log_set_rank(int rank);
+int log_rank();
+
+/// Writes one line "[chorus r<rank> LEVEL] message" to stderr atomically.
+/// `rank` < 0 prints no rank. Thread-safe.
+void log_line(int level, int rank, const std::string& message);
+
+}  // namespace chorus::core
+
+/// CHORUS_LOGF(level, rank, stream-expression): formats only when enabled.
+#define CHORUS_LOGF(level, rank, expr)                     \
+  do {                                                     \
+    if (::chorus::core::log_enabled(level)) {              \
+      std::ostringstream chorus_log_os_;                   \
+      chorus_log_os_ << expr;                              \
+      ::chorus::core::log_line(level, rank, chorus_log_os_.str()); \
+    }                                                      \
+  } while (0)

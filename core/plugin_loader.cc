@@ -1,0 +1,308 @@
+#include "core/plugin_loader.h"
+
+#include <chorus/chorus.h>
+
+#include "core/log.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <map>
+#include <mutex>
+
+namespace chorus::core {
+namespace {
+
+constexpr int kNewestMajorProbed = 9;
+
+const char* kind_word(PluginKind kind) {
+  return kind == PluginKind::kTransport ? "transport" : "algorithm";
+}
+
+std::string real_path(const std::string& p) {
+  char buf[PATH_MAX];
+  return ::realpath(p.c_str(), buf) ? std::string(buf) : p;
+}
+
+bool is_file(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+void host_log(void*, int level, const char* message) {
+  if (log_enabled(level)) log_line(level, log_rank(), message ? message : "");
+}
+
+/// Looks `symbol` up in the plugin file itself: a symbol that dlsym finds in
+/// one of the plugin's dependencies does not count.
+void* own_symbol(void* handle, const std::string& plugin_real_path, const std::string& symbol) {
+  void* sym = ::dlsym(handle, symbol.c_str());
+  if (!sym) return nullptr;
+  Dl_info info{};
+  if (!::dladdr(sym, &info) || !info.dli_fname) return nullptr;
+  return real_path(info.dli_fname) == plugin_real_path ? sym : nullptr;
+}
+
+template <class Table>
+bool op_present(const Table* t, size_t offset, const void* op) {
+  return t->struct_size >= offset + sizeof(void*) && op != nullptr;
+}
+
+#define CHORUS_MANDATORY(Table, t, op, missing)                           \
+  if (!op_present(t, offsetof(Table, op), reinterpret_cast<const void*>(t->op))) \
+  missing.push_back(#op)
+
+Status validate_transport(const chorus_transport_plugin_v1_t* t) {
+  constexpr size_t need = offsetof(chorus_transport_plugin_v1_t, wait) + sizeof(void*);
+  if (t->struct_size < need)
+    return {CHORUS_ERR_UNAVAILABLE,
+            "table too short: struct_size is " + std::to_string(t->struct_size) +
+                " bytes but the mandatory ops of transport ABI v1 need " + std::to_string(need) +
+                "; rebuild the plugin against include/chorus/transport.h"};
+  std::vector<std::string> missing;
+  using T = chorus_transport_plugin_v1_t;
+  CHORUS_MANDATORY(T, t, init, missing);
+  CHORUS_MANDATORY(T, t, last_error, missing);
+  CHORUS_MANDATORY(T, t, context_open, missing);
+  CHORUS_MANDATORY(T, t, context_close, missing);
+  CHORUS_MANDATORY(T, t, get_caps, missing);
+  CHORUS_MANDATORY(T, t, endpoint_open, missing);
+  CHORUS_MANDATORY(T, t, endpoint_connect, missing);
+  CHORUS_MANDATORY(T, t, endpoint_close, missing);
+  CHORUS_MANDATORY(T, t, mem_register, missing);
+  CHORUS_MANDATORY(T, t, mem_deregister, missing);
+  CHORUS_MANDATORY(T, t, post_send, missing);
+  CHORUS_MANDATORY(T, t, post_recv, missing);
+  CHORUS_MANDATORY(T, t, poll, missing);
+  CHORUS_MANDATORY(T, t, read_error, missing);
+  CHORUS_MANDATORY(T, t, wait, missing);
+  if (!missing.empty()) {
+    std::string list;
+    for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
+    return {CHORUS_ERR_UNAVAILABLE, "mandatory op(s) missing (NULL): " + list};
+  }
+  if (!t->name) return {CHORUS_ERR_UNAVAILABLE, "the table's name is NULL"};
+  return Status::ok();
+}
+
+Status validate_algorithm(const chorus_algorithm_plugin_v1_t* t) {
+  constexpr size_t need = offsetof(chorus_algorithm_plugin_v1_t, init) + sizeof(void*);
+  if (t->struct_size < need)
+    return {CHORUS_ERR_UNAVAILABLE,
+            "table too short: struct_size is " + std::to_string(t->struct_size) +
+                " bytes but algorithm ABI v1 needs at least " + std::to_string(need) +
+                "; rebuild the plugin against include/chorus/algorithm.h"};
+  std::vector<std::string> missing;
+  using T = chorus_algorithm_plugin_v1_t;
+  CHORUS_MANDATORY(T, t, init, missing);
+  if (!missing.empty()) return {CHORUS_ERR_UNAVAILABLE, "mandatory op(s) missing (NULL): init"};
+  if (!t->name) return {CHORUS_ERR_UNAVAILABLE, "the table's name is NULL"};
+  if (t->peers != CHORUS_ALGO_PEERS_RING && t->peers != CHORUS_ALGO_PEERS_ALL)
+    return {CHORUS_ERR_UNAVAILABLE, "peers is " + std::to_string(t->peers) +
+                                        ", expected CHORUS_ALGO_PEERS_RING or _ALL"};
+  return Status::ok();
+}
+
+std::mutex& cache_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::map<std::string, std::weak_ptr<Plugin>>& cache() {
+  static std::map<std::string, std::weak_ptr<Plugin>> c;
+  return c;
+}
+
+/// dlopens and validates one file. On failure nothing stays loaded.
+Result<std::shared_ptr<Plugin>> open_file(PluginKind kind, const std::string& path,
+                                          std::shared_ptr<Plugin> shell) {
+  std::string rp = real_path(path);
+  ::dlerror();
+  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    const char* err = ::dlerror();
+    return Status(CHORUS_ERR_UNAVAILABLE, std::string("dlopen failed: ") + (err ? err : "?"));
+  }
+  auto fail = [&](Status st) -> Result<std::shared_ptr<Plugin>> {
+    ::dlclose(handle);
+    return st;
+  };
+  const std::string base = std::string("chorus_") + kind_word(kind) + "_plugin_v";
+  void* sym = own_symbol(handle, rp, base + "1");
+  if (!sym) {
+    for (int major = kNewestMajorProbed; major >= 2; --major) {
+      if (own_symbol(handle, rp, base + std::to_string(major)))
+        return fail({CHORUS_ERR_UNAVAILABLE,
+                     "built for " + std::string(kind_word(kind)) + " ABI v" +
+                         std::to_string(major) + " (exports " + base + std::to_string(major) +
+                         ") but this Chorus supports v1 only; rebuild the plugin against this "
+                         "Chorus's headers or upgrade Chorus"});
+    }
+    return fail({CHORUS_ERR_UNAVAILABLE,
+                 "exports no " + base + "1 symbol of its own: not a Chorus " + kind_word(kind) +
+                     " plugin (check that the symbol is exported with C linkage and default "
+                     "visibility)"});
+  }
+  shell->handle_ = handle;
+  shell->path_ = path;
+  const chorus_host_v1_t* host = plugin_host();
+  if (kind == PluginKind::kTransport) {
+    auto* t = static_cast<const chorus_transport_plugin_v1_t*>(sym);
+    if (auto st = validate_transport(t); !st.is_ok()) {
+      shell->handle_ = nullptr;
+      return fail(st);
+    }
+    int rc = t->init(host);
+    if (rc != CHORUS_OK) {
+      std::string why = t->last_error ? t->last_error() : "";
+      shell->handle_ = nullptr;
+      return fail({CHORUS_ERR_UNAVAILABLE, "init failed with " +
+                                               std::string(chorus_status_name(rc)) +
+                                               (why.empty() ? "" : ": " + why)});
+    }
+    shell->transport_ = t;
+    shell->name_ = t->name;
+  } else {
+    auto* a = static_cast<const chorus_algorithm_plugin_v1_t*>(sym);
+    if (auto st = validate_algorithm(a); !st.is_ok()) {
+      shell->handle_ = nullptr;
+      return fail(st);
+    }
+    int rc = a->init(host);
+    if (rc != CHORUS_OK) {
+      shell->handle_ = nullptr;
+      return fail({CHORUS_ERR_UNAVAILABLE,
+                   "init failed with " + std::string(chorus_status_name(rc)) +
+                       " (the plugin's log lines above may say why)"});
+    }
+    shell->algorithm_ = a;
+    shell->name_ = a->name;
+  }
+  return shell;
+}
+
+}  // namespace
+
+Plugin::~Plugin() {
+  if (!handle_) return;
+  if (transport_ && transport_->fini) transport_->fini();
+  if (algorithm_ && algorithm_->fini) algorithm_->fini();
+  ::dlclose(handle_);
+}
+
+std::string Plugin::abi_version() const {
+  uint32_t minor = transport_ ? transport_->minor : algorithm_ ? algorithm_->minor : 0;
+  return "1." + std::to_string(minor);
+}
+
+std::string plugin_file_name(PluginKind kind, const std::string& name) {
+  return std::string("libchorus-") + kind_word(kind) + "-" + name + ".so";
+}
+
+std::vector<std::string> plugin_search_path(const std::vector<std::string>& extra) {
+  std::vector<std::string> path = extra;
+  Dl_info info{};
+  if (::dladdr(reinterpret_cast<void*>(&plugin_search_path), &info) && info.dli_fname) {
+    std::string self = real_path(info.dli_fname);
+    std::string dir = self.substr(0, self.rfind('/'));
+    // libchorus.so lives in <libdir>; a statically linked tool in <prefix>/bin.
+    for (const std::string& candidate :
+         {dir + "/chorus", dir + "/../lib/chorus", dir + "/../" CHORUS_INSTALL_LIBDIR "/chorus"}) {
+      std::string rp = real_path(candidate);
+      bool seen = false;
+      for (const auto& p : path) seen = seen || real_path(p) == rp;
+      if (!seen && ::access(rp.c_str(), F_OK) == 0) path.push_back(rp);
+    }
+  }
+  return path;
+}
+
+Result<std::shared_ptr<Plugin>> load_plugin(PluginKind kind, const std::string& name,
+                                            const std::vector<std::string>& search_path) {
+  std::vector<std::string> candidates;
+  if (name.find('/') != std::string::npos) {
+    candidates.push_back(name);
+  } else {
+    for (const auto& dir : search_path) candidates.push_back(dir + "/" + plugin_file_name(kind, name));
+  }
+  std::string tried;
+  std::lock_guard<std::mutex> lock(cache_mutex());
+  for (const auto& path : candidates) {
+    if (!is_file(path)) {
+      tried += "\n  " + path + ": no such file";
+      continue;
+    }
+    std::string key = real_path(path);
+    if (auto it = cache().find(key); it != cache().end()) {
+      if (auto existing = it->second.lock()) return existing;
+    }
+    std::shared_ptr<Plugin> shell(new Plugin());
+    shell->kind_ = kind;
+    auto loaded = open_file(kind, path, shell);
+    if (loaded.is_ok()) {
+      cache()[key] = *loaded;
+      CHORUS_LOGF(CHORUS_LOG_DEBUG, log_rank(),
+                  "loaded " << kind_word(kind) << " plugin '" << name << "' from " << path);
+      return loaded;
+    }
+    // A file that exists but fails is the answer: say why, do not fall back silently.
+    return Status(CHORUS_ERR_UNAVAILABLE, std::string(kind_word(kind)) + " '" + name +
+                                              "' not loadable: " + path + ": " +
+                                              loaded.status().message());
+  }
+  return Status(CHORUS_ERR_UNAVAILABLE,
+                std::string(kind_word(kind)) + " '" + name + "' not found (" +
+                    plugin_file_name(kind, name) + "); searched:" + tried +
+                    "\nSet CHORUS_PLUGIN_PATH or plugin_path to the folder holding it, or check "
+                    "the name (chorus-info lists the plugins found)");
+}
+
+std::vector<PluginListing> list_plugins(const std::vector<std::string>& search_path) {
+  std::vector<PluginListing> out;
+  std::map<std::string, bool> seen;
+  for (const auto& dir : search_path) {
+    DIR* d = ::opendir(dir.c_str());
+    if (!d) continue;
+    std::vector<std::string> names;
+    while (dirent* ent = ::readdir(d)) names.emplace_back(ent->d_name);
+    ::closedir(d);
+    std::sort(names.begin(), names.end());
+    for (const auto& file : names) {
+      for (PluginKind kind : {PluginKind::kTransport, PluginKind::kAlgorithm}) {
+        std::string prefix = std::string("libchorus-") + kind_word(kind) + "-";
+        if (file.rfind(prefix, 0) != 0 || file.size() <= prefix.size() + 3 ||
+            file.substr(file.size() - 3) != ".so")
+          continue;
+        std::string name = file.substr(prefix.size(), file.size() - prefix.size() - 3);
+        std::string path = dir + "/" + file;
+        if (seen[real_path(path)]) continue;
+        seen[real_path(path)] = true;
+        PluginListing item{kind, name, path, false, {}, {}};
+        auto loaded = load_plugin(kind, path, {});
+        if (loaded.is_ok()) {
+          item.loaded = true;
+          item.abi_version = (*loaded)->abi_version();
+        } else {
+          std::string msg = loaded.status().message();
+          auto colon = msg.find(path + ": ");
+          item.error = colon == std::string::npos ? msg : msg.substr(colon + path.size() + 2);
+        }
+        out.push_back(std::move(item));
+      }
+    }
+  }
+  return out;
+}
+
+const chorus_host_v1_t* plugin_host() {
+  static const chorus_host_v1_t host = {sizeof(chorus_host_v1_t), 0, nullptr, &host_log};
+  return &host;
+}
+
+}  // namespace chorus::core

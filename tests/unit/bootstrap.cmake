@@ -1,0 +1,6 @@
+# Bootstrap side channel and its wire framing (core/bootstrap.*, core/frame.h).
+add_executable(bootstrap_test core/bootstrap_test.cc core/frame_test.cc)
+target_link_libraries(bootstrap_test PRIVATE chorus_bootstrap chorus_catch_main)
+target_compile_options(bootstrap_test PRIVATE -Wall -Wextra)
+add_test(NAME unit.bootstrap COMMAND bootstrap_test)
+set_tests_properties(unit.bootstrap PROPERTIES TIMEOUT 120 LABELS unit)

@@ -1,0 +1,9 @@
+add_executable(core_test core/config_test.cc core/plugin_loader_test.cc)
+target_link_libraries(core_test PRIVATE chorus_core chorus_catch_main)
+add_test(NAME unit.core COMMAND core_test)
+set_tests_properties(unit.core PROPERTIES TIMEOUT 60)
+
+add_executable(ring_schedule_test ring/ring_schedule_test.cc)
+target_link_libraries(ring_schedule_test PRIVATE chorus_catch_main)
+target_include_directories(ring_schedule_test PRIVATE ${PROJECT_SOURCE_DIR})
+add_test(NAME unit.ring_schedule COMMAND ring_schedule_test)

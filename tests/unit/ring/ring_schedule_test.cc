@@ -1,0 +1,122 @@
+// The ring schedules, checked without any transport: every chunk ends where
+// it must, and each send forwards exactly what the previous step received.
+#include <catch2/catch.hpp>
+
+#include "algorithms/ring/ring_schedule.h"
+
+#include <set>
+#include <vector>
+
+using namespace chorus::ring;
+
+TEST_CASE("split covers the range exactly, larger parts first", "[ring]") {
+  for (size_t total : {0u, 1u, 5u, 7u, 100u, 101u}) {
+    for (int parts : {1, 2, 3, 4, 5, 8}) {
+      size_t next = 0;
+      for (int i = 0; i < parts; ++i) {
+        Range r = split(total, parts, i);
+        CHECK(r.offset == next);
+        next += r.count;
+        CHECK(r.count >= total / size_t(parts));
+        CHECK(r.count <= total / size_t(parts) + 1);
+      }
+      CHECK(next == total);
+    }
+  }
+}
+
+TEST_CASE("all_reduce schedule: the left neighbour sends what this rank receives", "[ring]") {
+  for (int size : {2, 3, 4, 5, 8}) {
+    for (int u = 0; u < all_reduce_steps(size); ++u) {
+      for (int r = 0; r < size; ++r) {
+        Step mine = all_reduce_step(r, size, u);
+        Step left = all_reduce_step(mod(r - 1, size), size, u);
+        CHECK(mine.recv_chunk == left.send_chunk);
+        CHECK(mine.reduce == (u < size - 1));
+        if (u > 0) CHECK(mine.send_chunk == all_reduce_step(r, size, u - 1).recv_chunk);
+      }
+    }
+  }
+}
+
+TEST_CASE("all_reduce schedule: every chunk is reduced over every rank exactly once", "[ring]") {
+  for (int size : {2, 3, 4, 7}) {
+    // contributions[r][c] = set of ranks whose data chunk c at rank r holds
+    std::vector<std::vector<std::set<int>>> held(size_t(size), std::vector<std::set<int>>(size_t(size)));
+    for (int r = 0; r < size; ++r)
+      for (int c = 0; c < size; ++c) held[size_t(r)][size_t(c)] = {r};
+    for (int u = 0; u < all_reduce_steps(size); ++u) {
+      auto before = held;
+      for (int r = 0; r < size; ++r) {
+        Step st = all_reduce_step(r, size, u);
+        int left = mod(r - 1, size);
+        const auto& incoming = before[size_t(left)][size_t(st.recv_chunk)];
+        auto& mine = held[size_t(r)][size_t(st.recv_chunk)];
+        if (st.reduce) {
+          for (int x : incoming) {
+            CHECK(mine.count(x) == 0);  // nothing counted twice
+            mine.insert(x);
+          }
+        } else {
+          mine = incoming;
+        }
+      }
+    }
+    for (int r = 0; r < size; ++r)
+      for (int c = 0; c < size; ++c) CHECK(held[size_t(r)][size_t(c)].size() == size_t(size));
+  }
+}
+
+TEST_CASE("reduce_scatter schedule ends with the own block fully reduced", "[ring]") {
+  for (int size : {2, 3, 4, 6}) {
+    std::vector<std::vector<std::set<int>>> held(size_t(size), std::vector<std::set<int>>(size_t(size)));
+    for (int r = 0; r < size; ++r)
+      for (int c = 0; c < size; ++c) held[size_t(r)][size_t(c)] = {r};
+    for (int u = 0; u < reduce_scatter_steps(size); ++u) {
+      auto before = held;
+      for (int r = 0; r < size; ++r) {
+        Step st = reduce_scatter_step(r, size, u);
+        CHECK(st.recv_chunk == reduce_scatter_step(mod(r - 1, size), size, u).send_chunk);
+        for (int x : before[size_t(mod(r - 1, size))][size_t(st.recv_chunk)])
+          held[size_t(r)][size_t(st.recv_chunk)].insert(x);
+        if (u > 0) CHECK(st.send_chunk == reduce_scatter_step(r, size, u - 1).recv_chunk);
+      }
+    }
+    for (int r = 0; r < size; ++r) CHECK(held[size_t(r)][size_t(r)].size() == size_t(size));
+  }
+}
+
+TEST_CASE("all_gather schedule delivers every block to every rank", "[ring]") {
+  for (int size : {2, 3, 5}) {
+    std::vector<std::set<int>> have(size_t(size));
+    for (int r = 0; r < size; ++r) have[size_t(r)] = {r};
+    for (int u = 0; u < all_gather_steps(size); ++u) {
+      auto before = have;
+      for (int r = 0; r < size; ++r) {
+        Step st = all_gather_step(r, size, u);
+        int left = mod(r - 1, size);
+        CHECK(before[size_t(left)].count(st.recv_chunk) == 1);  // the sender has it
+        CHECK(st.recv_chunk == all_gather_step(left, size, u).send_chunk);
+        have[size_t(r)].insert(st.recv_chunk);
+      }
+    }
+    for (int r = 0; r < size; ++r) CHECK(have[size_t(r)].size() == size_t(size));
+  }
+}
+
+TEST_CASE("broadcast pipeline: root sends, the last rank only receives", "[ring]") {
+  for (int size : {2, 3, 4}) {
+    for (int root = 0; root < size; ++root) {
+      int senders = 0, receivers = 0;
+      for (int r = 0; r < size; ++r) {
+        Step st = broadcast_step(r, size, root);
+        senders += st.send_chunk >= 0;
+        receivers += st.recv_chunk >= 0;
+        if (r == root) CHECK(st.recv_chunk == -1);
+        if (r == mod(root - 1, size)) CHECK(st.send_chunk == -1);
+      }
+      CHECK(senders == size - 1);
+      CHECK(receivers == size - 1);
+    }
+  }
+}

@@ -1,0 +1,259 @@
+// chorus-bench: nccl-tests style benchmark and checker, written against the
+// public C API only (as a host program would be).
+//
+// Timing: per iteration, barrier, then the timed operation; the slowest
+// rank's time of each iteration counts, and the median over iterations is
+// reported. busbw uses the nccl-tests factors so numbers compare across
+// libraries.
+#include <chorus/chorus.h>
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <complex>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "tools/bench/bench_data.h"
+
+namespace {
+
+struct Options {
+  std::string coll = "all_reduce";
+  std::string op = "sum";
+  std::string dtype = "float32";
+  std::string algorithm;
+  std::string min_bytes = "8";
+  std::string max_bytes = "64M";
+  double factor = 2.0;
+  int iters = 20;
+  int warmup = 5;
+  bool check = false;
+  bool json = false;
+  int root = 0;
+};
+
+enum class Coll { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kBarrier, kSendRecv };
+
+bool parse_bytes(const std::string& text, uint64_t& out) {
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || v < 0) return false;
+  std::string unit(end);
+  uint64_t mult = 1;
+  if (unit == "K" || unit == "k") mult = 1ull << 10;
+  else if (unit == "M" || unit == "m") mult = 1ull << 20;
+  else if (unit == "G" || unit == "g") mult = 1ull << 30;
+  else if (!unit.empty() && unit != "B") return false;
+  out = uint64_t(v * double(mult));
+  return true;
+}
+
+int fail(const char* what, int rc) {
+  std::fprintf(stderr, "chorus-bench: %s failed: %s: %s\n", what, chorus_status_name(rc),
+               chorus_last_error());
+  return 1;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"chorus-bench: benchmark and check Chorus collectives (run under chorusrun)"};
+  app.add_option("--coll", o.coll,
+                 "all_reduce | all_gather | reduce_scatter | broadcast | barrier | sendrecv")
+      ->check(CLI::IsMember({"all_reduce", "all_gather", "reduce_scatter", "broadcast", "barrier",
+                             "sendrecv"}));
+  app.add_option("-o,--op", o.op, "sum | prod | max | min");
+  app.add_option("-d,--dtype", o.dtype, "element type (float32, bfloat16, int64, ...)");
+  app.add_option("-a,--algorithm", o.algorithm, "pin the algorithm (ring, mesh, a plugin, auto)");
+  app.add_option("-b,--minbytes", o.min_bytes, "smallest size in bytes (K/M/G suffixes)");
+  app.add_option("-e,--maxbytes", o.max_bytes, "largest size in bytes (K/M/G suffixes)");
+  app.add_option("-f,--stepfactor", o.factor, "size multiplier between steps")->check(CLI::Range(1.01, 1024.0));
+  app.add_option("-n,--iters", o.iters, "timed iterations per size")->check(CLI::Range(1, 1000000));
+  app.add_option("-w,--warmup", o.warmup, "untimed iterations per size")->check(CLI::Range(0, 1000000));
+  app.add_option("-r,--root", o.root, "broadcast root");
+  app.add_flag("-c,--check", o.check, "check every element on every rank");
+  app.add_flag("--json", o.json, "one JSON object per size instead of the table");
+  CLI11_PARSE(app, argc, argv);
+
+  int dtype = 0, op = 0;
+  if (chorus_dtype_from_name(o.dtype.c_str(), &dtype) != CHORUS_OK) {
+    std::fprintf(stderr, "chorus-bench: %s\n", chorus_last_error());
+    return 2;
+  }
+  if (chorus_op_from_name(o.op.c_str(), &op) != CHORUS_OK) {
+    std::fprintf(stderr, "chorus-bench: %s\n", chorus_last_error());
+    return 2;
+  }
+  uint64_t min_bytes = 0, max_bytes = 0;
+  if (!parse_bytes(o.min_bytes, min_bytes) || !parse_bytes(o.max_bytes, max_bytes) ||
+      min_bytes > max_bytes) {
+    std::fprintf(stderr, "chorus-bench: bad size range -b %s -e %s (use e.g. -b 8 -e 64M)\n",
+                 o.min_bytes.c_str(), o.max_bytes.c_str());
+    return 2;
+  }
+  Coll coll = o.coll == "all_reduce"       ? Coll::kAllReduce
+              : o.coll == "all_gather"     ? Coll::kAllGather
+              : o.coll == "reduce_scatter" ? Coll::kReduceScatter
+              : o.coll == "broadcast"      ? Coll::kBroadcast
+              : o.coll == "barrier"        ? Coll::kBarrier
+                                           : Coll::kSendRecv;
+  int coll_id = coll == Coll::kAllReduce       ? CHORUS_COLL_ALL_REDUCE
+                : coll == Coll::kAllGather     ? CHORUS_COLL_ALL_GATHER
+                : coll == Coll::kReduceScatter ? CHORUS_COLL_REDUCE_SCATTER
+                : coll == Coll::kBroadcast     ? CHORUS_COLL_BROADCAST
+                                               : CHORUS_COLL_BARRIER;
+
+  std::vector<std::string> settings;
+  if (!o.algorithm.empty() && coll != Coll::kSendRecv)
+    settings.push_back("algorithm." + o.coll + "=\"" + o.algorithm + "\"");
+  std::vector<const char*> settings_c;
+  for (const auto& s : settings) settings_c.push_back(s.c_str());
+  chorus_options_t opts;
+  chorus_options_init(&opts);
+  opts.settings = settings_c.data();
+  opts.settings_count = settings_c.size();
+  chorus_comm_t* comm = nullptr;
+  if (int rc = chorus_comm_init(&opts, &comm); rc != CHORUS_OK) return fail("init", rc);
+  int rank = 0, nranks = 1;
+  chorus_comm_rank(comm, &rank);
+  chorus_comm_size(comm, &nranks);
+  if (coll == Coll::kSendRecv && nranks < 2) {
+    std::fprintf(stderr, "chorus-bench: sendrecv needs at least 2 ranks\n");
+    return 2;
+  }
+  if (o.root < 0 || o.root >= nranks) {
+    std::fprintf(stderr, "chorus-bench: root %d out of range\n", o.root);
+    return 2;
+  }
+
+  const size_t esize = chorus::bench::element_size(dtype);
+  double bus_factor = 1.0;
+  if (coll == Coll::kAllReduce) bus_factor = 2.0 * (nranks - 1) / nranks;
+  if (coll == Coll::kAllGather || coll == Coll::kReduceScatter) bus_factor = double(nranks - 1) / nranks;
+
+  if (rank == 0 && !o.json) {
+    std::printf("# chorus-bench %s: %d ranks, transport %s, dtype %s, op %s, iters %d, warmup %d%s\n",
+                o.coll.c_str(), nranks, chorus_comm_transport(comm), o.dtype.c_str(), o.op.c_str(),
+                o.iters, o.warmup, o.check ? ", checking every element" : "");
+    std::printf("# %12s %12s %10s %12s %10s %10s %8s\n", "size(B)", "count", "algorithm",
+                "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+  }
+
+  uint64_t total_wrong = 0;
+  double busbw_sum = 0;
+  int busbw_n = 0;
+  std::vector<uint64_t> sizes;
+  if (coll == Coll::kBarrier) sizes.push_back(0);
+  else
+    for (double s = double(min_bytes); s <= double(max_bytes) * 1.0000001; s *= o.factor) {
+      sizes.push_back(uint64_t(s));
+      if (o.factor <= 1.0) break;
+    }
+
+  for (uint64_t bytes : sizes) {
+    // nccl-tests convention: for all_gather / reduce_scatter the size is the
+    // large (gathered / scattered) buffer and count is per rank.
+    size_t count = size_t(bytes / esize);
+    if (coll == Coll::kAllGather || coll == Coll::kReduceScatter) count /= size_t(nranks);
+    size_t in_elems = coll == Coll::kReduceScatter ? count * size_t(nranks) : count;
+    size_t out_elems = coll == Coll::kAllGather ? count * size_t(nranks) : count;
+    std::vector<std::byte> in(std::max<size_t>(1, in_elems * esize));
+    std::vector<std::byte> out(std::max<size_t>(1, out_elems * esize));
+    std::vector<std::byte> expect;
+    chorus::bench::fill_input(coll_id, dtype, op, rank, nranks, in.data(), in_elems, count);
+    if (o.check)
+      chorus::bench::expected_output(coll_id, o.coll == "sendrecv", dtype, op, rank, nranks,
+                                     o.root, count, expect);
+
+    auto run_once = [&]() -> int {
+      switch (coll) {
+        case Coll::kAllReduce:
+          return chorus_all_reduce(comm, in.data(), out.data(), count, dtype, op);
+        case Coll::kAllGather:
+          return chorus_all_gather(comm, in.data(), out.data(), count, dtype);
+        case Coll::kReduceScatter:
+          return chorus_reduce_scatter(comm, in.data(), out.data(), count, dtype, op);
+        case Coll::kBroadcast:
+          if (rank == o.root) std::memcpy(out.data(), in.data(), count * esize);
+          return chorus_broadcast(comm, out.data(), count, dtype, o.root);
+        case Coll::kBarrier:
+          return chorus_barrier(comm);
+        case Coll::kSendRecv: {
+          // Ring exchange: even ranks send first, odd ranks receive first.
+          int right = (rank + 1) % nranks, left = (rank - 1 + nranks) % nranks;
+          if (rank % 2 == 0) {
+            if (int rc = chorus_send(comm, in.data(), count, dtype, right)) return rc;
+            return chorus_recv(comm, out.data(), count, dtype, left);
+          }
+          if (int rc = chorus_recv(comm, out.data(), count, dtype, left)) return rc;
+          return chorus_send(comm, in.data(), count, dtype, right);
+        }
+      }
+      return CHORUS_ERR_INTERNAL;
+    };
+
+    for (int i = 0; i < o.warmup; ++i)
+      if (int rc = run_once(); rc != CHORUS_OK) return fail(o.coll.c_str(), rc);
+    std::fill(out.begin(), out.end(), std::byte{0xA5});  // stale data cannot pass the check
+    std::vector<double> times(size_t(o.iters), 0.0);
+    for (int i = 0; i < o.iters; ++i) {
+      if (int rc = chorus_barrier(comm); rc != CHORUS_OK) return fail("barrier", rc);
+      auto t0 = std::chrono::steady_clock::now();
+      if (int rc = run_once(); rc != CHORUS_OK) return fail(o.coll.c_str(), rc);
+      times[size_t(i)] = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    }
+    if (int rc = chorus_all_reduce(comm, times.data(), times.data(), times.size(), CHORUS_FLOAT64,
+                                   CHORUS_MAX);
+        rc != CHORUS_OK)
+      return fail("collecting times", rc);
+    uint64_t wrong = 0;
+    if (o.check) wrong = chorus::bench::count_wrong(dtype, out.data(), expect.data(), expect.size() / esize);
+    if (int rc = chorus_all_reduce(comm, &wrong, &wrong, 1, CHORUS_UINT64, CHORUS_SUM); rc != CHORUS_OK)
+      return fail("collecting check results", rc);
+    total_wrong += wrong;
+
+    double us = median(times);
+    double algbw = us > 0 ? double(bytes) / us / 1e3 : 0;
+    double busbw = algbw * bus_factor;
+    if (bytes > 0) {
+      busbw_sum += busbw;
+      ++busbw_n;
+    }
+    const char* algo = coll == Coll::kSendRecv ? "p2p" : chorus_comm_algorithm(comm, coll_id, count * esize);
+    if (rank == 0) {
+      if (o.json)
+        std::printf("{\"coll\":\"%s\",\"ranks\":%d,\"transport\":\"%s\",\"algorithm\":\"%s\","
+                    "\"dtype\":\"%s\",\"op\":\"%s\",\"bytes\":%llu,\"count\":%zu,\"time_us\":%.3f,"
+                    "\"algbw_gbs\":%.4f,\"busbw_gbs\":%.4f,\"wrong\":%llu,\"checked\":%s}\n",
+                    o.coll.c_str(), nranks, chorus_comm_transport(comm), algo ? algo : "?",
+                    o.dtype.c_str(), o.op.c_str(), (unsigned long long)bytes, count, us, algbw,
+                    busbw, (unsigned long long)wrong, o.check ? "true" : "false");
+      else
+        std::printf("  %12llu %12zu %10s %12.2f %10.3f %10.3f %8s\n", (unsigned long long)bytes,
+                    count, algo ? algo : "?", us, algbw, busbw,
+                    o.check ? std::to_string(wrong).c_str() : "-");
+      std::fflush(stdout);
+    }
+  }
+  if (rank == 0 && !o.json) {
+    std::printf("# Average busbw: %.3f GB/s over %d sizes\n", busbw_n ? busbw_sum / busbw_n : 0.0,
+                busbw_n);
+    std::printf("# Wrong elements: %llu%s\n", (unsigned long long)total_wrong,
+                o.check ? "" : " (not checked; pass -c)");
+  }
+  chorus_comm_finalize(comm);
+  return total_wrong == 0 ? 0 : 3;
+}

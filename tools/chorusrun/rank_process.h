@@ -1,0 +1,35 @@
+// Starting one rank: fork, wire its output to pipes, exec PROGRAM.
+#pragma once
+
+#include <signal.h>
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "tools/chorusrun/unique_fd.h"
+
+namespace chorus::run {
+
+/// A started rank. `pid` is also the id of the process group the rank leads,
+/// which is what chorusrun signals, so that whatever the rank started
+/// (a shell's children, helpers) is stopped with it.
+struct RankProcess {
+  pid_t pid = -1;
+  UniqueFd stdout_fd;  ///< Read end of the rank's stdout; non-blocking.
+  UniqueFd stderr_fd;  ///< Read end of the rank's stderr; non-blocking.
+};
+
+/// Forks and execs `argv` (searched in the PATH of `env`) with environment
+/// `env`, stdin from /dev/null, stdout and stderr to fresh pipes, in a
+/// process group of its own, and with PR_SET_PDEATHSIG so that it is
+/// SIGKILLed if chorusrun dies without cleaning up. The child starts with
+/// signal mask `child_mask` and default SIGPIPE.
+///
+/// If exec fails, the child writes "chorusrun: cannot run 'PROG': <reason>"
+/// to its stderr (so it arrives prefixed with its rank) and exits 127.
+/// Blocks only for fork. Throws std::system_error if a pipe or fork fails.
+RankProcess spawn_rank(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                       const sigset_t& child_mask);
+
+}  // namespace chorus::run
