@@ -138,12 +138,12 @@ struct Conn {
   bool pending = false;       ///< rank 0: accepted, no hello yet
   std::uint32_t allowed = 0;  ///< bit(type) for every frame type the other end may send
   std::array<std::byte, frame::kHeaderSize> header{};
-  Bytes payload;              ///< the frame being read
-  std::deque<Frame> inbox;    ///< complete frames not yet consumed
-  int writes = 0;             ///< our async writes in flight
-  std::string write_error;    ///< the first failed write
-  Gone gone = Gone::kNo;      ///< the reader has stopped, and why
-  std::string why;            ///< kIo/kProtocol: reason; kAbort: the other end's text
+  Bytes payload;            ///< the frame being read
+  std::deque<Frame> inbox;  ///< complete frames not yet consumed
+  int writes = 0;           ///< our async writes in flight
+  std::string write_error;  ///< the first failed write
+  Gone gone = Gone::kNo;    ///< the reader has stopped, and why
+  std::string why;          ///< kIo/kProtocol: reason; kAbort: the other end's text
   int abort_code = 0;
   bool shut = false;  ///< we stopped all I/O on it; its handlers change nothing
 };
@@ -184,8 +184,8 @@ class Bootstrap::Impl {
 
   Status join_as_root(Deadline deadline);
   Status join_as_peer(Deadline deadline);
-  Status collective(frame::Op op, int root, std::span<const std::byte> mine, std::vector<Bytes>& out,
-                    Deadline deadline);
+  Status collective(frame::Op op, int root, std::span<const std::byte> mine,
+                    std::vector<Bytes>& out, Deadline deadline);
 
   /// Makes `status` final: logs it, sends an abort to every connection that
   /// is at a frame boundary (rank 0 relays it to everyone), stops all I/O and
@@ -200,10 +200,13 @@ class Bootstrap::Impl {
     return {code, cat("rank ", rank_, ": ", args...)};
   }
 
+  /// The host's logger adds the rank itself, so our "rank N: " prefix (which
+  /// Status messages keep) is left out of log lines.
   void log(int level, const std::string& message) const {
     if (!log_) return;
     try {
-      log_(level, message);
+      const std::string prefix = cat("rank ", rank_, ": ");
+      log_(level, message.starts_with(prefix) ? message.substr(prefix.size()) : message);
     } catch (...) {  // NOLINT(bugprone-empty-catch): a throwing logger must not break the job
     }
   }
@@ -216,6 +219,8 @@ class Bootstrap::Impl {
 
   // I/O primitives.
   void read_frames(const ConnPtr& c);
+  void on_header(const ConnPtr& c, const asio::error_code& ec);
+  void on_payload(const ConnPtr& c, frame::Type type, const asio::error_code& ec);
   void mark_gone(const ConnPtr& c, Gone gone, std::string why);
   template <class Buffers>
   void send(const ConnPtr& c, const Buffers& buffers);
@@ -258,8 +263,8 @@ class Bootstrap::Impl {
   std::vector<ConnPtr> peers_;    ///< rank 0: peers_[r] for 1 <= r < size, null until joined
   std::vector<ConnPtr> pending_;  ///< rank 0 while joining: callers without a hello yet
   int joined_ = 0;
-  ConnPtr coord_;                 ///< non-root: the connection to rank 0
-  std::vector<ConnPtr> events_;   ///< connections that got a frame, went away or failed a write
+  ConnPtr coord_;                ///< non-root: the connection to rank 0
+  std::vector<ConnPtr> events_;  ///< connections that got a frame, went away or failed a write
   int writes_in_flight_ = 0;
 
   std::uint64_t seq_ = 0;  ///< collectives started, on every rank the same
@@ -271,6 +276,7 @@ class Bootstrap::Impl {
   Bytes welcome_;
   std::array<std::byte, frame::kHeaderSize + frame::kOpHeaderSize> contribution_head_{};
   std::vector<std::array<std::byte, frame::kHeaderSize + frame::kOpHeaderSize>> delivery_heads_;
+  std::vector<asio::const_buffer> delivery_buffers_;
 };
 
 // ---------------------------------------------------------------------------
@@ -294,35 +300,39 @@ Status Bootstrap::Impl::pump(Deadline deadline, const Step& step,
 }
 
 void Bootstrap::Impl::read_frames(const ConnPtr& c) {
-  asio::async_read(c->socket, asio::buffer(c->header), [this, c](const asio::error_code& ec,
-                                                                 std::size_t) {
-    if (c->shut) return;
-    if (ec) return mark_gone(c, Gone::kIo, ec.message());
-    const frame::Header header = frame::read_header(c->header);
-    if (const auto err = frame::check_header(header); err != frame::Error::kNone) {
-      return mark_gone(c, Gone::kProtocol, frame::describe(err, header));
-    }
-    const auto type = static_cast<frame::Type>(header.type);
-    if ((c->allowed & bit(type)) == 0) {
-      return mark_gone(c, Gone::kProtocol, cat("unexpected ", frame::type_name(type), " frame"));
-    }
-    c->payload.resize(header.length);  // at most max_payload(type): checked above
-    asio::async_read(c->socket, asio::buffer(c->payload), [this, c, type](
-                                                               const asio::error_code& ec2,
-                                                               std::size_t) {
-      if (c->shut) return;
-      if (ec2) return mark_gone(c, Gone::kIo, ec2.message());
-      if (type == frame::Type::kAbort) {
-        auto abort = frame::decode_abort(c->payload);
-        if (!abort) return mark_gone(c, Gone::kProtocol, "malformed abort frame");
-        c->abort_code = abort->code;
-        return mark_gone(c, Gone::kAbort, std::move(abort->text));
-      }
-      c->inbox.push_back({type, std::exchange(c->payload, {})});
-      events_.push_back(c);
-      read_frames(c);
-    });
-  });
+  asio::async_read(c->socket, asio::buffer(c->header),
+                   [this, c](const asio::error_code& ec, std::size_t) { on_header(c, ec); });
+}
+
+void Bootstrap::Impl::on_header(const ConnPtr& c, const asio::error_code& ec) {
+  if (c->shut) return;
+  if (ec) return mark_gone(c, Gone::kIo, ec.message());
+  const frame::Header header = frame::read_header(c->header);
+  if (const auto err = frame::check_header(header); err != frame::Error::kNone) {
+    return mark_gone(c, Gone::kProtocol, frame::describe(err, header));
+  }
+  const auto type = static_cast<frame::Type>(header.type);
+  if ((c->allowed & bit(type)) == 0) {
+    return mark_gone(c, Gone::kProtocol, cat("unexpected ", frame::type_name(type), " frame"));
+  }
+  c->payload.resize(header.length);  // at most max_payload(type): checked above
+  asio::async_read(
+      c->socket, asio::buffer(c->payload),
+      [this, c, type](const asio::error_code& e, std::size_t) { on_payload(c, type, e); });
+}
+
+void Bootstrap::Impl::on_payload(const ConnPtr& c, frame::Type type, const asio::error_code& ec) {
+  if (c->shut) return;
+  if (ec) return mark_gone(c, Gone::kIo, ec.message());
+  if (type == frame::Type::kAbort) {
+    auto abort = frame::decode_abort(c->payload);
+    if (!abort) return mark_gone(c, Gone::kProtocol, "malformed abort frame");
+    c->abort_code = abort->code;
+    return mark_gone(c, Gone::kAbort, std::move(abort->text));
+  }
+  c->inbox.push_back({type, std::exchange(c->payload, {})});
+  events_.push_back(c);
+  read_frames(c);
 }
 
 void Bootstrap::Impl::mark_gone(const ConnPtr& c, Gone gone, std::string why) {
@@ -405,7 +415,8 @@ asio::error_code Bootstrap::Impl::resolve(Deadline deadline, std::vector<tcp::en
                             }
                           });
   const Status waited = pump(
-      deadline, [&]() -> std::optional<Status> {
+      deadline,
+      [&]() -> std::optional<Status> {
         if (lookup->done) return Status::ok();
         return std::nullopt;
       },
@@ -434,7 +445,9 @@ Status Bootstrap::Impl::fail(Status status) {
     if (c) shut_down(*c, &abort);
   }
   if (coord_) shut_down(*coord_, &abort);
-  for (const ConnPtr& c : pending_) drop(*c, nullptr);
+  for (const ConnPtr& c : pending_) {
+    if (c->pending) drop(*c, nullptr);
+  }
   pending_.clear();
   asio::error_code ignored;
   acceptor_.close(ignored);
@@ -445,8 +458,7 @@ Status Bootstrap::Impl::fail(Status status) {
 }
 
 std::string Bootstrap::Impl::who(const Conn& c) const {
-  return c.rank == 0 ? cat("the coordinator (rank 0 at ", coordinator_, ")")
-                     : cat("rank ", c.rank);
+  return c.rank == 0 ? cat("the coordinator (rank 0 at ", coordinator_, ")") : cat("rank ", c.rank);
 }
 
 Status Bootstrap::Impl::gone_status(const Conn& c) {
@@ -473,8 +485,8 @@ Status Bootstrap::Impl::join_as_root(Deadline deadline) {
 
   std::vector<tcp::endpoint> endpoints;
   if (const auto ec = resolve(deadline, endpoints)) {
-    return fail(error(CHORUS_ERR_SYSTEM, "cannot resolve the coordinator host '", host_.host,
-                      "' (", ec.message(), "); the coordinator address (", coordinator_,
+    return fail(error(CHORUS_ERR_SYSTEM, "cannot resolve the coordinator host '", host_.host, "' (",
+                      ec.message(), "); the coordinator address (", coordinator_,
                       ") must name rank 0's host"));
   }
   if (Status s = listen(endpoints); !s.is_ok()) return fail(std::move(s));
@@ -498,10 +510,9 @@ Status Bootstrap::Impl::join_as_root(Deadline deadline) {
   acceptor_.close(ignored);
   accept_retry_.cancel();
   for (const ConnPtr& c : pending_) {
-    if (c->pending) {
-      log(CHORUS_LOG_WARN,
-          cat("rank 0: dropped a connection from ", c->where, " that never said hello"));
-    }
+    if (!c->pending) continue;  // admitted (now in peers_) or dropped already
+    log(CHORUS_LOG_WARN,
+        cat("rank 0: dropped a connection from ", c->where, " that never said hello"));
     drop(*c, nullptr);
   }
   pending_.clear();
@@ -573,8 +584,10 @@ Status Bootstrap::Impl::listen(const std::vector<tcp::endpoint>& endpoints) {
                  "port: stop it or choose another port in the coordinator address");
   }
   return error(CHORUS_ERR_SYSTEM, "cannot listen on ", endpoint_text(first_endpoint),
-               " for the side channel (", first.message(), "); rank 0 must run on the host the "
-               "coordinator address (", coordinator_, ") names");
+               " for the side channel (", first.message(),
+               "); rank 0 must run on the host the "
+               "coordinator address (",
+               coordinator_, ") names");
 }
 
 void Bootstrap::Impl::accept_next() {
@@ -625,9 +638,9 @@ std::optional<Status> Bootstrap::Impl::join_step() {
       }
     } else if (c->rank > 0 && peers_[static_cast<std::size_t>(c->rank)] == c &&
                c->gone != Gone::kNo) {
-      log(CHORUS_LOG_WARN, cat("rank 0: rank ", c->rank, " (", c->where,
-                               ") left before every rank had joined (", c->why,
-                               "); waiting for it to come back"));
+      log(CHORUS_LOG_WARN,
+          cat("rank 0: rank ", c->rank, " (", c->where, ") left before every rank had joined (",
+              c->why, "); waiting for it to come back"));
       drop(*c, nullptr);
       peers_[static_cast<std::size_t>(c->rank)].reset();
       --joined_;
@@ -698,8 +711,8 @@ Status Bootstrap::Impl::join_as_peer(Deadline deadline) {
     }
     if (deadline.expired()) {
       return fail(error(CHORUS_ERR_TIMEOUT, "could not reach coordinator ", coordinator_,
-                        " within ", seconds_text(Clock::now() - start), " (last error: ",
-                        last_error,
+                        " within ", seconds_text(Clock::now() - start),
+                        " (last error: ", last_error,
                         "); is rank 0 running and CHORUS_COORDINATOR the same on every rank?"));
     }
     if (attempt == 1 || attempt % 20 == 0) {
@@ -728,7 +741,11 @@ std::optional<Status> Bootstrap::Impl::try_join(Deadline deadline, Clock::time_p
       deadline,
       Deadline::after(std::chrono::duration_cast<std::chrono::milliseconds>(kConnectAttempt)));
   if (const auto ec = connect_once(endpoints, attempt_deadline)) {
-    last_error = ec.message();
+    // Running out of the caller's time mid-attempt says nothing about the
+    // coordinator: keep the reason of the attempt before.
+    if (ec != asio::error::timed_out || !deadline.expired() || last_error == "none") {
+      last_error = ec.message();
+    }
     close(coord_.get());
     drain();
     coord_.reset();
@@ -755,6 +772,10 @@ std::optional<Status> Bootstrap::Impl::try_join(Deadline deadline, Clock::time_p
                          " welcomed this rank into a different job (job size or token differ)");
           }
           return Status::ok();
+        }
+        if (c.gone == Gone::kAbort && c.abort_code == CHORUS_ERR_INVALID_ARGUMENT) {
+          return error(CHORUS_ERR_INVALID_ARGUMENT, "the coordinator ", coordinator_,
+                       " refused this rank: ", c.why);
         }
         if (c.gone == Gone::kAbort) return gone_status(c);
         if (c.gone == Gone::kProtocol) {
@@ -793,7 +814,8 @@ asio::error_code Bootstrap::Impl::connect_once(const std::vector<tcp::endpoint>&
   asio::async_connect(coord_->socket, endpoints,
                       [result](const asio::error_code& ec, const tcp::endpoint&) { *result = ec; });
   const Status waited = pump(
-      deadline, [&]() -> std::optional<Status> {
+      deadline,
+      [&]() -> std::optional<Status> {
         if (*result) return Status::ok();
         return std::nullopt;
       },
@@ -827,8 +849,8 @@ Status Bootstrap::Impl::collective(frame::Op op, int root, std::span<const std::
                       "-byte blob exceeds the side channel's limit of ", kMaxBlob, " bytes"));
   }
   if (op == frame::Op::kBroadcast && (root < 0 || root >= size_)) {
-    return fail(error(CHORUS_ERR_INVALID_ARGUMENT, "broadcast: root ", root, " is outside 0..",
-                      size_ - 1));
+    return fail(
+        error(CHORUS_ERR_INVALID_ARGUMENT, "broadcast: root ", root, " is outside 0..", size_ - 1));
   }
   if (size_ == 1) {
     out.clear();
@@ -880,15 +902,14 @@ Status Bootstrap::Impl::root_collective(frame::Op op, int root, std::span<const 
   for (std::size_t r = 1; r < n; ++r) {
     Frame f = std::move(peers_[r]->inbox.front());
     peers_[r]->inbox.pop_front();
-    const auto head = f.type == frame::Type::kContribute ? frame::decode_op(f.payload)
-                                                         : std::nullopt;
+    const auto head =
+        f.type == frame::Type::kContribute ? frame::decode_op(f.payload) : std::nullopt;
     if (!head) {
       return fail(error(CHORUS_ERR_PEER_LOST, "rank ", r, " broke the side-channel protocol (",
                         "malformed ", frame::type_name(f.type), " frame during ",
                         frame::op_name(op), ")"));
     }
-    if (head->seq != seq_ || head->op != op ||
-        (op == frame::Op::kBroadcast && head->arg != root)) {
+    if (head->seq != seq_ || head->op != op || (op == frame::Op::kBroadcast && head->arg != root)) {
       return fail(error(CHORUS_ERR_INVALID_ARGUMENT,
                         "side-channel collectives called out of step: call #", seq_, " is ",
                         call_text(op, root), " on rank 0 but call #", head->seq, " on rank ", r,
@@ -908,7 +929,9 @@ Status Bootstrap::Impl::root_collective(frame::Op op, int root, std::span<const 
     items.push_back(op == frame::Op::kBroadcast ? static_cast<std::size_t>(root) : 0);
   }
   delivery_heads_.resize(items.size());
-  std::vector<asio::const_buffer> buffers;
+  // One buffer list for all peers: each write holds a span of it, not a copy.
+  std::vector<asio::const_buffer>& buffers = delivery_buffers_;
+  buffers.clear();
   for (std::size_t i = 0; i < items.size(); ++i) {
     const std::size_t blob = op == frame::Op::kBarrier ? 0 : got[items[i]].size();
     auto& head = delivery_heads_[i];
@@ -920,7 +943,7 @@ Status Bootstrap::Impl::root_collective(frame::Op op, int root, std::span<const 
     buffers.emplace_back(asio::buffer(head));
     if (blob > 0) buffers.emplace_back(asio::buffer(got[items[i]]));
   }
-  for (std::size_t r = 1; r < n; ++r) send(peers_[r], buffers);
+  for (std::size_t r = 1; r < n; ++r) send(peers_[r], std::span<const asio::const_buffer>(buffers));
   status = pump(
       deadline,
       [&]() -> std::optional<Status> {
@@ -995,7 +1018,7 @@ Status Bootstrap::Impl::peer_collective(frame::Op op, int root, std::span<const 
     Frame f = std::move(c.inbox.front());
     c.inbox.pop_front();
     const auto head = frame::decode_op(f.payload);
-    const int index = op == frame::Op::kAllGather ? static_cast<int>(k)
+    const int index = op == frame::Op::kAllGather   ? static_cast<int>(k)
                       : op == frame::Op::kBroadcast ? root
                                                     : 0;
     if (!head || head->seq != seq_ || head->op != op || head->arg != index) {
@@ -1088,9 +1111,9 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::connect(const BootstrapOptions& op
               cat("bootstrap: the job size must be at least 1 (got ", options.size, ")")};
     }
     if (options.rank < 0 || options.rank >= options.size) {
-      return {CHORUS_ERR_INVALID_ARGUMENT, cat("bootstrap: rank ", options.rank,
-                                               " is outside 0..", options.size - 1,
-                                               " for a job of ", options.size, " ranks")};
+      return {CHORUS_ERR_INVALID_ARGUMENT,
+              cat("bootstrap: rank ", options.rank, " is outside 0..", options.size - 1,
+                  " for a job of ", options.size, " ranks")};
     }
     HostPort host;
     if (options.size > 1) {

@@ -195,11 +195,11 @@ enum class DecodeState : std::uint8_t { kNeedMore, kFrame, kError };
 /// What decode_frame() found at the start of a buffer.
 struct Decoded {
   DecodeState state = DecodeState::kNeedMore;
-  Error error = Error::kNone;           ///< kError: why
-  Header header{};                      ///< filled once kHeaderSize bytes were seen
-  std::size_t needed = kHeaderSize;     ///< kNeedMore: bytes the buffer must hold to progress
-  std::span<const std::byte> payload;   ///< kFrame: view into the input
-  std::size_t consumed = 0;             ///< kFrame: header + payload bytes to drop
+  Error error = Error::kNone;          ///< kError: why
+  Header header{};                     ///< filled once kHeaderSize bytes were seen
+  std::size_t needed = kHeaderSize;    ///< kNeedMore: bytes the buffer must hold to progress
+  std::span<const std::byte> payload;  ///< kFrame: view into the input
+  std::size_t consumed = 0;            ///< kFrame: header + payload bytes to drop
 };
 
 /// Decodes the frame at the start of `in`. Pure, never allocates, never reads

@@ -36,7 +36,7 @@ constexpr uint16_t float_to_half(float f) {
     r = 0x7c00u;
   } else if (a >= 0x38800000u) {  // normal half; a rounding carry may reach infinity
     r = (a - ((127u - 15u) << 23) + 0x0fffu + ((a >> 13) & 1u)) >> 13;
-  } else if (a > 0x33000000u) {  // subnormal half: units of 2^-24
+  } else if (a > 0x33000000u) {               // subnormal half: units of 2^-24
     const uint32_t shift = 126u - (a >> 23);  // 14 to 24
     const uint32_t mantissa = (a & 0x007fffffu) | 0x00800000u;
     const uint32_t rest = mantissa & ((1u << shift) - 1u);
@@ -48,9 +48,7 @@ constexpr uint16_t float_to_half(float f) {
 }
 
 /// bfloat16 -> float: the bfloat16 is the float's top half. Exact.
-constexpr float bfloat16_to_float(uint16_t b) {
-  return std::bit_cast<float>(uint32_t{b} << 16);
-}
+constexpr float bfloat16_to_float(uint16_t b) { return std::bit_cast<float>(uint32_t{b} << 16); }
 
 /// float -> bfloat16, round to nearest even. Overflow gives infinity; a NaN
 /// keeps its top payload bits and is quieted, so it never becomes infinity.

@@ -87,18 +87,16 @@ bool valid_pair(int dtype, int op) {
   return dtype >= 0 && dtype < CHORUS_DTYPE_COUNT && op >= 0 && op < CHORUS_OP_COUNT;
 }
 
-bool cpu_runs_avx2() {
 #if CHORUS_REDUCE_X86
+bool cpu_runs_avx2() {
   // __builtin_cpu_supports("avx2") also checks that the OS saves YMM state.
   // F16C is read from CPUID directly: Clang's builtin does not know it.
   __builtin_cpu_init();
   if (!__builtin_cpu_supports("avx2")) return false;
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
-#else
-  return false;
-#endif
 }
+#endif
 
 /// The table for `isa`, or nullptr when this build or CPU cannot run it.
 /// Never hands out a table whose code the CPU cannot execute.
@@ -183,12 +181,13 @@ template <class To, class From>
   return __builtin_bit_cast(To, v);
 }
 
-/// An op over `kLanes` elements of type `T` at a time. Each op derived from it
-/// provides `static V apply(V inout, V src)`.
+/// An op on vectors of `kLanes` lanes of type `T`. Each op derived from it
+/// provides `static V apply(V inout, V src)`; kElemSize is the size of one
+/// dtype element (two lanes for complex64).
 template <class T, int kLanesArg = kVectorBytes / int{sizeof(T)}>
 struct OpOn {
-  using Elem = T;
   static constexpr int kLanes = kLanesArg;
+  static constexpr size_t kElemSize = sizeof(T);
   using V = Vec<T, kLanesArg>;
 };
 
@@ -199,8 +198,9 @@ template <class Op>
   using V = typename Op::V;
   const auto* s = static_cast<const std::byte*>(src);
   auto* d = static_cast<std::byte*>(inout);
-  const size_t bytes = count * sizeof(typename Op::Elem);
+  const size_t bytes = count * Op::kElemSize;
   size_t i = 0;
+#pragma GCC unroll 4
   for (; i + sizeof(V) <= bytes; i += sizeof(V)) {
     V a;
     V b;
@@ -253,15 +253,11 @@ struct Min : OpOn<T> {
 // ---- bool: any nonzero byte is true, results are 0 or 1 ----
 
 struct BoolOr : OpOn<uint8_t> {
-  [[gnu::always_inline]] static V apply(V a, V b) {
-    return bit_as<V>((a | b) != 0) & 1;
-  }
+  [[gnu::always_inline]] static V apply(V a, V b) { return bit_as<V>((a | b) != 0) & 1; }
 };
 
 struct BoolAnd : OpOn<uint8_t> {
-  [[gnu::always_inline]] static V apply(V a, V b) {
-    return bit_as<V>((a != 0) & (b != 0)) & 1;
-  }
+  [[gnu::always_inline]] static V apply(V a, V b) { return bit_as<V>((a != 0) & (b != 0)) & 1; }
 };
 
 // ---- floating-point max/min ----
@@ -415,10 +411,17 @@ struct HalfArith : OpOn<uint16_t> {
 
 // ---- complex64 ----
 
+/// Component-wise float sum over (re, im) pairs.
+struct ComplexSum : Sum<float> {
+  static constexpr size_t kElemSize = 8;
+};
+
 /// (ar + ai i)(br + bi i) = (ar*br - ai*bi) + (ar*bi + ai*br)i on interleaved
 /// (re, im) floats. Each product is rounded to float before the add, as the
 /// scalar formula without contraction; complex_prod_kernel() guarantees that.
 struct ComplexProd : OpOn<float> {
+  static constexpr size_t kElemSize = 8;
+
   [[gnu::always_inline]] static V apply(V a, V b) {
     return apply(a, b, std::make_index_sequence<kLanes>{});
   }
@@ -458,7 +461,7 @@ using F64Max = FloatMinMax<int64_t, 0x7ff0000000000000, true>;
 using F64Min = FloatMinMax<int64_t, 0x7ff0000000000000, false>;
 
 template <class SumOp, class ProdOp, class MaxOp, class MinOp>
-constexpr KernelRow row() {
+constexpr KernelRow row(SumOp /*sum*/, ProdOp /*prod*/, MaxOp /*max*/, MinOp /*min*/) {
   KernelRow r{};
   r[CHORUS_SUM] = kernel<SumOp>;
   r[CHORUS_PROD] = kernel<ProdOp>;
@@ -470,12 +473,12 @@ constexpr KernelRow row() {
 template <class T>
 constexpr KernelRow int_row() {
   using U = std::make_unsigned_t<T>;
-  return row<Sum<U>, Prod<U>, Max<T>, Min<T>>();
+  return row(Sum<U>{}, Prod<U>{}, Max<T>{}, Min<T>{});
 }
 
 constexpr KernelTable make_table() {
   KernelTable t{};
-  t[CHORUS_BOOL] = row<BoolOr, BoolAnd, BoolOr, BoolAnd>();
+  t[CHORUS_BOOL] = row(BoolOr{}, BoolAnd{}, BoolOr{}, BoolAnd{});
   t[CHORUS_INT8] = int_row<int8_t>();
   t[CHORUS_INT16] = int_row<int16_t>();
   t[CHORUS_INT32] = int_row<int32_t>();
@@ -484,12 +487,12 @@ constexpr KernelTable make_table() {
   t[CHORUS_UINT16] = int_row<uint16_t>();
   t[CHORUS_UINT32] = int_row<uint32_t>();
   t[CHORUS_UINT64] = int_row<uint64_t>();
-  t[CHORUS_FLOAT16] = row<HalfArith<Float16, Add>, HalfArith<Float16, Mul>, F16Max, F16Min>();
+  t[CHORUS_FLOAT16] = row(HalfArith<Float16, Add>{}, HalfArith<Float16, Mul>{}, F16Max{}, F16Min{});
   t[CHORUS_BFLOAT16] =
-      row<HalfArith<BFloat16, Add>, HalfArith<BFloat16, Mul>, Bf16Max, Bf16Min>();
-  t[CHORUS_FLOAT32] = row<Sum<float>, Prod<float>, F32Max, F32Min>();
-  t[CHORUS_FLOAT64] = row<Sum<double>, Prod<double>, F64Max, F64Min>();
-  t[CHORUS_COMPLEX64][CHORUS_SUM] = kernel<Sum<float>>;  // component-wise
+      row(HalfArith<BFloat16, Add>{}, HalfArith<BFloat16, Mul>{}, Bf16Max{}, Bf16Min{});
+  t[CHORUS_FLOAT32] = row(Sum<float>{}, Prod<float>{}, F32Max{}, F32Min{});
+  t[CHORUS_FLOAT64] = row(Sum<double>{}, Prod<double>{}, F64Max{}, F64Min{});
+  t[CHORUS_COMPLEX64][CHORUS_SUM] = kernel<ComplexSum>;
   t[CHORUS_COMPLEX64][CHORUS_PROD] = complex_prod_kernel;
   return t;
 }

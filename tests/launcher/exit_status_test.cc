@@ -21,6 +21,19 @@ TEST_CASE("a death by signal maps to 128 plus the signal", "[unit]") {
         "killed by signal 11 (Segmentation fault) (core dumped)");
 }
 
+TEST_CASE("waitid reports map to the same statuses", "[unit]") {
+  siginfo_t info{};
+  info.si_code = CLD_EXITED;
+  info.si_status = 3;
+  CHECK(shell_exit_code(wait_status_of(info)) == 3);
+  info.si_code = CLD_KILLED;
+  info.si_status = SIGTERM;
+  CHECK(shell_exit_code(wait_status_of(info)) == 143);
+  info.si_code = CLD_DUMPED;
+  info.si_status = SIGABRT;
+  CHECK(describe_wait_status(wait_status_of(info)) == "killed by signal 6 (Aborted) (core dumped)");
+}
+
 TEST_CASE("signals are named the way kill(1) spells them", "[unit]") {
   CHECK(signal_name(SIGTERM) == "SIGTERM");
   CHECK(signal_name(SIGINT) == "SIGINT");

@@ -245,6 +245,21 @@ TEST_CASE("processes a rank leaves behind do not keep the job alive", "[e2e]") {
   CHECK(count_of(r.out, "started\n") == 2);
 }
 
+TEST_CASE("processes a rank leaves behind are killed when the job ends", "[e2e]") {
+  // The background sleep holds no pipe of chorusrun's, so only its process
+  // group ties it to the job.
+  const auto r = run(chorusrun({"-n", "2", "sh", "-c", "sleep 60 >/dev/null 2>&1 & echo $!"}));
+  CHECK(r.exit_code == 0);
+  std::vector<pid_t> pids;
+  for (const auto& l : lines_of(r.out)) pids.push_back(std::stoi(l.substr(l.find(' ') + 1)));
+  REQUIRE(pids.size() == 2);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  for (const pid_t pid : pids) {
+    while (process_alive(pid) && std::chrono::steady_clock::now() < deadline) ::usleep(10'000);
+    CHECK_FALSE(process_alive(pid));
+  }
+}
+
 // Reads until `ranks` lines ending in " ready" have arrived on stdout, i.e.
 // every rank has set itself up.
 bool wait_until_ready(Subprocess& job, int ranks) {

@@ -23,6 +23,17 @@ std::string describe_wait_status(int wait_status) {
   return fmt::format("ended with wait status {:#x}", wait_status);
 }
 
+int wait_status_of(const siginfo_t& info) {
+  switch (info.si_code) {
+    case CLD_EXITED:
+      return W_EXITCODE(info.si_status, 0);
+    case CLD_DUMPED:
+      return W_EXITCODE(0, info.si_status) | WCOREFLAG;
+    default:  // CLD_KILLED; stops are never asked for
+      return W_EXITCODE(0, info.si_status);
+  }
+}
+
 std::string signal_name(int signo) {
   const char* abbrev = sigabbrev_np(signo);
   return abbrev ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", signo);

@@ -30,9 +30,10 @@ struct JobEnvironment {
 std::string make_job_token();
 
 /// A TCP port on 127.0.0.1 that is free now: bind port 0, read it back, close.
-/// Another process may take it before rank 0 binds; the kernel hands out
-/// ephemeral ports round-robin, so an immediate reuse is unlikely, and a
-/// collision shows up as rank 0 failing to listen, never as a wrong job.
+/// Another process may take it before rank 0 binds. The kernel picks such
+/// ports at random offsets in the ephemeral range, so that is unlikely, and a
+/// collision shows up as rank 0 failing to listen, never as a mixed-up job
+/// (the job token tells jobs apart).
 /// Throws std::system_error on socket failures.
 std::uint16_t pick_free_port();
 

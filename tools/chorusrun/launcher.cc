@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,10 +29,31 @@ using Clock = std::chrono::steady_clock;
 
 constexpr std::size_t kReadChunk = 64 * 1024;
 
+// A pipe holds at most /proc/sys/fs/pipe-max-size bytes (1 MiB by default),
+// so this many reads empty the pipe of an exited rank, plus one to see EOF.
+// The bound matters when something the rank started keeps writing.
+constexpr int kDrainReads = (1 << 20) / kReadChunk + 1;
+
 // Once every rank has exited, output pipes still open belong to processes the
 // ranks left behind. Those in a rank's process group are killed at once; this
 // bounds the wait for any that escaped it (setsid) before chorusrun exits.
 constexpr auto kLeftoverDrain = std::chrono::seconds(1);
+
+// chorusrun holds two pipes per rank, which for a few hundred ranks exceeds
+// the usual soft limit of 1024 descriptors. Raises the soft limit as far as
+// the hard one allows and returns the original, which the ranks get back.
+rlimit raise_open_files_limit(int ranks) {
+  rlimit original{};
+  if (::getrlimit(RLIMIT_NOFILE, &original) != 0) return original;
+  const rlim_t wanted = 2 * static_cast<rlim_t>(ranks) + 64;
+  if (original.rlim_cur != RLIM_INFINITY && original.rlim_cur < wanted) {
+    rlimit raised = original;
+    raised.rlim_cur =
+        original.rlim_max == RLIM_INFINITY ? wanted : std::min(wanted, original.rlim_max);
+    ::setrlimit(RLIMIT_NOFILE, &raised);
+  }
+  return original;
+}
 
 Clock::duration to_clock(Seconds s) { return std::chrono::ceil<Clock::duration>(s); }
 
@@ -49,8 +71,9 @@ struct Rank {
         out(prefix ? fmt::format("[{}] ", i) : std::string(), out_sink),
         err(prefix ? fmt::format("[{}] ", i) : std::string(), err_sink) {}
   int index;
-  pid_t pid = -1;  // also the rank's process group id
-  bool running = false;
+  pid_t pid = -1;          // also the rank's process group id
+  bool running = false;    // started and not yet exited
+  bool collected = false;  // exited and reaped: pid may now be reused
   Stream out;
   Stream err;
 };
@@ -74,23 +97,27 @@ class Job {
   int run() {
     SignalChannel signals;
     if (spec_.timeout) timeout_at_ = Clock::now() + to_clock(*spec_.timeout);
-    launch(signals.original_mask());
+    ChildSetup child_setup;
+    child_setup.signal_mask = signals.original_mask();
+    child_setup.open_files = raise_open_files_limit(spec_.environment.world_size);
+    launch(child_setup);
     while (!finished()) {
       wait_for_events(signals);
       check_deadlines();
     }
     flush_partial_lines();
+    collect_ranks();
     return first_failure_.value_or(0);
   }
 
  private:
-  void launch(const sigset_t& child_mask) {
+  void launch(const ChildSetup& child_setup) {
     std::vector<std::string> base;
     for (char** e = environ; *e != nullptr; ++e) base.emplace_back(*e);
     for (auto& rank : ranks_) {
       try {
         RankProcess p = spawn_rank(
-            spec_.command, rank_environment(base, spec_.environment, rank.index), child_mask);
+            spec_.command, rank_environment(base, spec_.environment, rank.index), child_setup);
         rank.pid = p.pid;
         rank.running = true;
         rank.out.fd = std::move(p.stdout_fd);
@@ -123,12 +150,12 @@ class Job {
       throw std::system_error(errno, std::generic_category(), "poll");
     }
     for (std::size_t i = 1; i < fds_.size(); ++i) {
-      if (fds_[i].revents != 0) pump(*polled_[i - 1], /*drain=*/false);
+      if (fds_[i].revents != 0) pump(*polled_[i - 1], 1);
     }
     if (fds_[0].revents != 0) {
       while (const auto sig = signals.read()) {
         if (*sig == SIGCHLD) {
-          reap();
+          check_exits();
         } else {
           on_signal(*sig);
         }
@@ -136,11 +163,11 @@ class Job {
     }
   }
 
-  // Relays what a pipe holds. One chunk per poll round keeps a chatty rank
-  // from starving the others; `drain` reads until the pipe is empty, used
-  // when the rank has exited and all it wrote is already in the pipe.
-  void pump(Stream& s, bool drain) {
-    while (s.fd) {
+  // Relays what a pipe holds, in at most `max_reads` reads. One read per poll
+  // round keeps a chatty rank from starving the others; kDrainReads empties
+  // the pipe of a rank that has exited, whose output is all in the pipe.
+  void pump(Stream& s, int max_reads) {
+    for (int i = 0; i < max_reads && s.fd; ++i) {
       const ssize_t n = ::read(s.fd.get(), buffer_.data(), buffer_.size());
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
@@ -153,35 +180,48 @@ class Job {
         s.fd.reset();
       }
       s.sink->write(text_);
-      if (!drain) return;
     }
   }
 
-  void reap() {
-    for (;;) {
-      int status = 0;
-      const pid_t pid = ::waitpid(-1, &status, WNOHANG);
-      if (pid < 0 && errno == EINTR) continue;
-      if (pid <= 0) return;
-      const auto it =
-          std::find_if(ranks_.begin(), ranks_.end(), [pid](const Rank& r) { return r.pid == pid; });
-      if (it != ranks_.end() && it->running) on_rank_exit(*it, status);
+  // Notices ranks that have exited but leaves them unreaped (WNOWAIT): while
+  // a rank is a zombie its pid cannot be reused, so its process group id
+  // stays ours and kill(-pid) can only reach what the rank left behind, never
+  // an unrelated process group that got the recycled number.
+  void check_exits() {
+    for (auto& rank : ranks_) {
+      if (!rank.running) continue;
+      siginfo_t info{};
+      if (::waitid(P_PID, static_cast<id_t>(rank.pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+          info.si_pid == rank.pid) {
+        on_rank_exit(rank, wait_status_of(info));
+      }
+    }
+  }
+
+  // At the very end: every group has been sent SIGKILL, zombies can go.
+  void collect_ranks() {
+    for (auto& rank : ranks_) {
+      if (rank.pid <= 0 || rank.collected || rank.running) continue;
+      while (::waitpid(rank.pid, nullptr, 0) < 0 && errno == EINTR) {
+      }
+      rank.collected = true;
     }
   }
 
   void on_rank_exit(Rank& rank, int status) {
     rank.running = false;
     --running_;
-    pump(rank.out, /*drain=*/true);
-    pump(rank.err, /*drain=*/true);
+    pump(rank.out, kDrainReads);
+    pump(rank.err, kDrainReads);
     const int code = shell_exit_code(status);
     if (code != 0 && phase_ == Phase::kRunning) {
       report(fmt::format("rank {} {}", rank.index, describe_wait_status(status)));
       fail(code, SIGTERM);
     }
     if (running_ == 0) {
+      // The ranks are done, so is the job: stop whatever they left behind.
       all_exited_at_ = Clock::now();
-      signal_groups(SIGKILL);  // reaches only groups whose rank left processes behind
+      signal_groups(SIGKILL);
     }
   }
 
@@ -229,12 +269,13 @@ class Job {
     signal_groups(sig);
   }
 
-  // Signals the process group of every rank still running, and of every
-  // exited rank whose output pipes are still open (something it started still
-  // holds them). A rank that left its group (setsid) is signalled directly.
+  // Signals every rank's process group: the rank if it still runs, and what
+  // it started, even after the rank itself exited (its zombie keeps the group
+  // id ours, see check_exits). A rank that left its group is signalled
+  // directly.
   void signal_groups(int sig) {
     for (const auto& rank : ranks_) {
-      if (rank.pid <= 0 || !(rank.running || rank.out.fd || rank.err.fd)) continue;
+      if (rank.pid <= 0 || rank.collected) continue;
       if (::kill(-rank.pid, sig) != 0 && errno == ESRCH && rank.running) ::kill(rank.pid, sig);
     }
   }

@@ -21,30 +21,30 @@ constexpr double kMaxSeconds = 1e9;
 constexpr const char* kDescription =
     "Start N ranks of a Chorus program on this host and relay their output.";
 
-constexpr const char* kFooter =
-    R"(Environment of every rank (the launch contract; processes started by any
-other means with these four variables form the same kind of job):
+constexpr const char* kFooter = R"(Environment of every rank:
   CHORUS_RANK          0 .. N-1, distinct for each rank
   CHORUS_WORLD_SIZE    N
   CHORUS_COORDINATOR   HOST:PORT where rank 0 listens: --coordinator, or
                        127.0.0.1 and a TCP port that was free at start-up
   CHORUS_JOB_TOKEN     secret authenticating the job's connections: kept if
-                       chorusrun's environment (or --env) sets it, else 128
+                       set in chorusrun's environment or by --env, else 128
                        random bits as 32 hex digits
-The rest of chorusrun's environment is passed on, then --env is applied.
-PROGRAM is searched in PATH. Ranks read stdin from /dev/null.
+This is the launch contract: processes started by any other means with these
+variables set the same way form a job just as well. The rest of chorusrun's
+environment is passed on, then --env applied. PROGRAM is searched in PATH.
+Ranks read stdin from /dev/null.
 
 Output: every line a rank writes to stdout or stderr goes to chorusrun's
-stdout or stderr, prefixed "[RANK] " (unless --no-prefix), as a whole line:
+stdout or stderr as a whole line, prefixed "[RANK] " unless --no-prefix:
 lines of different ranks never mix. A last line without newline gets one.
 
 Stopping: when a rank exits non-zero or is killed by a signal, chorusrun says
-which and how on stderr, sends SIGTERM to the other ranks and SIGKILL to those
-still running after --grace seconds. SIGINT, SIGTERM and SIGHUP sent to
-chorusrun are forwarded to the ranks the same way; a second one sends SIGKILL.
-Each rank leads a process group and these signals go to the whole group;
-whatever is left in those groups once every rank has exited is killed, and a
-rank is killed if chorusrun itself dies.
+which and how on stderr, sends SIGTERM to the other ranks and SIGKILL to
+those still running after --grace seconds. SIGINT, SIGTERM and SIGHUP sent
+to chorusrun are forwarded to the ranks the same way; a second one sends
+SIGKILL at once. Each rank leads a process group, and these signals go to the
+whole group; whatever is left in those groups once every rank has exited is
+killed. Ranks are killed if chorusrun itself dies.
 
 Exit status:
   0      every rank exited 0

@@ -49,7 +49,7 @@ std::vector<char*> c_strings(const std::vector<std::string>& strings) {
 // no other thread can hold a libc lock at fork time and formatting the error
 // message here is safe.
 [[noreturn]] void exec_rank(char* const* argv, char** envp, int dev_null, int out, int err,
-                            pid_t parent, const sigset_t& child_mask) {
+                            pid_t parent, const ChildSetup& setup) {
   // Own group first, so that a kill of the group issued by the parent right
   // after fork() already reaches this process.
   ::setpgid(0, 0);
@@ -62,18 +62,20 @@ std::vector<char*> c_strings(const std::vector<std::string>& strings) {
       ::dup2(err, STDERR_FILENO) < 0) {
     ::_exit(127);
   }
-  // chorusrun ignores SIGPIPE and blocks the signals it reads via signalfd;
-  // an ignored disposition and the mask survive exec, so undo both.
+  // chorusrun ignores SIGPIPE, blocks the signals it reads via signalfd and
+  // may have raised its fd limit; all three survive exec, so undo them.
   ::signal(SIGPIPE, SIG_DFL);
-  ::sigprocmask(SIG_SETMASK, &child_mask, nullptr);
+  ::sigprocmask(SIG_SETMASK, &setup.signal_mask, nullptr);
+  ::setrlimit(RLIMIT_NOFILE, &setup.open_files);
 
   // execvp() searches the PATH of the current environment; switching to the
   // rank's first makes --env PATH=... apply to the search, as env(1) does.
   environ = envp;
   ::execvp(argv[0], argv);
 
+  const int error = errno;
   const std::string message =
-      fmt::format("chorusrun: cannot run '{}': {}\n", argv[0], ::strerror(errno));
+      fmt::format("chorusrun: cannot run '{}': {}\n", argv[0], ::strerror(error));
   [[maybe_unused]] const ssize_t ignored = ::write(STDERR_FILENO, message.data(), message.size());
   ::_exit(127);
 }
@@ -81,7 +83,7 @@ std::vector<char*> c_strings(const std::vector<std::string>& strings) {
 }  // namespace
 
 RankProcess spawn_rank(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-                       const sigset_t& child_mask) {
+                       const ChildSetup& setup) {
   // Everything the child needs is prepared before fork().
   const auto c_argv = c_strings(argv);
   const auto c_env = c_strings(env);
@@ -95,7 +97,7 @@ RankProcess spawn_rank(const std::vector<std::string>& argv, const std::vector<s
   if (pid < 0) throw_errno("fork");
   if (pid == 0) {
     exec_rank(c_argv.data(), const_cast<char**>(c_env.data()), dev_null.get(), out.write.get(),
-              err.write.get(), parent, child_mask);
+              err.write.get(), parent, setup);
   }
   // Also from the parent, so the group exists before we could signal it,
   // whichever process runs first. EACCES (the child has already exec'd and

@@ -42,8 +42,7 @@ const char* describe(wire::AckStatus s) {
 }  // namespace
 
 struct Acceptor::Incoming {
-  Incoming(asio::io_context& io, asio::ip::tcp::socket s)
-      : socket(std::move(s)), timer(io) {}
+  Incoming(asio::io_context& io, asio::ip::tcp::socket s) : socket(std::move(s)), timer(io) {}
   asio::ip::tcp::socket socket;
   asio::steady_timer timer;
   wire::HelloBytes hello{};
@@ -148,19 +147,18 @@ void Acceptor::on_accept(asio::ip::tcp::socket socket) {
     std::error_code ignored;
     in->socket.close(ignored);
   });
-  asio::async_read(in->socket, asio::buffer(in->hello),
-                   [this, in](std::error_code rec, std::size_t) {
-                     if (rec) {
-                       if (rec != asio::error::operation_aborted) {
-                         log(CHORUS_LOG_DEBUG, "connection from " + in->remote +
-                                                   " ended before its handshake: " +
-                                                   rec.message());
-                       }
-                       finish(in);
-                       return;
-                     }
-                     on_hello(in);
-                   });
+  asio::async_read(
+      in->socket, asio::buffer(in->hello), [this, in](std::error_code rec, std::size_t) {
+        if (rec) {
+          if (rec != asio::error::operation_aborted) {
+            log(CHORUS_LOG_DEBUG,
+                "connection from " + in->remote + " ended before its handshake: " + rec.message());
+          }
+          finish(in);
+          return;
+        }
+        on_hello(in);
+      });
 }
 
 void Acceptor::on_hello(const std::shared_ptr<Incoming>& in) {

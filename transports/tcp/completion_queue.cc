@@ -17,7 +17,8 @@ void CompletionQueue::grow() {
 void CompletionQueue::push(Endpoint* ep, std::uint32_t opcode, std::uint64_t wr_id,
                            std::uint64_t byte_len) {
   if (count_ == ring_.size()) grow();
-  ring_[(head_ + count_) & (ring_.size() - 1)] = Completion{next_seq_++, wr_id, byte_len, ep, opcode};
+  ring_[(head_ + count_) & (ring_.size() - 1)] =
+      Completion{next_seq_++, wr_id, byte_len, ep, opcode};
   ++count_;
 }
 
@@ -34,17 +35,6 @@ void CompletionQueue::push_error(Endpoint* ep, std::uint32_t opcode, std::uint64
   std::memcpy(f.error.message, message.data(), n);
   f.error.message[n] = '\0';
   errors_.push_back(f);
-}
-
-std::size_t CompletionQueue::pop(Completion* out, std::size_t max) {
-  std::size_t n = 0;
-  const std::uint64_t limit = errors_.empty() ? UINT64_MAX : errors_.front().seq;
-  while (n < max && count_ > 0 && ring_[head_].seq < limit) {
-    out[n++] = ring_[head_];
-    head_ = (head_ + 1) & (ring_.size() - 1);
-    --count_;
-  }
-  return n;
 }
 
 bool CompletionQueue::pop_error(FailedCompletion& out) {

@@ -49,8 +49,19 @@ class CompletionQueue {
     return !errors_.empty() && (count_ == 0 || errors_.front().seq < ring_[head_].seq);
   }
 
-  /// Pops up to `max` successes that are older than every failure.
-  std::size_t pop(Completion* out, std::size_t max);
+  /// Pops up to `max` successes that are older than every failure, handing
+  /// each to `sink(index, completion)`; returns how many.
+  template <class Sink>
+  std::size_t pop(std::size_t max, Sink&& sink) {
+    std::size_t n = 0;
+    const std::uint64_t limit = errors_.empty() ? UINT64_MAX : errors_.front().seq;
+    while (n < max && count_ > 0 && ring_[head_].seq < limit) {
+      sink(n++, ring_[head_]);
+      head_ = (head_ + 1) & (ring_.size() - 1);
+      --count_;
+    }
+    return n;
+  }
 
   /// Pops the oldest failure; false when there is none.
   bool pop_error(FailedCompletion& out);

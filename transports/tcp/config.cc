@@ -87,7 +87,8 @@ bool parse_bool(const chorus_kv_t& kv) {
 Config Config::parse(const chorus_kv_t* entries, std::size_t count) {
   Config cfg;
   if (count > 0 && entries == nullptr) {
-    throw Error(CHORUS_ERR_INVALID_ARGUMENT, "context info has config_count > 0 but config is NULL");
+    throw Error(CHORUS_ERR_INVALID_ARGUMENT,
+                "context info has config_count > 0 but config is NULL");
   }
   for (std::size_t i = 0; i < count; ++i) {
     const chorus_kv_t& kv = entries[i];

@@ -101,9 +101,9 @@ int connect_socket(const asio::ip::tcp::endpoint& remote, const wire::Hello& hel
                 "timed out waiting for " + where(remote, hello) + " to answer the handshake");
   }
   if (ec) {
-    throw Error(CHORUS_ERR_PEER_LOST,
-                where(remote, hello) + " dropped the connection during the handshake: " +
-                    ec.message());
+    throw Error(
+        CHORUS_ERR_PEER_LOST,
+        where(remote, hello) + " dropped the connection during the handshake: " + ec.message());
   }
   wire::AckStatus status;
   if (!wire::decode(ack_bytes, status)) {

@@ -27,9 +27,8 @@ asio::ip::address resolve_bind_address(const std::string& text) {
   asio::ip::tcp::resolver resolver(io);
   const auto results = resolver.resolve(text, "", ec);
   if (ec || results.empty()) {
-    throw Error(CHORUS_ERR_INVALID_ARGUMENT,
-                "cannot resolve bind_address '" + text + "': " +
-                    (ec ? ec.message() : std::string("no addresses")));
+    throw Error(CHORUS_ERR_INVALID_ARGUMENT, "cannot resolve bind_address '" + text + "': " +
+                                                 (ec ? ec.message() : std::string("no addresses")));
   }
   for (const auto& r : results) {
     if (r.endpoint().address().is_v4()) return r.endpoint().address();
@@ -67,8 +66,7 @@ std::uint64_t random_nonce() {
 
 }  // namespace
 
-Context::Context(const chorus_tp_context_info_t& info)
-    : discard_(64 * 1024), events_(kMaxEvents) {
+Context::Context(const chorus_tp_context_info_t& info) : discard_(64 * 1024), events_(kMaxEvents) {
   if (info.struct_size < offsetof(chorus_tp_context_info_t, config_count) + sizeof(size_t)) {
     throw Error(CHORUS_ERR_INVALID_ARGUMENT, "context info struct_size " +
                                                  std::to_string(info.struct_size) +
@@ -82,9 +80,9 @@ Context::Context(const chorus_tp_context_info_t& info)
   rank_ = info.rank;
   size_ = info.size;
   cfg_ = Config::parse(info.config, info.config_count);
-  const std::string bind =
-      info.bind_address != nullptr && info.bind_address[0] != '\0' ? info.bind_address
-                                                                    : "127.0.0.1";
+  const std::string bind = info.bind_address != nullptr && info.bind_address[0] != '\0'
+                               ? info.bind_address
+                               : "127.0.0.1";
   const asio::ip::address bind_address = resolve_bind_address(bind);
   advertised_ = routable_address(bind_address);
 
@@ -148,10 +146,9 @@ Endpoint* Context::open_endpoint(int peer_rank, int channel, void* address_out,
     throw Error(CHORUS_ERR_INVALID_ARGUMENT, "endpoint_open: NULL address buffer or length");
   }
   if (peer_rank < 0 || peer_rank >= size_) {
-    throw Error(CHORUS_ERR_INVALID_ARGUMENT, "endpoint_open: peer rank " +
-                                                 std::to_string(peer_rank) +
-                                                 " is out of range for size " +
-                                                 std::to_string(size_));
+    throw Error(CHORUS_ERR_INVALID_ARGUMENT,
+                "endpoint_open: peer rank " + std::to_string(peer_rank) +
+                    " is out of range for size " + std::to_string(size_));
   }
   if (peer_rank == rank_) {
     throw Error(CHORUS_ERR_INVALID_ARGUMENT, "endpoint_open: rank " + std::to_string(rank_) +
@@ -245,7 +242,8 @@ int Context::poll(chorus_tp_completion_t* out, std::size_t max) {
   if (out == nullptr && max > 0) {
     return set_last_error(CHORUS_ERR_INVALID_ARGUMENT, "poll: NULL completion array");
   }
-  if (cq_.ready_successes() < max && !cq_.error_first()) drive(0);
+  // Hand out what is already queued before asking the kernel for more.
+  if (cq_.empty()) drive(0);
   const std::size_t n = cq_.pop(max, [&](std::size_t i, const Completion& c) {
     out[i] = chorus_tp_completion_t{c.wr_id, c.opcode, 0, c.byte_len, c.endpoint->handle()};
     c.endpoint->on_reaped(c.opcode);
@@ -271,22 +269,23 @@ int Context::read_error(chorus_tp_error_t* out) {
 }
 
 int Context::wait(int timeout_ms) {
-  if (!cq_.empty() || drive(0) || !cq_.empty()) return CHORUS_OK;
+  if (!cq_.empty()) return CHORUS_OK;
   const Deadline deadline = Deadline::after_ms(timeout_ms);
   if (cfg_.spin_us > 0) {
-    const auto spin_end = std::min(deadline.at(), Deadline::Clock::now() +
-                                                      std::chrono::microseconds(cfg_.spin_us));
+    const auto spin_end =
+        std::min(deadline.at(), Deadline::Clock::now() + std::chrono::microseconds(cfg_.spin_us));
     while (Deadline::Clock::now() < spin_end) {
       if (drive(0) || !cq_.empty()) return CHORUS_OK;
     }
   }
   for (;;) {
+    // A zero (or elapsed) timeout still looks once without blocking.
     const int left = deadline.remaining_ms();
-    if (left == 0) {
+    if (drive(left) || !cq_.empty()) return CHORUS_OK;
+    if (left == 0 || deadline.expired()) {
       return set_last_error(CHORUS_ERR_TIMEOUT,
                             "wait: nothing completed within " + std::to_string(timeout_ms) + " ms");
     }
-    if (drive(left) || !cq_.empty()) return CHORUS_OK;
   }
 }
 

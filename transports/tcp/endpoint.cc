@@ -13,7 +13,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <limits>
+#include <span>
 
 namespace chorus::tcp {
 
@@ -37,7 +39,8 @@ Endpoint::Endpoint(Context& ctx, int peer_rank, int channel, std::uint64_t nonce
       nsockets_(ctx.config().sockets),
       sockets_(static_cast<std::size_t>(nsockets_)),
       sends_(kMaxOutstanding),
-      recvs_(kMaxOutstanding) {
+      recvs_(kMaxOutstanding),
+      stage_(kStageSize) {
   for (int i = 0; i < nsockets_; ++i) {
     sockets_[static_cast<std::size_t>(i)].owner = this;
     sockets_[static_cast<std::size_t>(i)].index = static_cast<unsigned>(i);
@@ -53,7 +56,8 @@ std::string Endpoint::who() const {
 // ---- connection setup -----------------------------------------------------
 
 void Endpoint::connect(const void* peer_blob, std::size_t length, int timeout_ms) {
-  if (connected_) throw Error(CHORUS_ERR_INVALID_ARGUMENT, "endpoint to " + who() + " is already connected");
+  if (connected_)
+    throw Error(CHORUS_ERR_INVALID_ARGUMENT, "endpoint to " + who() + " is already connected");
   wire::Blob b;
   if (!wire::decode(peer_blob, length, b)) {
     throw Error(CHORUS_ERR_INVALID_ARGUMENT,
@@ -62,15 +66,17 @@ void Endpoint::connect(const void* peer_blob, std::size_t length, int timeout_ms
   }
   if (b.rank != peer_rank_ || b.peer_rank != ctx_.rank() || b.channel != channel_) {
     throw Error(CHORUS_ERR_INVALID_ARGUMENT,
-                "address blob mix-up: it is rank " + std::to_string(b.rank) + "'s endpoint for rank " +
-                    std::to_string(b.peer_rank) + " channel " + std::to_string(b.channel) +
-                    ", but this is rank " + std::to_string(ctx_.rank()) + "'s endpoint for " + who());
+                "address blob mix-up: it is rank " + std::to_string(b.rank) +
+                    "'s endpoint for rank " + std::to_string(b.peer_rank) + " channel " +
+                    std::to_string(b.channel) + ", but this is rank " +
+                    std::to_string(ctx_.rank()) + "'s endpoint for " + who());
   }
   if (b.sockets != nsockets_) {
     throw Error(CHORUS_ERR_INVALID_ARGUMENT,
                 "transport.tcp.sockets is " + std::to_string(nsockets_) + " on rank " +
-                    std::to_string(ctx_.rank()) + " but " + std::to_string(b.sockets) + " on rank " +
-                    std::to_string(peer_rank_) + "; every rank must use the same value");
+                    std::to_string(ctx_.rank()) + " but " + std::to_string(b.sockets) +
+                    " on rank " + std::to_string(peer_rank_) +
+                    "; every rank must use the same value");
   }
   const Deadline deadline = Deadline::after_ms(timeout_ms);
   std::vector<int> fds;
@@ -103,9 +109,9 @@ void Endpoint::connect(const void* peer_blob, std::size_t length, int timeout_ms
       // Passive side: the acceptor thread has been collecting them.
       fds = ctx_.acceptor().take(nonce_, b.nonce, deadline);
       if (fds.empty()) {
-        throw Error(CHORUS_ERR_TIMEOUT,
-                    "timed out after " + std::to_string(timeout_ms) + " ms waiting for " + who() +
-                        " to connect to " + ctx_.listen_address());
+        throw Error(CHORUS_ERR_TIMEOUT, "timed out after " + std::to_string(timeout_ms) +
+                                            " ms waiting for " + who() + " to connect to " +
+                                            ctx_.listen_address());
       }
     }
     attach(fds);
@@ -159,14 +165,13 @@ int Endpoint::post_send(const void* buf, std::size_t length, std::uint64_t wr_id
     return set_last_error(CHORUS_ERR_INVALID_ARGUMENT, "post_send: NULL buffer with length > 0");
   }
   if (length > wire::kMaxMessageSize) {
-    return set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
-                          "post_send: " + std::to_string(length) +
-                              " bytes exceeds max_message_size (2^40)");
+    return set_last_error(
+        CHORUS_ERR_INVALID_ARGUMENT,
+        "post_send: " + std::to_string(length) + " bytes exceeds max_message_size (2^40)");
   }
   if (sends_outstanding_ >= kMaxOutstanding) {
-    return set_last_error(CHORUS_ERR_AGAIN,
-                          "post_send: 1024 sends to " + who() +
-                              " are outstanding; poll completions and retry");
+    return set_last_error(CHORUS_ERR_AGAIN, "post_send: 1024 sends to " + who() +
+                                                " are outstanding; poll completions and retry");
   }
   SendWr& wr = sends_[send_tail_ & kMask];
   wr.buf = static_cast<const std::byte*>(buf);
@@ -197,9 +202,8 @@ int Endpoint::post_recv(void* buf, std::size_t length, std::uint64_t wr_id) {
     return set_last_error(CHORUS_ERR_INVALID_ARGUMENT, "post_recv: NULL buffer with length > 0");
   }
   if (recvs_outstanding_ >= kMaxOutstanding) {
-    return set_last_error(CHORUS_ERR_AGAIN,
-                          "post_recv: 1024 receives from " + who() +
-                              " are outstanding; poll completions and retry");
+    return set_last_error(CHORUS_ERR_AGAIN, "post_recv: 1024 receives from " + who() +
+                                                " are outstanding; poll completions and retry");
   }
   recvs_[recv_tail_ & kMask] = RecvWr{static_cast<std::byte*>(buf), length, wr_id};
   ++recv_tail_;
@@ -268,8 +272,7 @@ void Endpoint::write_socket(Socket& s) {
     int n_iov = 0;
     std::uint64_t total = 0;
     std::uint64_t off = s.tx_off;
-    for (std::uint64_t w = s.tx_wr; w < send_tail_ && n_iov + 2 <= kMaxIov && total < kMaxIo;
-         ++w) {
+    for (std::uint64_t w = s.tx_wr; w < send_tail_ && n_iov + 2 <= kMaxIov && total < kMaxIo; ++w) {
       SendWr& wr = sends_[w & kMask];
       if (s.index >= wr.stripes) continue;
       const wire::Part part = wire::stripe_part(wr.length, wr.stripes, s.index);
@@ -379,16 +382,14 @@ void Endpoint::progress_rx() {
         return;
 
       case Rx::kHeader: {
-        Socket& s = sockets_[0];
-        while (s.rx_hdr_off < kFrameHeaderSize) {
-          if (!s.readable) return;
-          if (!read_into(s, s.rx_hdr.data() + s.rx_hdr_off, kFrameHeaderSize - s.rx_hdr_off,
-                         s.rx_hdr_off)) {
-            return;
-          }
+        while (staged() < kFrameHeaderSize) {
+          if (!fill_stage()) return;
         }
+        wire::FrameBytes bytes;
+        std::memcpy(bytes.data(), stage_.data() + stage_begin_, kFrameHeaderSize);
+        stage_begin_ += kFrameHeaderSize;
         wire::FrameHeader h;
-        if (!wire::decode(s.rx_hdr, h) || h.kind != wire::FrameKind::kMessage || h.index != 0) {
+        if (!wire::decode(bytes, h) || h.kind != wire::FrameKind::kMessage || h.index != 0) {
           protocol_error("bad message header");
           return;
         }
@@ -439,10 +440,11 @@ void Endpoint::progress_rx() {
       }
 
       case Rx::kPayload: {
-        for (unsigned i = 0; i < rx_stripes_; ++i) {
+        if (sockets_[0].rx_active) read_lead_part(sockets_[0]);
+        for (unsigned i = 1; i < rx_stripes_ && rx_ != Rx::kClosed; ++i) {
           if (sockets_[i].rx_active) read_part(sockets_[i]);
-          if (rx_ == Rx::kClosed) return;
         }
+        if (rx_ == Rx::kClosed) return;
         if (rx_parts_left_ > 0) return;
         if (!rx_discard_) {
           const RecvWr& r = recvs_[recv_head_ & kMask];
@@ -450,11 +452,60 @@ void Endpoint::progress_rx() {
           ++recv_head_;
         }
         ++rx_seq_;
-        sockets_[0].rx_hdr_off = 0;
         rx_ = Rx::kHeader;
         break;
       }
     }
+  }
+}
+
+bool Endpoint::fill_stage() {
+  Socket& s = sockets_[0];
+  if (!s.readable) return false;
+  if (stage_begin_ == stage_end_) {
+    stage_begin_ = stage_end_ = 0;
+  } else if (stage_end_ == stage_.size()) {
+    std::memmove(stage_.data(), stage_.data() + stage_begin_, staged());
+    stage_end_ -= stage_begin_;
+    stage_begin_ = 0;
+  }
+  if (stage_end_ == stage_.size()) return false;  // full: callers consume before refilling
+  return read_into(s, stage_.data() + stage_end_, stage_.size() - stage_end_, stage_end_);
+}
+
+void Endpoint::read_lead_part(Socket& s) {
+  // Part 0 follows the message header on socket 0: staged bytes first, then
+  // large remainders directly, small ones through the stage.
+  for (;;) {
+    const std::uint64_t left = s.rx_size - s.rx_off;
+    if (left == 0) {
+      s.rx_active = false;
+      --rx_parts_left_;
+      return;
+    }
+    if (staged() > 0) {
+      const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(staged(), left));
+      if (!rx_discard_)
+        std::memcpy(rx_dest_ + s.rx_begin + s.rx_off, stage_.data() + stage_begin_, n);
+      stage_begin_ += n;
+      s.rx_off += n;
+      continue;
+    }
+    if (left < kDirectMin) {
+      if (!fill_stage()) return;
+      continue;
+    }
+    if (!s.readable) return;
+    std::uint64_t want = left;
+    std::byte* dst;
+    if (rx_discard_) {
+      const std::span<std::byte> sink = ctx_.discard_buffer();
+      dst = sink.data();
+      want = std::min<std::uint64_t>(want, sink.size());
+    } else {
+      dst = rx_dest_ + s.rx_begin + s.rx_off;
+    }
+    if (!read_into(s, dst, want, s.rx_off)) return;
   }
 }
 
@@ -496,7 +547,7 @@ void Endpoint::read_part(Socket& s) {
 // ---- failure ---------------------------------------------------------------
 
 void Endpoint::on_eof(Socket& s) {
-  const bool at_boundary = rx_ != Rx::kPayload && sockets_[0].rx_hdr_off == 0 && s.index == 0;
+  const bool at_boundary = rx_ == Rx::kHeader && staged() == 0 && s.index == 0;
   shut_down(CHORUS_ERR_PEER_LOST,
             "connection to " + who() + " lost: the peer closed it" +
                 (at_boundary ? std::string() : std::string(" in the middle of a message")));
@@ -508,8 +559,8 @@ void Endpoint::lose(int err, const char* while_doing) {
 }
 
 void Endpoint::protocol_error(const std::string& what) {
-  shut_down(CHORUS_ERR_PEER_LOST, "protocol error on the connection to " + who() + ": " + what +
-                                      "; connection dropped");
+  shut_down(CHORUS_ERR_PEER_LOST,
+            "protocol error on the connection to " + who() + ": " + what + "; connection dropped");
 }
 
 void Endpoint::shut_down(int status, const std::string& message) {

@@ -36,8 +36,8 @@ struct Socket {
   std::uint64_t tx_off = 0;
   wire::FrameBytes tx_hdr{};  // stripe header (sockets > 0)
 
-  // Receive: this socket's part of the message being received. Socket 0's
-  // rx_hdr also holds each message's leading header.
+  // Receive: this socket's part of the message being received (stripe
+  // header, for sockets > 0, then payload).
   bool rx_active = false;
   std::uint32_t rx_hdr_off = 0;
   wire::FrameBytes rx_hdr{};
@@ -112,6 +112,9 @@ class Endpoint {
   void retire_sends();
   void progress_rx();
   void read_part(Socket& s);
+  void read_lead_part(Socket& s);
+  bool fill_stage();
+  std::size_t staged() const { return stage_end_ - stage_begin_; }
   template <class Counter>
   bool read_into(Socket& s, void* dst, std::uint64_t want, Counter& counter);
   void on_eof(Socket& s);
@@ -155,6 +158,18 @@ class Endpoint {
   std::byte* rx_dest_ = nullptr;
   int rx_status_ = CHORUS_OK;
   std::string rx_error_;
+
+  // Socket 0 reads through a small staging buffer, so one read() picks up a
+  // header together with a small payload (often several whole frames).
+  // Payload bytes that are not already staged, when at least kDirectMin of
+  // them remain, are read straight into the receive buffer. Staging never
+  // holds more than kStageSize bytes, so an unmatched message still leaves
+  // the rest of the stream in the kernel and backpressure reaches the sender.
+  static constexpr std::size_t kStageSize = 16 * 1024;
+  static constexpr std::uint64_t kDirectMin = 4 * 1024;
+  std::vector<std::byte> stage_;
+  std::size_t stage_begin_ = 0;
+  std::size_t stage_end_ = 0;
 };
 
 }  // namespace chorus::tcp

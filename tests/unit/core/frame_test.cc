@@ -9,19 +9,36 @@
 #include <random>
 
 // Counts heap allocations made by the current thread, so a test can show that
-// decoding a hostile header allocates nothing. The replacement forwards to
-// malloc/free and is otherwise invisible.
+// decoding a hostile header allocates nothing. Every unaligned form of
+// new/delete is replaced, so that pairs always match (sanitizers check that);
+// the aligned forms keep the runtime's own pair.
 namespace {
 thread_local std::size_t g_allocations = 0;
+
+void* counted_alloc(std::size_t size) noexcept {
+  ++g_allocations;
+  return std::malloc(size == 0 ? 1 : size);
+}
 }  // namespace
 
 void* operator new(std::size_t size) {
-  ++g_allocations;
-  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
+  if (void* p = counted_alloc(size)) return p;
   throw std::bad_alloc();
 }
+void* operator new[](std::size_t size) {
+  if (void* p = counted_alloc(size)) return p;
+  throw std::bad_alloc();
+}
+void* operator new(std::size_t size, const std::nothrow_t&) noexcept { return counted_alloc(size); }
+void* operator new[](std::size_t size, const std::nothrow_t&) noexcept {
+  return counted_alloc(size);
+}
 void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
 
 namespace chorus::core::frame {
 namespace {
@@ -126,10 +143,12 @@ TEST_CASE("frame decoder checks length against the type's maximum", "[frame]") {
        {Type::kHello, Type::kWelcome, Type::kAbort, Type::kContribute, Type::kDeliver}) {
     INFO(type_name(type));
     const auto max = static_cast<std::uint32_t>(max_payload(type));
-    const Decoded at_max = decode_frame(raw_header(kMagic, kVersion, static_cast<std::uint16_t>(type), max));
+    const Decoded at_max =
+        decode_frame(raw_header(kMagic, kVersion, static_cast<std::uint16_t>(type), max));
     CHECK(at_max.state == DecodeState::kNeedMore);
     CHECK(at_max.needed == kHeaderSize + max);
-    const Decoded over = decode_frame(raw_header(kMagic, kVersion, static_cast<std::uint16_t>(type), max + 1));
+    const Decoded over =
+        decode_frame(raw_header(kMagic, kVersion, static_cast<std::uint16_t>(type), max + 1));
     CHECK(over.state == DecodeState::kError);
     CHECK(over.error == Error::kTooLong);
   }
@@ -137,8 +156,8 @@ TEST_CASE("frame decoder checks length against the type's maximum", "[frame]") {
 }
 
 TEST_CASE("an oversized length is refused without allocating", "[frame]") {
-  const auto wire = raw_header(kMagic, kVersion, static_cast<std::uint16_t>(Type::kDeliver),
-                               0xfffffff0u);
+  const auto wire =
+      raw_header(kMagic, kVersion, static_cast<std::uint16_t>(Type::kDeliver), 0xfffffff0u);
   const std::size_t before = g_allocations;
   const Decoded d = decode_frame(wire);
   const Error err = check_header(read_header(std::span(wire).first<kHeaderSize>()));
@@ -229,7 +248,8 @@ TEST_CASE("frame decoder survives random input", "[frame]") {
       store_le(buf.data(), kMagic);
       store_le(buf.data() + 4, kVersion);
       store_le(buf.data() + 6, static_cast<std::uint16_t>(rng() % 7));
-      if (buf.size() >= kHeaderSize) store_le(buf.data() + 8, static_cast<std::uint32_t>(rng() % 80));
+      if (buf.size() >= kHeaderSize)
+        store_le(buf.data() + 8, static_cast<std::uint32_t>(rng() % 80));
     }
     const Decoded d = decode_frame(buf);
     switch (d.state) {

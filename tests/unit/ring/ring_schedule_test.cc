@@ -42,7 +42,7 @@ TEST_CASE("all_reduce schedule: the left neighbour sends what this rank receives
 TEST_CASE("all_reduce schedule: every chunk is reduced over every rank exactly once", "[ring]") {
   for (int size : {2, 3, 4, 7}) {
     // contributions[r][c] = set of ranks whose data chunk c at rank r holds
-    std::vector<std::vector<std::set<int>>> held(size_t(size), std::vector<std::set<int>>(size_t(size)));
+    std::vector<std::vector<std::set<int>>> held(static_cast<size_t>(size), std::vector<std::set<int>>(static_cast<size_t>(size)));
     for (int r = 0; r < size; ++r)
       for (int c = 0; c < size; ++c) held[size_t(r)][size_t(c)] = {r};
     for (int u = 0; u < all_reduce_steps(size); ++u) {
@@ -69,7 +69,7 @@ TEST_CASE("all_reduce schedule: every chunk is reduced over every rank exactly o
 
 TEST_CASE("reduce_scatter schedule ends with the own block fully reduced", "[ring]") {
   for (int size : {2, 3, 4, 6}) {
-    std::vector<std::vector<std::set<int>>> held(size_t(size), std::vector<std::set<int>>(size_t(size)));
+    std::vector<std::vector<std::set<int>>> held(static_cast<size_t>(size), std::vector<std::set<int>>(static_cast<size_t>(size)));
     for (int r = 0; r < size; ++r)
       for (int c = 0; c < size; ++c) held[size_t(r)][size_t(c)] = {r};
     for (int u = 0; u < reduce_scatter_steps(size); ++u) {
@@ -88,7 +88,7 @@ TEST_CASE("reduce_scatter schedule ends with the own block fully reduced", "[rin
 
 TEST_CASE("all_gather schedule delivers every block to every rank", "[ring]") {
   for (int size : {2, 3, 5}) {
-    std::vector<std::set<int>> have(size_t(size));
+    std::vector<std::set<int>> have(static_cast<size_t>(size));
     for (int r = 0; r < size; ++r) have[size_t(r)] = {r};
     for (int u = 0; u < all_gather_steps(size); ++u) {
       auto before = have;

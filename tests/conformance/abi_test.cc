@@ -1,0 +1,123 @@
+// The plugin table, contexts, capabilities, registration and configuration.
+#include "support.h"
+
+#include <dlfcn.h>
+
+#include <cstring>
+
+using namespace chorus::conformance;
+
+namespace {
+/// Size of the v1 table at minor 0: everything up to and including `wait`.
+constexpr std::size_t kMinor0TableSize =
+    offsetof(chorus_transport_plugin_v1_t, wait) + sizeof(chorus_transport_plugin_v1_t::wait);
+}  // namespace
+
+TEST_CASE("plugin table is well-formed", "[abi]") {
+  const Plugin& plugin = Plugin::get();
+  const chorus_transport_plugin_v1_t& t = plugin.ops();
+  INFO("plugin: " << plugin.path());
+
+  CHECK(t.struct_size >= kMinor0TableSize);
+  if (t.minor == CHORUS_TRANSPORT_ABI_MINOR)
+    CHECK(t.struct_size == sizeof(chorus_transport_plugin_v1_t));
+  REQUIRE(t.name != nullptr);
+  CHECK(std::strlen(t.name) > 0);
+  if (std::getenv("CHORUS_CONFORMANCE_PLUGIN") == nullptr)
+    CHECK(std::string(t.name) == plugin.transport());
+
+  // Mandatory ops.
+  CHECK(t.init != nullptr);
+  CHECK(t.last_error != nullptr);
+  CHECK(t.context_open != nullptr);
+  CHECK(t.context_close != nullptr);
+  CHECK(t.get_caps != nullptr);
+  CHECK(t.endpoint_open != nullptr);
+  CHECK(t.endpoint_connect != nullptr);
+  CHECK(t.endpoint_close != nullptr);
+  CHECK(t.mem_register != nullptr);
+  CHECK(t.mem_deregister != nullptr);
+  CHECK(t.post_send != nullptr);
+  CHECK(t.post_recv != nullptr);
+  CHECK(t.poll != nullptr);
+  CHECK(t.read_error != nullptr);
+  CHECK(t.wait != nullptr);
+  CHECK(t.last_error() != nullptr);
+
+  // The symbol comes from the plugin itself, not from one of its dependencies.
+  Dl_info where{};
+  REQUIRE(::dladdr(&t, &where) != 0);
+  void* self = ::dlopen(where.dli_fname, RTLD_NOW | RTLD_NOLOAD);
+  CHECK(self == plugin.dl_handle());
+  if (self != nullptr) ::dlclose(self);
+}
+
+TEST_CASE("context capabilities and memory registration", "[abi]") {
+  CONFORMANCE_NEEDS_TRANSPORT();
+  Context ctx(0, 2);
+  const chorus_tp_caps_t& caps = ctx.caps();
+  CHECK(caps.struct_size >= sizeof(std::size_t));
+  CHECK(caps.struct_size <= sizeof(chorus_tp_caps_t));
+  CHECK(caps.max_message_size >= 1);
+  CHECK(caps.max_outstanding_sends >= 1);
+  CHECK(caps.max_outstanding_recvs >= 1);
+  CHECK(caps.max_address_size >= 1);
+  CHECK(caps.max_address_size <= 65536);
+
+  Bytes buf(4096);
+  chorus_tp_mr_t* mr = nullptr;
+  REQUIRE_OK(tp().mem_register(ctx.get(), buf.data(), buf.size(), CHORUS_MEM_HOST, &mr));
+  if (caps.flags & CHORUS_TP_CAP_NEEDS_REGISTRATION) CHECK(mr != nullptr);
+  REQUIRE_OK(tp().mem_deregister(ctx.get(), mr));
+  REQUIRE_OK(tp().mem_deregister(ctx.get(), nullptr));
+  REQUIRE_OK(ctx.close());
+}
+
+TEST_CASE("endpoint_open reports its blob and rejects bad arguments", "[abi]") {
+  CONFORMANCE_NEEDS_TRANSPORT();
+  Context ctx(0, 3);
+  Endpoint ep = open_endpoint(ctx, 1, 0);
+  CHECK(!ep.blob.empty());
+  CHECK(ep.blob.size() <= ctx.caps().max_address_size);
+
+  SECTION("a buffer that is too small") {
+    unsigned char tiny[1];
+    std::size_t len = sizeof tiny;
+    chorus_tp_endpoint_t* out = nullptr;
+    const int rc = tp().endpoint_open(ctx.get(), 2, 0, tiny, &len, &out);
+    CHECK(rc != CHORUS_OK);
+    CHECK(std::strlen(tp().last_error()) > 0);
+  }
+  SECTION("a peer rank outside the communicator") {
+    Bytes blob(ctx.caps().max_address_size);
+    std::size_t len = blob.size();
+    chorus_tp_endpoint_t* out = nullptr;
+    CHECK(tp().endpoint_open(ctx.get(), 3, 0, blob.data(), &len, &out) ==
+          CHORUS_ERR_INVALID_ARGUMENT);
+    CHECK(tp().endpoint_open(ctx.get(), -1, 0, blob.data(), &len, &out) ==
+          CHORUS_ERR_INVALID_ARGUMENT);
+  }
+  REQUIRE_OK(tp().endpoint_close(ep.ep));
+}
+
+TEST_CASE("an unknown configuration key is rejected by name", "[abi][config]") {
+  std::vector<chorus_kv_t> kv;
+  for (const auto& [k, v] : Plugin::get().env_config())
+    kv.push_back({k.c_str(), v.c_str(), "conformance"});
+  kv.push_back({"conformance_no_such_key", "1", "conformance-suite.toml:7"});
+  chorus_tp_context_info_t info{};
+  info.struct_size = sizeof info;
+  info.rank = 0;
+  info.size = 2;
+  info.bind_address = "127.0.0.1";
+  info.config = kv.data();
+  info.config_count = kv.size();
+  chorus_tp_context_t* ctx = nullptr;
+  const int rc = tp().context_open(&info, &ctx);
+  if (rc == CHORUS_OK) tp().context_close(ctx);
+  REQUIRE(rc == CHORUS_ERR_INVALID_ARGUMENT);
+  const std::string message = tp().last_error();
+  INFO("last_error: " << message);
+  CHECK(message.find("conformance_no_such_key") != std::string::npos);
+  CHECK(message.find("conformance-suite.toml:7") != std::string::npos);
+}

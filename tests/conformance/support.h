@@ -1,0 +1,67 @@
+// Catch-side helpers shared by the conformance cases.
+#pragma once
+
+#include "harness.h"
+
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <string>
+
+namespace chorus::conformance {
+
+/// Whether the transport can open a context on this machine. A transport
+/// that answers CHORUS_ERR_UNAVAILABLE (no NIC, no device) is reported and
+/// its cases pass vacuously, unless CHORUS_CONFORMANCE_REQUIRE_AVAILABLE is
+/// set (CI decides which transports must run).
+inline bool transport_available(std::string& why) {
+  static int state = -1;  // -1 unknown, 0 unavailable, 1 available
+  static std::string reason;
+  if (state < 0) {
+    std::vector<chorus_kv_t> kv;
+    for (const auto& [k, v] : Plugin::get().env_config())
+      kv.push_back({k.c_str(), v.c_str(), "conformance"});
+    chorus_tp_context_info_t info{};
+    info.struct_size = sizeof info;
+    info.rank = 0;
+    info.size = 2;
+    info.bind_address = "127.0.0.1";
+    info.config = kv.data();
+    info.config_count = kv.size();
+    chorus_tp_context_t* ctx = nullptr;
+    const int rc = tp().context_open(&info, &ctx);
+    if (rc == CHORUS_OK) tp().context_close(ctx);
+    state = rc == CHORUS_ERR_UNAVAILABLE &&
+                    std::getenv("CHORUS_CONFORMANCE_REQUIRE_AVAILABLE") == nullptr
+                ? 0
+                : 1;
+    if (state == 0) reason = last_error();
+  }
+  why = reason;
+  return state == 1;
+}
+
+}  // namespace chorus::conformance
+
+/// First statement of every case that needs a working transport.
+#define CONFORMANCE_NEEDS_TRANSPORT()                                          \
+  do {                                                                         \
+    std::string why_unavailable_;                                              \
+    if (!::chorus::conformance::transport_available(why_unavailable_)) {       \
+      WARN("transport '" << ::chorus::conformance::Plugin::get().transport()   \
+                         << "' is unavailable on this machine, case not run: " \
+                         << why_unavailable_);                                 \
+      return;                                                                  \
+    }                                                                          \
+  } while (0)
+
+/// REQUIRE a status, showing the status name and the plugin's last error.
+#define REQUIRE_STATUS(expr, expected)                                                   \
+  do {                                                                                   \
+    const int rc_ = (expr);                                                              \
+    INFO(#expr << " -> " << ::chorus::conformance::status_name(rc_) << " ("              \
+               << (rc_ != CHORUS_OK ? ::chorus::conformance::last_error() : "") << ")"); \
+    REQUIRE(rc_ == (expected));                                                          \
+  } while (0)
+
+#define REQUIRE_OK(expr) REQUIRE_STATUS(expr, CHORUS_OK)

@@ -1,0 +1,215 @@
+// Cases specific to the built-in TCP transport (they know its address blob
+// and config keys). They run only when the plugin under test is "tcp".
+#include "support.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <thread>
+
+using namespace chorus::conformance;
+
+namespace {
+
+#define TCP_ONLY()                                                                    \
+  do {                                                                                \
+    if (Plugin::get().transport() != "tcp") {                                         \
+      WARN("TCP-specific case, not run for transport " << Plugin::get().transport()); \
+      return;                                                                         \
+    }                                                                                 \
+  } while (0)
+
+/// Port of a TCP blob (docs/transport-abi.md: u16 little-endian at offset 20).
+std::uint16_t blob_port(const Bytes& blob) {
+  return static_cast<std::uint16_t>(blob.at(20) | (blob.at(21) << 8));
+}
+
+int dial(std::uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(port);
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+    throw std::runtime_error("cannot dial the listener");
+  }
+  return fd;
+}
+
+/// Reads up to n bytes within timeout; returns how many arrived before EOF.
+std::size_t read_some(int fd, unsigned char* buf, std::size_t n, int timeout_ms) {
+  std::size_t got = 0;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (got < n && Clock::now() < deadline) {
+    pollfd pfd{fd, POLLIN, 0};
+    if (::poll(&pfd, 1, 50) <= 0) continue;
+    const ssize_t r = ::read(fd, buf + got, n - got);
+    if (r <= 0) break;
+    got += static_cast<std::size_t>(r);
+  }
+  return got;
+}
+
+bool logged(const std::string& needle) {
+  for (const auto& line : Plugin::get().logs()) {
+    if (line.find(needle) != std::string::npos) return true;
+  }
+  return false;
+}
+
+int open_with(const Kvs& kvs, std::string& error) {
+  std::vector<chorus_kv_t> kv;
+  for (const auto& [k, v] : kvs) kv.push_back({k.c_str(), v.c_str(), "test.toml:3"});
+  chorus_tp_context_info_t info{};
+  info.struct_size = sizeof info;
+  info.rank = 0;
+  info.size = 2;
+  info.bind_address = "127.0.0.1";
+  info.config = kv.data();
+  info.config_count = kv.size();
+  chorus_tp_context_t* ctx = nullptr;
+  const int rc = tp().context_open(&info, &ctx);
+  error = rc == CHORUS_OK ? "" : last_error();
+  if (rc == CHORUS_OK) tp().context_close(ctx);
+  return rc;
+}
+
+}  // namespace
+
+TEST_CASE("tcp: stray and forged connections are dropped without disturbing the job", "[tcp]") {
+  TCP_ONLY();
+  Plugin::get().clear_logs();
+  Context a(0, 2), b(1, 2);
+  Endpoint ea = open_endpoint(a, 1, 0);
+  Endpoint eb = open_endpoint(b, 0, 0);
+  const std::uint16_t port = blob_port(ea.blob);
+
+  // 1. Garbage instead of a handshake.
+  const int junk = dial(port);
+  const char garbage[40] = "GET / HTTP/1.0\r\n\r\n";
+  REQUIRE(::write(junk, garbage, sizeof garbage) == static_cast<ssize_t>(sizeof garbage));
+  unsigned char buf[64];
+  CHECK(read_some(junk, buf, sizeof buf, 2000) == 0);  // closed without an answer
+  ::close(junk);
+
+  // 2. A well-formed handshake naming an endpoint that does not exist (wrong nonce).
+  const int forged = dial(port);
+  unsigned char hello[40] = {};
+  const std::uint32_t magic = 0x48524843;  // "CHRH"
+  const std::uint16_t version = 1, sockets = 1;
+  const std::int32_t rank = 1, peer_rank = 0, channel = 0;
+  std::memcpy(hello + 0, &magic, 4);
+  std::memcpy(hello + 4, &version, 2);
+  std::memcpy(hello + 6, &sockets, 2);
+  std::memcpy(hello + 8, &rank, 4);
+  std::memcpy(hello + 12, &peer_rank, 4);
+  std::memcpy(hello + 16, &channel, 4);
+  const std::uint64_t bogus_nonce = 0x1234;
+  std::memcpy(hello + 24, &bogus_nonce, 8);
+  REQUIRE(::write(forged, hello, sizeof hello) == static_cast<ssize_t>(sizeof hello));
+  unsigned char ack[8];
+  REQUIRE(read_some(forged, ack, sizeof ack, 2000) == sizeof ack);
+  std::uint32_t ack_status;
+  std::memcpy(&ack_status, ack + 4, 4);
+  CHECK(ack_status == 1);  // AckStatus::kUnknownEndpoint
+  ::close(forged);
+
+  // 3. A connection that never says anything, left open while the job runs.
+  const int silent = dial(port);
+
+  // The real pair still connects and works.
+  connect_pair(ea, eb);
+  Bytes out(1000), in(1000);
+  fill_pattern(out.data(), out.size(), 9);
+  REQUIRE_OK(tp().post_recv(eb.ep, in.data(), in.size(), nullptr, 1));
+  REQUIRE_OK(tp().post_send(ea.ep, out.data(), out.size(), nullptr, 2));
+  REQUIRE(pump_until(
+      {&a, &b}, [&] { return b.completions.size() == 1 && a.completions.size() == 1; }, 10000));
+  REQUIRE_FALSE(pattern_mismatch(in.data(), in.size(), 9));
+  ::close(silent);
+
+  CHECK(logged("dropped connection"));
+  CHECK(logged("refused connection"));
+}
+
+TEST_CASE("tcp: configuration values are validated", "[tcp][config]") {
+  TCP_ONLY();
+  std::string error;
+  for (const Kvs& good : std::vector<Kvs>{{{"sockets", "4"}},
+                                          {{"sndbuf", "1MiB"}, {"rcvbuf", "262144"}},
+                                          {{"sndbuf", "0"}, {"rcvbuf", "0"}},
+                                          {{"nodelay", "false"}},
+                                          {{"spin_us", "25"}}}) {
+    INFO(good[0].first << " = " << good[0].second << ": " << error);
+    CHECK(open_with(good, error) == CHORUS_OK);
+  }
+  const std::vector<std::pair<Kvs, std::string>> bad = {
+      {{{"sockets", "0"}}, "sockets"},   {{{"sockets", "17"}}, "sockets"},
+      {{{"sockets", "two"}}, "sockets"}, {{{"sndbuf", "4T"}}, "sndbuf"},
+      {{{"rcvbuf", "-1"}}, "rcvbuf"},    {{{"nodelay", "maybe"}}, "nodelay"},
+      {{{"spin_us", "1e3"}}, "spin_us"}, {{{"socket", "1"}}, "valid keys"}};
+  for (const auto& [kvs, needle] : bad) {
+    const int rc = open_with(kvs, error);
+    INFO(kvs[0].first << " = " << kvs[0].second << " -> " << status_name(rc) << ": " << error);
+    CHECK(rc == CHORUS_ERR_INVALID_ARGUMENT);
+    CHECK(error.find(needle) != std::string::npos);
+    CHECK(error.find("test.toml:3") != std::string::npos);
+  }
+}
+
+TEST_CASE("tcp: messages striped over several sockets keep order and content", "[tcp][sockets]") {
+  TCP_ONLY();
+  const std::string sockets = GENERATE(as<std::string>{}, "2", "4");
+  Pair p(1, {{"sockets", sockets}});
+  const std::vector<std::size_t> sizes = {
+      1,    600 * 1024,    3, 64u << 20, 0, 512 * 1024, 512 * 1024 - 1, (5u << 20) + 7,
+      4097, (8u << 20) + 1};
+  std::vector<std::unique_ptr<unsigned char[]>> out, in;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    out.emplace_back(new unsigned char[std::max<std::size_t>(sizes[i], 1)]);
+    in.emplace_back(new unsigned char[std::max<std::size_t>(sizes[i], 1)]);
+    fill_pattern(out.back().get(), sizes[i], static_cast<std::uint32_t>(i + 40));
+  }
+  // All sends first (most wait behind flow control), then all receives.
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    REQUIRE_OK(tp().post_send(p.ea[0].ep, out[i].get(), sizes[i], nullptr, i));
+  }
+  pump_until(
+      {&p.a, &p.b}, [] { return false; }, 20);
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    REQUIRE_OK(tp().post_recv(p.eb[0].ep, in[i].get(), sizes[i], nullptr, i));
+  }
+  REQUIRE(pump_until(
+      {&p.a, &p.b},
+      [&] {
+        return p.b.completions.size() == sizes.size() && p.a.completions.size() == sizes.size();
+      },
+      30000));
+  REQUIRE(p.a.errors.empty());
+  REQUIRE(p.b.errors.empty());
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    INFO("message " << i << " of " << sizes[i] << " bytes over " << sockets << " sockets");
+    CHECK(p.a.completions[i].wr_id == i);
+    REQUIRE(p.b.completions[i].wr_id == i);
+    REQUIRE(p.b.completions[i].byte_len == sizes[i]);
+    REQUIRE_FALSE(pattern_mismatch(in[i].get(), sizes[i], static_cast<std::uint32_t>(i + 40)));
+  }
+}
+
+TEST_CASE("tcp: ranks with different socket counts refuse to connect", "[tcp][sockets]") {
+  TCP_ONLY();
+  Context a(0, 2, {{"sockets", "2"}}), b(1, 2, {{"sockets", "1"}});
+  Endpoint ea = open_endpoint(a, 1, 0);
+  Endpoint eb = open_endpoint(b, 0, 0);
+  const int rc = connect_endpoint(eb, ea.blob, 1000);
+  const std::string error = last_error();
+  INFO(error);
+  CHECK(rc == CHORUS_ERR_INVALID_ARGUMENT);
+  CHECK(error.find("sockets") != std::string::npos);
+}
