@@ -224,7 +224,9 @@ void kernel(const void* src, void* inout, size_t count) {
   run<Op>(src, inout, count);
 }
 
-// ---- integers (signed types use the unsigned sum/prod: wrap, no UB) ----
+// ---- lane-wise sum, prod, max, min ----
+// Used for integers and for float32/float64 sum and prod. Signed integers use
+// the unsigned Sum/Prod, so overflow wraps without UB.
 
 template <class T>
 struct Sum : OpOn<T> {
@@ -298,44 +300,45 @@ using VS = Vec<int32_t>;
 /// One register of float16 or bfloat16 elements.
 using VH = Vec<uint16_t>;
 
-/// IEEE binary16 -> float for halves held in the low 16 bits of 32-bit lanes
-/// (upper bits zero). Exact; a signalling NaN is quieted, as F16C does.
-[[gnu::always_inline]] inline VF half_to_float(VU w) {
-  const VU sign = (w & 0x8000) << 16;
-  const VS magnitude = bit_as<VS>(w & 0x7fff);  // exponent and mantissa, < 2^15
-  // Normal: move the bits up and rebias the exponent from 15 to 127.
-  const VU normal = bit_as<VU>((magnitude << 13) + ((127 - 15) << 23));
-  // Zero and subnormal: mantissa * 2^-24, exact in float.
-  const VU subnormal = bit_as<VU>(__builtin_convertvector(magnitude, VF) * 0x1p-24f);
-  // Infinity and NaN: all-ones exponent; a NaN gets the quiet bit.
-  const VU special =
-      bit_as<VU>((magnitude << 13) | 0x7f800000 | ((magnitude > 0x7c00) & 0x00400000));
-  const VU r = magnitude >= 0x7c00 ? special : (magnitude < 0x0400 ? subnormal : normal);
-  return bit_as<VF>(r | sign);
+/// IEEE binary16 -> float for halves held in the top 16 bits of 32-bit lanes
+/// (low bits zero). Exact, and bit-exact with F16C: a signalling NaN comes
+/// out quiet. Multiplying and subtracting powers of two are exact, so neither
+/// the rounding mode nor DAZ/FTZ can change the result.
+[[gnu::always_inline]] inline VF half_to_float(VU h) {
+  const VU sign = h & 0x80000000u;
+  const VU twice = h + h;  // exponent and mantissa at the top, sign dropped
+  // Normal, infinity, NaN: put the bits in float position with the exponent
+  // raised by 224, then scale by 2^-112: 15 + 224 - 112 = 127 for the bias,
+  // and exponent 31 lands on 255 (the multiply also quiets a NaN).
+  const VU normal = bit_as<VU>(bit_as<VF>((twice >> 4) + (224u << 23)) * 0x1p-112f);
+  // Zero, subnormal: the mantissa under exponent 2^-1, minus 0.5, is m * 2^-24.
+  const VU subnormal = bit_as<VU>(bit_as<VF>((twice >> 17) | (126u << 23)) - 0.5f);
+  const VS is_subnormal = bit_as<VS>(twice >> 1) < (1 << 26);  // exponent field 0
+  return bit_as<VF>((is_subnormal ? subnormal : normal) | sign);
 }
 
 /// float -> IEEE binary16 in the low 16 bits of each lane (upper bits zero),
 /// bit-exact with F16C's vcvtps2ph in round-to-nearest-even: overflow gives
 /// infinity, and a NaN keeps its sign and top 10 payload bits and is quieted.
+/// The adder does the rounding, so this assumes the default rounding mode;
+/// DAZ/FTZ only touch inputs below 2^-126, which round to zero anyway.
 [[gnu::always_inline]] inline VU float_to_half(VF f) {
   const VU u = bit_as<VU>(f);
-  const VU sign = (u >> 16) & 0x8000;
-  const VU a = u & 0x7fffffff;
-  const VS magnitude = bit_as<VS>(a);  // signed compares: SSE2 has no unsigned ones
-  // Normal result: rebias the exponent from 127 to 15 and round the 13
-  // dropped bits to nearest even; a carry correctly bumps the exponent, up to
-  // infinity for [65520, 65536).
-  const VU normal = (a - ((127 - 15) << 23) + 0x0fff + ((a >> 13) & 1)) >> 13;
-  // Subnormal result (|f| < 2^-14): in |f| + 0.5 the float ulp is 2^-24, the
-  // half's subnormal step, so the adder rounds to nearest even for us and the
-  // low bits are the half's mantissa (0x400, i.e. 2^-14, if it rounds up).
-  // Relies on the default rounding mode, as F16C's explicit one does not.
-  const VU subnormal = bit_as<VU>(bit_as<VF>(a) + 0.5f) - 0x3f000000u;
-  const VU infinity = VU{} + 0x7c00;
+  const VU a = u & 0x7fffffffu;
+  // |f| * 4, except that |f| >= 2^16 overflows to infinity on the way.
+  VF base = (bit_as<VF>(a) * 0x1p+112f) * 0x1p-110f;
+  // Adding 2^(e+15), e = max(exponent of f, -14), leaves |f| * 4 with the
+  // ulp of the half result (2^(e-10), scaled by 4), so the adder rounds to
+  // nearest even at exactly the half's precision, subnormals included.
+  const VS exponent = bit_as<VS>(a & 0x7f800000u);
+  const VS bias = exponent < (113 << 23) ? VS{} + (113 << 23) : exponent;
+  base += bit_as<VF>(bit_as<VU>(bias) + (15u << 23));  // unsigned: inf + 15 wraps
+  // The sum's exponent (mod 32) plus its mantissa's leading one form the half.
+  const VU bits = bit_as<VU>(base);
+  const VU rounded = ((bits >> 13) & 0x7c00) + (bits & 0x0fff);
   const VU nan = 0x7e00 | ((a >> 13) & 0x3ff);
-  const VU special = magnitude > 0x7f800000 ? nan : infinity;
-  const VU r = magnitude >= 0x47800000 ? special : (magnitude < 0x38800000 ? subnormal : normal);
-  return r | sign;
+  const VU r = bit_as<VS>(a) > 0x7f800000 ? nan : rounded;
+  return r | ((u >> 16) & 0x8000);
 }
 
 /// float16 widened to two float registers and narrowed back. Which elements
@@ -360,8 +363,8 @@ struct Float16 {
   // shuffles, just shifts and masks.
   [[gnu::always_inline]] static void widen(VH h, VF& lo, VF& hi) {
     const VU w = bit_as<VU>(h);
-    lo = half_to_float(w & 0xffff);
-    hi = half_to_float(w >> 16);
+    lo = half_to_float(w << 16);
+    hi = half_to_float(w & 0xffff0000u);
   }
   [[gnu::always_inline]] static VH narrow(VF lo, VF hi) {
     return bit_as<VH>(float_to_half(lo) | (float_to_half(hi) << 16));

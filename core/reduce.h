@@ -21,20 +21,23 @@ namespace chorus::core {
 ///   Any nonzero input byte counts as true; outputs are always 0 or 1.
 /// - integers: sum and prod wrap modulo 2^bits, signed types included.
 /// - float16, bfloat16: each element is widened to float, combined, and
-///   rounded once back to nearest-even. Because float has more than twice the
-///   precision, the result equals the correctly rounded sum or product.
-/// - float32, float64: IEEE arithmetic in the caller's rounding mode
-///   (round-to-nearest is assumed for float16 results), no FMA contraction.
+///   rounded once back to nearest-even. float has more than twice their
+///   precision, so the result equals the correctly rounded sum or product.
+/// - float32, float64: IEEE arithmetic, never contracted into FMA.
 /// - complex64 (float32 re, im pairs): sum, and prod by the textbook formula
 ///   (ar*br - ai*bi) + (ar*bi + ai*br)i with each product rounded to float,
 ///   without C99 Annex G infinity recovery. max and min are unsupported.
 /// - max/min on floating types follow IEEE 754-2019 maximum/minimum: NaN
 ///   propagates (MPI and NCCL users expect it) and -0 < +0, so the result
 ///   does not depend on operand order unless both are NaN. A NaN result is
-///   bitwise inout's NaN when inout is NaN, else src's NaN (payload kept).
-/// - sum/prod with a NaN operand give a quiet NaN. When *both* operands are
-///   NaN, which payload wins is up to the hardware and may differ between
-///   instruction sets; this is the exception to bitwise identical results.
+///   bitwise inout's NaN when inout is NaN, else src's NaN (payload kept,
+///   not quieted). These are integer comparisons: MXCSR (DAZ, FTZ) and the
+///   rounding mode do not affect them.
+/// - sum/prod with a NaN operand give a quiet NaN carrying that operand's
+///   sign and payload. When *both* operands are NaN, which payload wins is up
+///   to the hardware and may differ between instruction sets: the one
+///   exception to bitwise identical results.
+/// Floating-point sum/prod assume the default round-to-nearest mode.
 chorus_reduce_fn_t reduce_kernel(int dtype, int op);
 
 /// Why (`dtype`, `op`) has no kernel, e.g. "max is not defined for complex64;
