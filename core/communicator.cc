@@ -228,6 +228,11 @@ Status Communicator::select_algorithms() {
     for (size_t i = 0; i < algorithms_.size(); ++i) {
       const Plugin& p = *algorithms_[i];
       if (want != "auto" && p.name() != want) continue;
+      constexpr uint32_t kReproducible =
+          CHORUS_ALGO_DETERMINISTIC_ACROSS_RANKS | CHORUS_ALGO_DETERMINISTIC_ACROSS_RUNS;
+      if (want == "auto" && cfg_.deterministic &&
+          (p.algorithm()->flags & kReproducible) != kReproducible)
+        continue;
       if (implements(p.algorithm(), coll)) {
         candidates_[coll].push_back(&p);
       } else if (want != "auto") {
@@ -252,14 +257,20 @@ const chorus_algorithm_plugin_v1_t* Communicator::choose(int collective, uint64_
   if (collective < 0 || collective >= CHORUS_COLL_COUNT) return nullptr;
   const auto& list = candidates_[collective];
   if (list.empty()) return nullptr;
+  if (list.size() == 1) return list.front()->algorithm();
+  // With algorithm.switch_bytes set, the plugins' preferences only decide which
+  // candidate is the latency one (best for 1 byte) and which the bandwidth one
+  // (best for 1 GiB); the configured size picks between those two.
+  uint64_t probe = bytes;
+  if (cfg_.switch_bytes > 0) probe = bytes < cfg_.switch_bytes ? 1 : (1ull << 30);
   const chorus_algorithm_plugin_v1_t* best = list.front()->algorithm();
   int best_score = std::numeric_limits<int>::min();
   for (const Plugin* p : list) {
     const auto* a = p->algorithm();
     bool has_pref = a->struct_size >= offsetof(chorus_algorithm_plugin_v1_t, preference) + sizeof(void*) &&
                     a->preference != nullptr;
-    int score = has_pref ? a->preference(collective, size_, bytes) : 0;
-    if (list.size() > 1 && score < 0) continue;
+    int score = has_pref ? a->preference(collective, size_, probe) : 0;
+    if (score < 0) continue;
     if (score > best_score) {
       best_score = score;
       best = a;
@@ -276,9 +287,13 @@ Status Communicator::connect_endpoints(Deadline deadline) {
   std::string fingerprint = "transport=" + cfg_.transport +
                             " channels=" + std::to_string(channels) +
                             " staging_slot_size=" + std::to_string(cfg_.staging_slot_size) +
-                            " staging_slots=" + std::to_string(cfg_.staging_slots);
-  for (int c = 0; c < CHORUS_COLL_COUNT; ++c)
+                            " staging_slots=" + std::to_string(cfg_.staging_slots) +
+                            " deterministic=" + std::to_string(cfg_.deterministic) +
+                            " switch_bytes=" + std::to_string(cfg_.switch_bytes);
+  for (int c = 0; c < CHORUS_COLL_COUNT; ++c) {
     fingerprint += std::string(" ") + chorus_collective_name(c) + "=" + cfg_.algorithm[c];
+    for (const Plugin* p : candidates_[c]) fingerprint += (p == candidates_[c].front() ? ":" : ",") + p->name();
+  }
   std::vector<std::byte> mine;
   put_bytes(mine, fingerprint.data(), fingerprint.size());
   std::vector<std::byte> addr(caps_.max_address_size ? caps_.max_address_size : 1024);

@@ -154,6 +154,7 @@ bool valid_name(const std::string& s) {
 
 const char* kKnownKeys =
     "transport.name, transport.<name>.<key>, algorithm.<collective>, algorithm.channels, "
+    "algorithm.deterministic, algorithm.switch_bytes, "
     "algorithm.staging_slot_size, algorithm.staging_slots, algorithm.<name>.<key>, "
     "timeout.init, timeout.connect, timeout.collective, log.level, plugin_path, "
     "bootstrap.rank, bootstrap.world_size, bootstrap.coordinator, bootstrap.job_token, "
@@ -199,6 +200,25 @@ Status apply(const Entry& e, Config& cfg) {
       if (!v.is_ok()) return v.status();
       if (!valid_name(*v)) return bad(e, "'" + *v + "' is not an algorithm name");
       cfg.algorithm[coll] = *v;
+      return Status::ok();
+    }
+    if (rest == "deterministic") {
+      if (e.from_env) {
+        if (e.raw != "true" && e.raw != "false" && e.raw != "1" && e.raw != "0")
+          return bad(e, "expected true or false, got '" + e.raw + "'");
+        cfg.deterministic = e.raw == "true" || e.raw == "1";
+        return Status::ok();
+      }
+      if (auto b = e.node->value<bool>(); b && e.node->type() == toml::node_type::boolean) {
+        cfg.deterministic = *b;
+        return Status::ok();
+      }
+      return bad(e, "expected a boolean, got " + type_name(e));
+    }
+    if (rest == "switch_bytes") {
+      auto v = get_size(e);
+      if (!v.is_ok()) return v.status();
+      cfg.switch_bytes = *v;
       return Status::ok();
     }
     if (rest == "channels") {
@@ -300,6 +320,8 @@ Result<std::string> env_key(const std::string& var) {
       {"CHORUS_TIMEOUT_CONNECT", "timeout.connect"},
       {"CHORUS_TIMEOUT_COLLECTIVE", "timeout.collective"},
       {"CHORUS_ALGORITHM_CHANNELS", "algorithm.channels"},
+      {"CHORUS_ALGORITHM_DETERMINISTIC", "algorithm.deterministic"},
+      {"CHORUS_ALGORITHM_SWITCH_BYTES", "algorithm.switch_bytes"},
       {"CHORUS_ALGORITHM_STAGING_SLOTS", "algorithm.staging_slots"},
       {"CHORUS_ALGORITHM_STAGING_SLOT_SIZE", "algorithm.staging_slot_size"},
   };

@@ -30,6 +30,11 @@ struct Config {
   std::array<std::string, CHORUS_COLL_COUNT> algorithm{"auto", "auto", "auto", "auto", "auto"};
   /// algorithm.<name>.* settings, by algorithm name.
   std::map<std::string, std::vector<Setting>> algorithm_settings;
+  /// algorithm.deterministic: auto only picks algorithms bitwise reproducible across ranks and runs.
+  bool deterministic = false;
+  /// algorithm.switch_bytes: when > 0, auto uses the latency algorithm below this many bytes
+  /// per rank and the bandwidth algorithm from it on, instead of the plugins' own preferences.
+  uint64_t switch_bytes = 0;
   int channels = 1;
   size_t staging_slot_size = 1u << 20;
   int staging_slots = 8;

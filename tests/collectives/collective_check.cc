@@ -3,12 +3,15 @@
 // of its own result against the exact reference. Also checks that misuse is
 // refused with a clear error and leaves the communicator usable.
 //
-// Usage: chorusrun -n N collective_check [--counts 0,1,7,...] [--big]
+// Usage: chorusrun -n N collective_check [-a ALGORITHM] [--counts 0,1,7,...]
+//                                         [--big] [--every N --offset M]
 #include <chorus/chorus.h>
 
 #include "tools/bench/bench_data.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <string>
@@ -20,6 +23,13 @@ int g_rank = 0;
 int g_size = 1;
 int g_passed = 0;
 int g_failed = 0;
+// Deterministic sampling of the (dtype, op) cross product: a combination with
+// index i runs when i % g_every == g_offset.
+int g_every = 1;
+int g_offset = 0;
+int g_combo = 0;
+
+bool sampled() { return g_combo++ % g_every == g_offset; }
 
 void report(bool ok, const std::string& what) {
   if (ok) {
@@ -58,6 +68,7 @@ void run_reductions(chorus_comm_t* comm, size_t count) {
     size_t es = chorus_dtype_size(dtype);
     for (int op = 0; op < CHORUS_OP_COUNT; ++op) {
       if (!valid_pair(dtype, op)) continue;
+      if (!sampled()) continue;
       // all_reduce, out of place and in place
       std::vector<std::byte> in(count * es + 1), out(count * es + 1, std::byte{0x5A}), expect;
       chorus::bench::fill_input(CHORUS_COLL_ALL_REDUCE, dtype, op, g_rank, g_size, in.data(), count, count);
@@ -84,6 +95,7 @@ void run_reductions(chorus_comm_t* comm, size_t count) {
 
 void run_movement(chorus_comm_t* comm, size_t count) {
   for (int dtype = 0; dtype < CHORUS_DTYPE_COUNT; ++dtype) {
+    if (!sampled()) continue;
     size_t es = chorus_dtype_size(dtype);
     std::vector<std::byte> in(count * es + 1), out(count * es * size_t(g_size) + 1), expect;
     chorus::bench::fill_input(CHORUS_COLL_ALL_GATHER, dtype, -1, g_rank, g_size, in.data(), count, count);
@@ -155,20 +167,37 @@ void run_misuse(chorus_comm_t* comm) {
 int main(int argc, char** argv) {
   std::vector<size_t> counts;
   bool big = false;
+  std::string algorithm;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--big") big = true;
+    else if (a == "-a" && i + 1 < argc) algorithm = argv[++i];
+    else if (a == "--every" && i + 1 < argc) g_every = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--offset" && i + 1 < argc) g_offset = std::atoi(argv[++i]);
     else if (a == "--counts" && i + 1 < argc) {
       std::stringstream ss(argv[++i]);
       std::string item;
       while (std::getline(ss, item, ',')) counts.push_back(std::stoull(item));
     } else {
-      std::fprintf(stderr, "usage: collective_check [--counts a,b,c] [--big]\n");
+      std::fprintf(stderr,
+                   "usage: collective_check [-a ALGORITHM] [--counts a,b,c] [--big] "
+                   "[--every N --offset M]\n");
       return 2;
     }
   }
+  g_offset %= g_every;
+  std::vector<std::string> settings;
+  if (!algorithm.empty())
+    for (const char* coll : {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "barrier"})
+      settings.push_back(std::string("algorithm.") + coll + "=\"" + algorithm + "\"");
+  std::vector<const char*> settings_c;
+  for (const auto& s : settings) settings_c.push_back(s.c_str());
+  chorus_options_t opts;
+  chorus_options_init(&opts);
+  opts.settings = settings_c.data();
+  opts.settings_count = settings_c.size();
   chorus_comm_t* comm = nullptr;
-  if (int rc = chorus_comm_init(nullptr, &comm); rc != CHORUS_OK) {
+  if (int rc = chorus_comm_init(&opts, &comm); rc != CHORUS_OK) {
     std::fprintf(stderr, "init failed: %s: %s\n", chorus_status_name(rc), chorus_last_error());
     return 1;
   }
@@ -180,6 +209,7 @@ int main(int argc, char** argv) {
     if (big) counts.push_back((4u << 20) + 3);
   }
   for (size_t count : counts) {
+    g_combo = 0;  // the same sample at every count
     run_reductions(comm, count);
     run_movement(comm, count);
   }
@@ -187,7 +217,8 @@ int main(int argc, char** argv) {
   report(rc == CHORUS_OK, "final barrier");
   run_misuse(comm);
   chorus_comm_finalize(comm);
-  std::printf("collective_check rank %d of %d: %d passed, %d failed\n", g_rank, g_size, g_passed,
-              g_failed);
+  std::printf("collective_check rank %d of %d (algorithm %s, sample %d/%d): %d passed, %d failed\n",
+              g_rank, g_size, algorithm.empty() ? "auto" : algorithm.c_str(), g_offset, g_every,
+              g_passed, g_failed);
   return g_failed == 0 ? 0 : 1;
 }

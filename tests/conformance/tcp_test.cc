@@ -213,3 +213,103 @@ TEST_CASE("tcp: ranks with different socket counts refuse to connect", "[tcp][so
   CHECK(rc == CHORUS_ERR_INVALID_ARGUMENT);
   CHECK(error.find("sockets") != std::string::npos);
 }
+
+namespace {
+
+/// Dials rank 0's listener as rank 1 would, with a valid Hello for `ea`
+/// (target) and `eb` (sender), and returns the socket once it is accepted.
+int impersonate_rank1(const Endpoint& ea, const Endpoint& eb) {
+  const int fd = dial(blob_port(ea.blob));
+  unsigned char hello[40] = {};
+  const std::uint32_t magic = 0x48524843;
+  const std::uint16_t version = 1, sockets = 1, index = 0;
+  const std::int32_t rank = 1, peer_rank = 0, channel = 0;
+  std::memcpy(hello + 0, &magic, 4);
+  std::memcpy(hello + 4, &version, 2);
+  std::memcpy(hello + 6, &sockets, 2);
+  std::memcpy(hello + 8, &rank, 4);
+  std::memcpy(hello + 12, &peer_rank, 4);
+  std::memcpy(hello + 16, &channel, 4);
+  std::memcpy(hello + 20, &index, 2);
+  std::memcpy(hello + 24, ea.blob.data() + 40, 8);  // target: rank 0's endpoint nonce
+  std::memcpy(hello + 32, eb.blob.data() + 40, 8);  // sender: "our" blob's nonce
+  if (::write(fd, hello, sizeof hello) != static_cast<ssize_t>(sizeof hello)) {
+    throw std::runtime_error("hello write failed");
+  }
+  unsigned char ack[8];
+  if (read_some(fd, ack, sizeof ack, 2000) != sizeof ack || ack[4] != 0) {
+    throw std::runtime_error("forged hello was not accepted");
+  }
+  return fd;
+}
+
+void frame(unsigned char* out, std::uint32_t magic, std::uint8_t kind, std::uint8_t stripes,
+           std::uint32_t seq, std::uint64_t length) {
+  std::memset(out, 0, 24);
+  std::memcpy(out + 0, &magic, 4);
+  out[4] = kind;
+  out[5] = stripes;
+  std::memcpy(out + 8, &seq, 4);
+  std::memcpy(out + 16, &length, 8);
+}
+
+}  // namespace
+
+TEST_CASE("tcp: a corrupt data stream fails that endpoint only", "[tcp][wire]") {
+  TCP_ONLY();
+  const std::string variant =
+      GENERATE(as<std::string>{}, "bad magic", "length above 2^40", "wrong sequence",
+               "too many stripes", "stripe header first", "truncated then closed");
+  INFO("variant: " << variant);
+  Context a(0, 2), b(1, 2);
+  Endpoint ea = open_endpoint(a, 1, 0);
+  Endpoint eb = open_endpoint(b, 0, 0);  // only its blob is used: we play rank 1 by hand
+  const int fd = impersonate_rank1(ea, eb);
+  REQUIRE_OK(connect_endpoint(ea, eb.blob, 5000));
+
+  // Both receives wait before any byte arrives, so the failure must show up
+  // as an error completion of the second one.
+  Bytes in1(8), in2(2000);
+  REQUIRE_OK(tp().post_recv(ea.ep, in1.data(), in1.size(), nullptr, 1));
+  REQUIRE_OK(tp().post_recv(ea.ep, in2.data(), in2.size(), nullptr, 2));
+
+  // One good message first: the stream is fine until the corruption.
+  unsigned char good[24 + 8];
+  frame(good, 0x46524843, 1, 1, 0, 8);
+  std::memcpy(good + 24, "12345678", 8);
+  REQUIRE(::write(fd, good, sizeof good) == static_cast<ssize_t>(sizeof good));
+  unsigned char bad[24];
+  if (variant == "bad magic") frame(bad, 0xdeadbeef, 1, 1, 1, 8);
+  if (variant == "length above 2^40") frame(bad, 0x46524843, 1, 1, 1, (std::uint64_t{1} << 40) + 1);
+  if (variant == "wrong sequence") frame(bad, 0x46524843, 1, 1, 7, 8);
+  if (variant == "too many stripes") frame(bad, 0x46524843, 1, 2, 1, 1u << 20);
+  if (variant == "stripe header first") frame(bad, 0x46524843, 2, 1, 1, 8);
+  if (variant == "truncated then closed") frame(bad, 0x46524843, 1, 1, 1, 1000);
+  REQUIRE(::write(fd, bad, sizeof bad) == static_cast<ssize_t>(sizeof bad));
+  if (variant == "truncated then closed") {
+    REQUIRE(::write(fd, "partial", 7) == 7);
+    ::shutdown(fd, SHUT_WR);
+  }
+
+  REQUIRE(pump_until(
+      {&a}, [&] { return a.completions.size() + a.errors.size() == 2; }, 10000));
+  REQUIRE(a.completions.size() == 1);  // the good message arrived intact
+  CHECK(a.completions[0].wr_id == 1);
+  CHECK(std::memcmp(in1.data(), "12345678", 8) == 0);
+  REQUIRE(a.errors.size() == 1);
+  INFO("error: " << a.errors[0].message);
+  CHECK(a.errors[0].wr_id == 2);
+  CHECK(a.errors[0].status == CHORUS_ERR_PEER_LOST);
+  CHECK(a.errors[0].peer_rank == 1);
+  const std::string message = a.errors[0].message;
+  if (variant == "truncated then closed") {
+    CHECK(message.find("middle of a message") != std::string::npos);
+  } else {
+    CHECK(message.find("protocol error") != std::string::npos);
+  }
+  // The context itself is fine: its other work is unaffected.
+  unsigned char byte = 0;
+  CHECK(tp().post_recv(ea.ep, &byte, 1, nullptr, 3) == CHORUS_ERR_PEER_LOST);
+  CHECK(tp().wait(a.get(), 0) != CHORUS_ERR_INTERNAL);
+  ::close(fd);
+}

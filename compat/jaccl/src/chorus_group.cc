@@ -1,0 +1,81 @@
+#include "chorus_group.h"
+
+#include <stdexcept>
+#include <string>
+
+namespace jaccl::detail {
+namespace {
+
+/// Throws the failure of a Chorus call made for JACCL's `what`. Reads the
+/// thread's last error at once: the next Chorus call would replace it.
+[[noreturn]] void fail(const char* what, int status) {
+  throw std::runtime_error(std::string("[jaccl] ") + what + ": " + chorus_status_name(status) +
+                           ": " + chorus_last_error());
+}
+
+void check(const char* what, int status) {
+  if (status != CHORUS_OK) fail(what, status);
+}
+
+/// Elements of `dtype` in `n_bytes`; throws for an unknown dtype or a byte
+/// count that does not hold a whole number of elements (JACCL would drop
+/// the tail silently).
+size_t element_count(const char* what, size_t n_bytes, int dtype) {
+  const size_t element = chorus_dtype_size(dtype);
+  if (element == 0)
+    throw std::runtime_error(std::string("[jaccl] ") + what + ": unknown dtype " +
+                             std::to_string(dtype) + " (expected a jaccl::Dtype, 0.." +
+                             std::to_string(CHORUS_DTYPE_COUNT - 1) + ")");
+  if (n_bytes % element != 0)
+    throw std::runtime_error(std::string("[jaccl] ") + what + ": n_bytes " +
+                             std::to_string(n_bytes) + " is not a multiple of the " +
+                             chorus_dtype_name(dtype) + " element size " + std::to_string(element));
+  return n_bytes / element;
+}
+
+}  // namespace
+
+ChorusGroup::ChorusGroup(chorus_comm_t* comm) : comm_(comm) {
+  check("rank", chorus_comm_rank(comm_.get(), &rank_));
+  check("size", chorus_comm_size(comm_.get(), &size_));
+}
+
+void ChorusGroup::all_reduce(const char* what, const void* input, void* output, size_t n_bytes,
+                             int dtype, int op) {
+  const size_t count = element_count(what, n_bytes, dtype);
+  check(what, chorus_all_reduce(comm_.get(), input, output, count, dtype, op));
+}
+
+void ChorusGroup::all_sum(const void* input, void* output, size_t n_bytes, int dtype) {
+  all_reduce("all_sum", input, output, n_bytes, dtype, CHORUS_SUM);
+}
+
+void ChorusGroup::all_max(const void* input, void* output, size_t n_bytes, int dtype) {
+  all_reduce("all_max", input, output, n_bytes, dtype, CHORUS_MAX);
+}
+
+void ChorusGroup::all_min(const void* input, void* output, size_t n_bytes, int dtype) {
+  all_reduce("all_min", input, output, n_bytes, dtype, CHORUS_MIN);
+}
+
+void ChorusGroup::all_gather(const void* input, void* output, size_t n_bytes) {
+  check("all_gather", chorus_all_gather(comm_.get(), input, output, n_bytes, CHORUS_UINT8));
+}
+
+void ChorusGroup::sum_scatter(const void* input, void* output, size_t n_bytes, int dtype) {
+  const size_t count = element_count("sum_scatter", n_bytes, dtype);
+  check("sum_scatter",
+        chorus_reduce_scatter(comm_.get(), input, output, count, dtype, CHORUS_SUM));
+}
+
+void ChorusGroup::send(const void* input, size_t n_bytes, int dst) {
+  check("send", chorus_send(comm_.get(), input, n_bytes, CHORUS_UINT8, dst));
+}
+
+void ChorusGroup::recv(void* output, size_t n_bytes, int src) {
+  check("recv", chorus_recv(comm_.get(), output, n_bytes, CHORUS_UINT8, src));
+}
+
+void ChorusGroup::barrier() { check("barrier", chorus_barrier(comm_.get())); }
+
+}  // namespace jaccl::detail
