@@ -64,6 +64,8 @@ struct PluginListing {
   bool loaded = false;
   std::string abi_version;
   std::string error;
+  /// A transport's own inventory (devices, providers) from its optional describe op.
+  std::string inventory;
 };
 std::vector<PluginListing> list_plugins(const std::vector<std::string>& search_path);
 

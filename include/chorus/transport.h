@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 #define CHORUS_TRANSPORT_ABI_MAJOR 1
-#define CHORUS_TRANSPORT_ABI_MINOR 0
+#define CHORUS_TRANSPORT_ABI_MINOR 1
 /** Name of the symbol every v1 transport plugin exports. */
 #define CHORUS_TRANSPORT_SYMBOL_V1 "chorus_transport_plugin_v1"
 
@@ -186,6 +186,16 @@ typedef struct chorus_transport_plugin_v1 {
   int (*wait)(chorus_tp_context_t* ctx, int timeout_ms);
   /** Optional. Wake a thread blocked in `wait`. Callable from any thread. */
   int (*interrupt)(chorus_tp_context_t* ctx);
+
+  /* --- minor 1 --- */
+  /**
+   * Optional. Write a short human-readable inventory of what this transport
+   * can use on this machine (e.g. "2 devices: mlx5_0 port 1 (RoCE v2, active),
+   * ..." or "providers: tcp;ofi_rxm 1.17, shm 1.17") into `buf` (NUL-terminated,
+   * truncated to `len`). Needs no context; used by chorus-info. Returns OK, or
+   * CHORUS_ERR_UNAVAILABLE with the reason in `buf` when nothing is usable.
+   */
+  int (*describe)(char* buf, size_t len);
 } chorus_transport_plugin_v1_t;
 
 #ifdef __cplusplus

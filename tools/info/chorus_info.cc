@@ -42,6 +42,8 @@ int main(int argc, char** argv) {
       if (item.loaded) {
         std::printf("  %-12s ok      ABI v%s  %s\n", item.name.c_str(), item.abi_version.c_str(),
                     item.path.c_str());
+        if (!item.inventory.empty())
+          std::printf("      %s\n", item.inventory.c_str());
       } else {
         ++failed;
         std::printf("  %-12s FAILED  %s\n      reason: %s\n", item.name.c_str(), item.path.c_str(),
