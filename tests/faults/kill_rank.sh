@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Starts N ranks by hand (the chorusrun contract: CHORUS_RANK, CHORUS_WORLD_SIZE,
+# CHORUS_COORDINATOR), lets them run a long all_reduce loop, SIGKILLs one rank
+# mid-collective, and requires every survivor to exit non-zero with an error
+# naming a lost peer within BOUND seconds. Nothing may be left running.
+# usage: kill_rank.sh BENCH NRANKS VICTIM [BOUND_S] [DELAY_S]
+set -uo pipefail
+bench="$1"; n="$2"; victim="$3"; bound="${4:-15}"; delay="${5:-2}"
+port=$(( 20000 + (RANDOM % 20000) ))
+dir=$(mktemp -d)
+trap 'kill -9 "${pids[@]}" 2>/dev/null; rm -rf "$dir"' EXIT
+pids=()
+for r in $(seq 0 $((n - 1))); do
+  CHORUS_RANK=$r CHORUS_WORLD_SIZE=$n CHORUS_COORDINATOR=127.0.0.1:$port \
+  CHORUS_TIMEOUT_COLLECTIVE=120 \
+    "$bench" -b 16M -e 16M -n 100000 -w 0 >"$dir/out.$r" 2>"$dir/err.$r" &
+  pids+=($!)
+done
+sleep "$delay"
+for r in $(seq 0 $((n - 1))); do
+  if ! kill -0 "${pids[$r]}" 2>/dev/null; then
+    echo "FAIL: rank $r ended before the kill:"; cat "$dir/err.$r"; exit 1
+  fi
+done
+kill -9 "${pids[$victim]}"
+wait "${pids[$victim]}" 2>/dev/null
+t0=$(date +%s%N)
+failed=0; passed=0
+for r in $(seq 0 $((n - 1))); do
+  [ "$r" = "$victim" ] && continue
+  # Wait for this survivor up to the bound.
+  while kill -0 "${pids[$r]}" 2>/dev/null; do
+    if (( ($(date +%s%N) - t0) / 1000000 > bound * 1000 )); then
+      echo "FAIL: rank $r still running $bound s after rank $victim was killed"
+      failed=$((failed + 1)); kill -9 "${pids[$r]}"; break
+    fi
+    sleep 0.05
+  done
+  wait "${pids[$r]}" 2>/dev/null; rc=$?
+  took_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+  if [ "$rc" -eq 0 ]; then
+    echo "FAIL: rank $r exited 0 after a peer died"; failed=$((failed + 1)); continue
+  fi
+  if grep -qE "failed: CHORUS_ERR_PEER_LOST" "$dir/err.$r"; then
+    echo "ok: rank $r exited $rc after ${took_ms} ms: $(grep -m1 -E "failed: CHORUS_ERR_PEER_LOST" "$dir/err.$r" | cut -c1-240)"
+    passed=$((passed + 1))
+  else
+    echo "FAIL: rank $r exited $rc without a peer-lost error:"; cat "$dir/err.$r"; failed=$((failed + 1))
+  fi
+done
+echo "kill_rank: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
