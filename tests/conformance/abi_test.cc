@@ -52,6 +52,31 @@ TEST_CASE("plugin table is well-formed", "[abi]") {
   if (self != nullptr) ::dlclose(self);
 }
 
+TEST_CASE("the optional describe op writes a bounded, terminated line", "[abi]") {
+  const chorus_transport_plugin_v1_t& t = Plugin::get().ops();
+  const bool has_describe =
+      t.struct_size >= offsetof(chorus_transport_plugin_v1_t, describe) + sizeof(t.describe) &&
+      t.describe != nullptr;
+  if (!has_describe) {
+    WARN("describe (minor 1) is optional and this transport does not provide it, case not run");
+    return;
+  }
+  char buf[1024];
+  std::memset(buf, 'x', sizeof buf);
+  const int rc = t.describe(buf, sizeof buf);
+  CHECK((rc == CHORUS_OK || rc == CHORUS_ERR_UNAVAILABLE));
+  const void* nul = std::memchr(buf, '\0', sizeof buf);
+  REQUIRE(nul != nullptr);
+  INFO("describe: " << buf);
+  CHECK(std::strlen(buf) > 0);
+  // Truncation: never writes past `len`, always terminates.
+  char small[16];
+  std::memset(small, 'x', sizeof small);
+  t.describe(small, 8);
+  CHECK(std::memchr(small, '\0', 8) != nullptr);
+  for (std::size_t i = 8; i < sizeof small; ++i) CHECK(small[i] == 'x');
+}
+
 TEST_CASE("context capabilities and memory registration", "[abi]") {
   CONFORMANCE_NEEDS_TRANSPORT();
   Context ctx(0, 2);

@@ -67,7 +67,7 @@ class TempFile {
 };
 
 Matrix mesh(int n) {
-  Matrix m(size_t(n), std::vector<std::vector<std::string>>(size_t(n)));
+  Matrix m(static_cast<size_t>(n), std::vector<std::vector<std::string>>(static_cast<size_t>(n)));
   for (int i = 0; i < n; ++i)
     for (int j = 0; j < n; ++j)
       if (i != j) m[i][j] = {"rdma_en" + std::to_string(i + j)};
@@ -75,7 +75,7 @@ Matrix mesh(int n) {
 }
 
 Matrix ring(int n) {
-  Matrix m(size_t(n), std::vector<std::vector<std::string>>(size_t(n)));
+  Matrix m(static_cast<size_t>(n), std::vector<std::vector<std::string>>(static_cast<size_t>(n)));
   for (int i = 0; i < n; ++i) {
     m[i][(i + 1) % n] = {"rdma_en1"};
     m[i][(i + n - 1) % n] = {"rdma_en2"};

@@ -64,8 +64,9 @@ jaccl::AllGatherFn file_all_gather(const std::string& dir, int rank, int size) {
 }
 
 std::vector<std::vector<std::vector<std::string>>> mesh(int size) {
+  const auto n = static_cast<size_t>(size);
   std::vector<std::vector<std::vector<std::string>>> devices(
-      size_t(size), std::vector<std::vector<std::string>>(size_t(size)));
+      n, std::vector<std::vector<std::string>>(n));
   for (int i = 0; i < size; ++i)
     for (int j = 0; j < size; ++j)
       if (i != j) devices[i][j] = {"rdma_en" + std::to_string(i + j)};

@@ -2,12 +2,14 @@
 // wrapped so no exception crosses it; failures become a status plus the
 // calling thread's last-error text.
 #include "context.h"
+#include "describe.h"
 #include "endpoint.h"
 #include "error.h"
 #include "log.h"
 
 #include <chorus/transport.h>
 
+#include <algorithm>
 #include <cstring>
 #include <new>
 #include <string>
@@ -154,6 +156,20 @@ int tcp_interrupt(chorus_tp_context_t* ctx) {
   return guarded("interrupt", [&] { return ctx->interrupt(); });
 }
 
+int tcp_describe(char* buf, size_t len) {
+  if (buf == nullptr || len == 0) return null_argument("describe");
+  try {
+    const std::string text = chorus::tcp::describe_host();
+    const std::size_t n = std::min(text.size(), len - 1);
+    std::memcpy(buf, text.data(), n);
+    buf[n] = '\0';
+    return CHORUS_OK;
+  } catch (...) {
+    buf[0] = '\0';
+    return set_last_error(CHORUS_ERR_SYSTEM, "describe: out of memory");
+  }
+}
+
 }  // namespace
 
 extern "C" {
@@ -182,6 +198,7 @@ const chorus_transport_plugin_v1_t chorus_transport_plugin_v1 = {
     tcp_read_error,
     tcp_wait,
     tcp_interrupt,
+    tcp_describe,
 };
 
 }  // extern "C"
