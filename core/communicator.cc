@@ -16,6 +16,10 @@ namespace {
 
 constexpr const char* kBuiltinAlgorithms[] = {"ring", "mesh"};
 
+/// The communicator whose call is running on this thread (algorithms call the
+/// proxy transport ops from the thread that called the collective).
+thread_local Communicator* t_running = nullptr;
+
 std::chrono::milliseconds seconds_ms(double s) {
   return std::chrono::milliseconds(static_cast<long long>(s * 1000.0));
 }
@@ -153,6 +157,15 @@ Status Communicator::init(Config config) {
   if (int rc = tp_->get_caps(ctx_, &caps_); rc != CHORUS_OK)
     return {rc, "rank " + std::to_string(rank_) + ": get_caps failed: " + tp_->last_error()};
   if (caps_.max_message_size == 0) caps_.max_message_size = 1u << 30;
+  // Copy only what the plugin's table has: an older minor's table is shorter,
+  // and the ops it lacks stay NULL.
+  std::memcpy(&proxy_, tp_, std::min(tp_->struct_size, sizeof(proxy_)));
+  proxy_.struct_size = std::min(tp_->struct_size, sizeof(proxy_));
+  proxy_.post_send = &Communicator::proxy_post_send;
+  proxy_.post_recv = &Communicator::proxy_post_recv;
+  proxy_.poll = &Communicator::proxy_poll;
+  pending_sends_.assign(size_t(size_), 0);
+  pending_recvs_.assign(size_t(size_), 0);
   if (auto st = connect_endpoints(deadline); !st.is_ok()) return st;
   if (auto st = setup_staging(); !st.is_ok()) return st;
   if (auto st = bootstrap_->barrier(deadline); !st.is_ok())
@@ -310,6 +323,7 @@ Status Communicator::connect_endpoints(Deadline deadline) {
                         std::to_string(p) + " channel " + std::to_string(c) +
                         " failed: " + tp_->last_error()};
       endpoints_[size_t(p) * size_t(channels) + size_t(c)] = ep;
+      endpoint_peer_[ep] = p;
       put_bytes(mine, addr.data(), len);
     }
   }
@@ -424,6 +438,12 @@ Status Communicator::run(int collective, const char* what, uint64_t bytes, Call&
   call_deadline_ = Deadline::after(seconds_ms(cfg_.timeout_collective_s));
   call_what_ = what;
   call_error_ = Status::ok();
+  std::fill(pending_sends_.begin(), pending_sends_.end(), 0);
+  std::fill(pending_recvs_.begin(), pending_recvs_.end(), 0);
+  struct Running {
+    explicit Running(Communicator* c) { t_running = c; }
+    ~Running() { t_running = nullptr; }
+  } running(this);
 
   chorus_algo_env_v1_t env{};
   env.struct_size = sizeof(env);
@@ -431,7 +451,7 @@ Status Communicator::run(int collective, const char* what, uint64_t bytes, Call&
   env.rank = rank_;
   env.size = size_;
   env.channels = cfg_.channels;
-  env.tp = tp_;
+  env.tp = &proxy_;
   env.tp_ctx = ctx_;
   env.caps = &caps_;
   env.staging_slots = staging_.size();
@@ -530,8 +550,14 @@ Status Communicator::p2p(bool is_send, void* buf, size_t count, int dtype, int p
                 std::to_string(rank_) + " of " + std::to_string(size_) + ")"};
   if (auto st = usable(what); !st.is_ok()) return st;
   call_deadline_ = Deadline::after(seconds_ms(cfg_.timeout_collective_s));
-  call_what_ = what;
+  call_what_ = std::string(what) + (is_send ? " to rank " : " from rank ") + std::to_string(peer);
   call_error_ = Status::ok();
+  std::fill(pending_sends_.begin(), pending_sends_.end(), 0);
+  std::fill(pending_recvs_.begin(), pending_recvs_.end(), 0);
+  t_running = this;
+  struct Reset {
+    ~Reset() { t_running = nullptr; }
+  } reset;
 
   size_t bytes = count * chorus_dtype_size(dtype);
   chorus_tp_endpoint_t* ep = endpoints_[size_t(peer) * size_t(cfg_.channels)];
@@ -551,8 +577,8 @@ Status Communicator::p2p(bool is_send, void* buf, size_t count, int dtype, int p
     while (posted < chunks && posted - done < window) {
       size_t off = posted * max_msg;
       size_t len = std::min(max_msg, bytes - off);
-      int prc = is_send ? tp_->post_send(ep, base + off, len, mr, posted)
-                        : tp_->post_recv(ep, base + off, len, mr, posted);
+      int prc = is_send ? proxy_post_send(ep, base + off, len, mr, posted)
+                        : proxy_post_recv(ep, base + off, len, mr, posted);
       if (prc == CHORUS_ERR_AGAIN) break;
       if (prc != CHORUS_OK) {
         rc = env_fail(this, prc, (std::string("posting to rank ") + std::to_string(peer) +
@@ -585,6 +611,59 @@ Status Communicator::p2p(bool is_send, void* buf, size_t count, int dtype, int p
   return call_error_;
 }
 
+void Communicator::note_posted(chorus_tp_endpoint_t* ep, bool send) {
+  auto it = endpoint_peer_.find(ep);
+  if (it == endpoint_peer_.end()) return;
+  ++(send ? pending_sends_ : pending_recvs_)[size_t(it->second)];
+}
+
+void Communicator::note_completed(const chorus_tp_completion_t& c) {
+  auto it = endpoint_peer_.find(c.endpoint);
+  if (it == endpoint_peer_.end()) return;
+  auto& counts = c.opcode == CHORUS_TP_SEND ? pending_sends_ : pending_recvs_;
+  if (counts[size_t(it->second)] > 0) --counts[size_t(it->second)];
+}
+
+std::string Communicator::outstanding_peers() const {
+  auto list = [](const std::vector<int>& counts) {
+    std::string s;
+    for (size_t p = 0; p < counts.size(); ++p)
+      if (counts[p] > 0) s += (s.empty() ? "" : ", ") + std::to_string(p);
+    return s;
+  };
+  std::string recvs = list(pending_recvs_), sends = list(pending_sends_);
+  std::string out;
+  if (!recvs.empty()) out += "; still waiting to receive from rank(s) " + recvs;
+  if (!sends.empty()) out += "; sends to rank(s) " + sends + " not yet taken";
+  return out;
+}
+
+int Communicator::proxy_post_send(chorus_tp_endpoint_t* ep, const void* buf, size_t length,
+                                  chorus_tp_mr_t* mr, uint64_t wr_id) {
+  Communicator* self = t_running;
+  if (!self) return CHORUS_ERR_INTERNAL;
+  int rc = self->tp_->post_send(ep, buf, length, mr, wr_id);
+  if (rc == CHORUS_OK) self->note_posted(ep, true);
+  return rc;
+}
+
+int Communicator::proxy_post_recv(chorus_tp_endpoint_t* ep, void* buf, size_t length,
+                                  chorus_tp_mr_t* mr, uint64_t wr_id) {
+  Communicator* self = t_running;
+  if (!self) return CHORUS_ERR_INTERNAL;
+  int rc = self->tp_->post_recv(ep, buf, length, mr, wr_id);
+  if (rc == CHORUS_OK) self->note_posted(ep, false);
+  return rc;
+}
+
+int Communicator::proxy_poll(chorus_tp_context_t* ctx, chorus_tp_completion_t* out, size_t max) {
+  Communicator* self = t_running;
+  if (!self) return CHORUS_ERR_INTERNAL;
+  int n = self->tp_->poll(ctx, out, max);
+  for (int i = 0; i < n; ++i) self->note_completed(out[i]);
+  return n;
+}
+
 chorus_tp_endpoint_t* Communicator::env_endpoint(void* core, int peer, int channel) {
   auto* self = static_cast<Communicator*>(core);
   if (peer < 0 || peer >= self->size_ || channel < 0 || channel >= self->cfg_.channels)
@@ -611,7 +690,10 @@ int Communicator::env_progress(void* core, chorus_tp_completion_t* out, size_t m
     if (self->aborted_.load())
       return env_fail(core, CHORUS_ERR_ABORTED, "aborted by chorus_comm_abort()");
     int n = self->tp_->poll(self->ctx_, out, max);
-    if (n > 0) return n;
+    if (n > 0) {
+      for (int i = 0; i < n; ++i) self->note_completed(out[i]);
+      return n;
+    }
     if (n == CHORUS_ERR_PENDING) {
       chorus_tp_error_t err{};
       int rc = self->tp_->read_error(self->ctx_, &err);
@@ -632,7 +714,8 @@ int Communicator::env_progress(void* core, chorus_tp_completion_t* out, size_t m
     if (self->call_deadline_.expired()) {
       std::ostringstream os;
       os << "did not complete within timeout.collective = " << self->cfg_.timeout_collective_s
-         << " s; a peer may be stuck, dead or running a different operation (raise "
+         << " s" << self->outstanding_peers()
+         << "; a peer may be stuck, dead or running a different operation (raise "
             "timeout.collective / CHORUS_TIMEOUT_COLLECTIVE if it is legitimately slow)";
       return env_fail(core, CHORUS_ERR_TIMEOUT, os.str().c_str());
     }

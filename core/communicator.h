@@ -16,6 +16,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace chorus::core {
@@ -68,6 +69,19 @@ class Communicator {
   void release_call_registrations();
   Status call_timeout_status() const;
 
+  /// Which peers still owe completions in the running call, for timeout messages.
+  std::string outstanding_peers() const;
+  void note_posted(chorus_tp_endpoint_t* ep, bool send);
+  void note_completed(const chorus_tp_completion_t& c);
+
+  // The transport table handed to algorithms: the plugin's own ops, except
+  // that posts and polls also keep per-peer outstanding counts.
+  static int proxy_post_send(chorus_tp_endpoint_t* ep, const void* buf, size_t length,
+                             chorus_tp_mr_t* mr, uint64_t wr_id);
+  static int proxy_post_recv(chorus_tp_endpoint_t* ep, void* buf, size_t length,
+                             chorus_tp_mr_t* mr, uint64_t wr_id);
+  static int proxy_poll(chorus_tp_context_t* ctx, chorus_tp_completion_t* out, size_t max);
+
   // Callbacks of chorus_algo_env_v1_t; `core` is the Communicator.
   static chorus_tp_endpoint_t* env_endpoint(void* core, int peer, int channel);
   static int env_mem_register(void* core, void* addr, size_t length, chorus_tp_mr_t** mr_out);
@@ -84,6 +98,10 @@ class Communicator {
   chorus_tp_context_t* ctx_ = nullptr;
   chorus_tp_caps_t caps_{};
   std::vector<chorus_tp_endpoint_t*> endpoints_;  // [peer * channels + channel]
+  std::unordered_map<const chorus_tp_endpoint_t*, int> endpoint_peer_;
+  chorus_transport_plugin_v1_t proxy_{};
+  std::vector<int> pending_sends_;  // per peer, in the running call
+  std::vector<int> pending_recvs_;
 
   std::vector<std::shared_ptr<Plugin>> algorithms_;  // every algorithm that may be chosen
   std::array<std::vector<const Plugin*>, CHORUS_COLL_COUNT> candidates_;
@@ -96,7 +114,7 @@ class Communicator {
 
   // State of the call in progress (one at a time per communicator).
   Deadline call_deadline_ = Deadline::never();
-  const char* call_what_ = "";
+  std::string call_what_;
   std::vector<chorus_tp_mr_t*> call_mrs_;
   Status call_error_;
 
