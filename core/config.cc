@@ -395,6 +395,76 @@ std::map<std::string, std::string> environment_map() {
   return env;
 }
 
+std::string slurm_first_host(const std::string& nodelist) {
+  // "node[03-05,9],gpu1" -> "node03"; "a,b" -> "a"; "" -> "".
+  size_t end = nodelist.find_first_of(",[");
+  std::string host = nodelist.substr(0, end);
+  if (end != std::string::npos && nodelist[end] == '[') {
+    size_t close = nodelist.find(']', end);
+    std::string inside = nodelist.substr(end + 1, close == std::string::npos ? std::string::npos : close - end - 1);
+    host += inside.substr(0, inside.find_first_of(",-"));
+  }
+  return host;
+}
+
+std::vector<LauncherSetting> launcher_settings(const std::map<std::string, std::string>& env) {
+  auto get = [&](const char* k) -> const std::string* {
+    auto it = env.find(k);
+    return it == env.end() || it->second.empty() ? nullptr : &it->second;
+  };
+  std::vector<LauncherSetting> out;
+  // Slurm (srun): rank, size, and a coordinator on the first node of the job
+  // with a port derived from the job id, so every task computes the same one.
+  if (const auto* procid = get("SLURM_PROCID")) {
+    out.push_back({"bootstrap.rank", *procid, "SLURM_PROCID"});
+    if (const auto* n = get("SLURM_NTASKS")) out.push_back({"bootstrap.world_size", *n, "SLURM_NTASKS"});
+    const auto* nodes = get("SLURM_STEP_NODELIST");
+    if (!nodes) nodes = get("SLURM_JOB_NODELIST");
+    if (!nodes) nodes = get("SLURM_NODELIST");
+    const auto* job = get("SLURM_JOB_ID");
+    if (!job) job = get("SLURM_JOBID");
+    if (nodes && job) {
+      std::string host = slurm_first_host(*nodes);
+      unsigned long id = std::strtoul(job->c_str(), nullptr, 10);
+      const auto* step = get("SLURM_STEP_ID");
+      unsigned long step_id = step ? std::strtoul(step->c_str(), nullptr, 10) : 0;
+      std::string port = std::to_string(20000 + (id * 31 + step_id) % 30000);
+      out.push_back({"bootstrap.coordinator", host + ":" + port,
+                     "Slurm (first node of SLURM_*NODELIST, port from SLURM_JOB_ID)"});
+    }
+    return out;
+  }
+  // Open MPI / PMIx (mpirun): rank and size; the coordinator must be passed
+  // (mpirun -x CHORUS_COORDINATOR=host:port) since the launcher's own wire-up
+  // address is not ours to use.
+  if (const auto* r = get("OMPI_COMM_WORLD_RANK")) {
+    out.push_back({"bootstrap.rank", *r, "OMPI_COMM_WORLD_RANK"});
+    if (const auto* n = get("OMPI_COMM_WORLD_SIZE")) out.push_back({"bootstrap.world_size", *n, "OMPI_COMM_WORLD_SIZE"});
+    return out;
+  }
+  if (const auto* r = get("PMIX_RANK")) {
+    out.push_back({"bootstrap.rank", *r, "PMIX_RANK"});
+    if (const auto* n = get("PMIX_SIZE")) out.push_back({"bootstrap.world_size", *n, "PMIX_SIZE"});
+    return out;
+  }
+  // torchrun style.
+  if (const auto* r = get("RANK")) {
+    if (const auto* n = get("WORLD_SIZE")) {
+      out.push_back({"bootstrap.rank", *r, "RANK"});
+      out.push_back({"bootstrap.world_size", *n, "WORLD_SIZE"});
+      const auto* addr = get("MASTER_ADDR");
+      const auto* port = get("MASTER_PORT");
+      if (addr && port) {
+        // torchrun's own store listens on MASTER_PORT; Chorus takes the next port.
+        unsigned long p = std::strtoul(port->c_str(), nullptr, 10) + 1;
+        std::string host = addr->find(':') != std::string::npos ? "[" + *addr + "]" : *addr;
+        out.push_back({"bootstrap.coordinator", host + ":" + std::to_string(p), "MASTER_ADDR and MASTER_PORT+1"});
+      }
+    }
+  }
+  return out;
+}
+
 Result<Config> load_config(const ConfigInputs& inputs) {
   Config cfg;
   // Parsed documents stay alive while entries point into them.
@@ -422,6 +492,17 @@ Result<Config> load_config(const ConfigInputs& inputs) {
     cfg.source = path;
   }
 
+  // Launcher variables (Slurm, Open MPI / PMIx, torchrun) come before
+  // Chorus's own, so CHORUS_* and the file override them.
+  std::vector<Entry> launcher_entries;
+  for (const auto& ls : launcher_settings(inputs.env)) {
+    Entry e;
+    e.key = ls.key;
+    e.raw = ls.value;
+    e.from_env = true;
+    e.origin = "launcher variable " + ls.origin;
+    launcher_entries.push_back(std::move(e));
+  }
   for (const auto& [var, value] : inputs.env) {
     if (var.rfind("CHORUS_", 0) != 0) continue;
     auto key = env_key(var);
@@ -482,7 +563,7 @@ Result<Config> load_config(const ConfigInputs& inputs) {
   };
 
   std::map<std::string, const Entry*> final_entries;
-  for (auto* list : {&file_entries, &env_entries, &api_entries}) {
+  for (auto* list : {&launcher_entries, &file_entries, &env_entries, &api_entries}) {
     for (const auto& e : *list) {
       if (e.key == "plugin_path") {
         auto& dest = list == &file_entries ? file_paths
@@ -496,7 +577,7 @@ Result<Config> load_config(const ConfigInputs& inputs) {
   }
   // Validate every source's entries, not only the winners, so a typo in the
   // file is reported even when the environment overrides that key.
-  for (auto* list : {&file_entries, &env_entries, &api_entries}) {
+  for (auto* list : {&launcher_entries, &file_entries, &env_entries, &api_entries}) {
     for (const auto& e : *list) {
       if (e.key == "plugin_path") continue;
       Config scratch;

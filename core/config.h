@@ -74,6 +74,18 @@ struct ConfigInputs {
 /// API setting), the key and the fix.
 Result<Config> load_config(const ConfigInputs& inputs);
 
+/// A setting derived from a launcher's variables (lowest priority).
+struct LauncherSetting {
+  std::string key;
+  std::string value;
+  std::string origin;
+};
+/// Rank, size and (where the launcher allows) coordinator from Slurm, Open MPI /
+/// PMIx or torchrun variables, in that order of preference.
+std::vector<LauncherSetting> launcher_settings(const std::map<std::string, std::string>& env);
+/// First host of a Slurm node list ("n[03-05],m" -> "n03").
+std::string slurm_first_host(const std::string& nodelist);
+
 /// The process environment as a map.
 std::map<std::string, std::string> environment_map();
 

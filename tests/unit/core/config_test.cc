@@ -209,3 +209,47 @@ TEST_CASE("sizes parse with binary suffixes", "[config]") {
   CHECK_FALSE(chorus::core::parse_size("12Q").is_ok());
   CHECK_FALSE(chorus::core::parse_size("").is_ok());
 }
+
+TEST_CASE("launcher variables give rank, size and coordinator", "[config]") {
+  using chorus::core::slurm_first_host;
+  CHECK(slurm_first_host("node[03-05,9],gpu1") == "node03");
+  CHECK(slurm_first_host("a,b") == "a");
+  CHECK(slurm_first_host("solo") == "solo");
+  {
+    ConfigInputs in;
+    in.env = {{"SLURM_PROCID", "2"}, {"SLURM_NTASKS", "4"}, {"SLURM_JOB_NODELIST", "host[1-2]"},
+              {"SLURM_JOB_ID", "77"}};
+    auto cfg = load_config(in);
+    REQUIRE(cfg.is_ok());
+    CHECK(cfg->rank == 2);
+    CHECK(cfg->world_size == 4);
+    CHECK(cfg->coordinator == "host1:" + std::to_string(20000 + (77 * 31) % 30000));
+    CHECK(cfg->origins["bootstrap.rank"] == "launcher variable SLURM_PROCID");
+  }
+  {
+    ConfigInputs in;
+    in.env = {{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "3"},
+              {"CHORUS_COORDINATOR", "127.0.0.1:5000"}};
+    auto cfg = load_config(in);
+    REQUIRE(cfg.is_ok());
+    CHECK(cfg->rank == 1);
+    CHECK(cfg->world_size == 3);
+    CHECK(cfg->coordinator == "127.0.0.1:5000");
+  }
+  {
+    ConfigInputs in;
+    in.env = {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "10.1.2.3"}, {"MASTER_PORT", "29500"}};
+    auto cfg = load_config(in);
+    REQUIRE(cfg.is_ok());
+    CHECK(cfg->coordinator == "10.1.2.3:29501");
+  }
+  {
+    // Chorus's own variables win over the launcher's.
+    ConfigInputs in;
+    in.env = {{"SLURM_PROCID", "2"}, {"SLURM_NTASKS", "4"}, {"CHORUS_RANK", "0"}, {"CHORUS_WORLD_SIZE", "1"}};
+    auto cfg = load_config(in);
+    REQUIRE(cfg.is_ok());
+    CHECK(cfg->rank == 0);
+    CHECK(cfg->world_size == 1);
+  }
+}
