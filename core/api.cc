@@ -91,7 +91,15 @@ CHORUS_API int chorus_comm_init(const chorus_options_t* opts, chorus_comm_t** co
     }
     auto cfg = chorus::core::load_config(in);
     if (!cfg.is_ok()) return set_error(cfg.status());
-    auto comm = chorus::core::Communicator::create(std::move(*cfg));
+    std::unique_ptr<chorus::core::SideChannel> host_channel;
+    if (opts && opts->struct_size >= offsetof(chorus_options_t, bootstrap_ctx) + sizeof(void*) &&
+        opts->allgather) {
+      if (cfg->rank < 0 || cfg->world_size < 1)
+        return invalid("chorus_comm_init: a host all-gather needs rank and size (options or CHORUS_RANK/CHORUS_WORLD_SIZE)");
+      host_channel = std::make_unique<chorus::core::HostSideChannel>(
+          cfg->rank, cfg->world_size, opts->allgather, opts->barrier, opts->bootstrap_ctx);
+    }
+    auto comm = chorus::core::Communicator::create(std::move(*cfg), std::move(host_channel));
     if (!comm.is_ok()) return set_error(comm.status());
     auto* handle = new chorus_comm{std::move(*comm)};
     *comm_out = handle;

@@ -83,13 +83,14 @@ Status check_op(int dtype, int op) {
 
 }  // namespace
 
-Result<std::unique_ptr<Communicator>> Communicator::create(Config config) {
+Result<std::unique_ptr<Communicator>> Communicator::create(Config config,
+                                                          std::unique_ptr<SideChannel> host_channel) {
   std::unique_ptr<Communicator> comm(new Communicator());
-  if (auto st = comm->init(std::move(config)); !st.is_ok()) return st;
+  if (auto st = comm->init(std::move(config), std::move(host_channel)); !st.is_ok()) return st;
   return comm;
 }
 
-Status Communicator::init(Config config) {
+Status Communicator::init(Config config, std::unique_ptr<SideChannel> host_channel) {
   cfg_ = std::move(config);
   log_set_level(cfg_.log_level);
   Deadline deadline = Deadline::after(seconds_ms(cfg_.timeout_init_s));
@@ -114,7 +115,7 @@ Status Communicator::init(Config config) {
   rank_ = cfg_.rank;
   size_ = cfg_.world_size;
   log_set_rank(rank_);
-  if (size_ > 1 && cfg_.coordinator.empty())
+  if (size_ > 1 && cfg_.coordinator.empty() && !host_channel)
     return {CHORUS_ERR_INVALID_ARGUMENT,
             "rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
                 ": no coordinator address; set CHORUS_COORDINATOR=host:port (the same on every "
@@ -127,18 +128,24 @@ Status Communicator::init(Config config) {
   tp_ = transport_->transport();
   if (auto st = select_algorithms(); !st.is_ok()) return st;
 
-  BootstrapOptions bo;
-  bo.rank = rank_;
-  bo.size = size_;
-  bo.coordinator = cfg_.coordinator;
-  bo.job_token = cfg_.job_token;
-  bo.log = [rank = rank_](int level, const std::string& msg) {
-    if (log_enabled(level)) log_line(level, rank, "bootstrap: " + msg);
-  };
-  auto boot = Bootstrap::connect(bo, deadline);
-  if (!boot.is_ok()) return boot.status();
-  bootstrap_ = std::move(*boot);
-  CHORUS_LOGF(CHORUS_LOG_DEBUG, rank_, "bootstrap joined: " << size_ << " ranks via " << cfg_.coordinator);
+  if (host_channel) {
+    bootstrap_ = std::move(host_channel);
+    CHORUS_LOGF(CHORUS_LOG_DEBUG, rank_, "bootstrap through the host's callbacks");
+  } else {
+    BootstrapOptions bo;
+    bo.rank = rank_;
+    bo.size = size_;
+    bo.coordinator = cfg_.coordinator;
+    bo.job_token = cfg_.job_token;
+    bo.log = [rank = rank_](int level, const std::string& msg) {
+      if (log_enabled(level)) log_line(level, rank, "bootstrap: " + msg);
+    };
+    auto boot = Bootstrap::connect(bo, deadline);
+    if (!boot.is_ok()) return boot.status();
+    bootstrap_ = std::make_unique<BootstrapSideChannel>(std::move(*boot));
+    CHORUS_LOGF(CHORUS_LOG_DEBUG, rank_,
+                "bootstrap joined: " << size_ << " ranks via " << cfg_.coordinator);
+  }
 
   std::vector<chorus_kv_t> kv;
   if (auto it = cfg_.transport_settings.find(cfg_.transport); it != cfg_.transport_settings.end())

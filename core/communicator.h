@@ -10,6 +10,7 @@
 #include "core/config.h"
 #include "core/deadline.h"
 #include "core/plugin_loader.h"
+#include "core/side_channel.h"
 #include "core/status.h"
 
 #include <array>
@@ -25,7 +26,9 @@ class Communicator {
  public:
   /// Bootstraps with the other ranks and connects every endpoint. Blocks until
   /// done or timeout.init expires.
-  static Result<std::unique_ptr<Communicator>> create(Config config);
+  /// `host_channel` (optional) replaces Chorus's own bootstrap.
+  static Result<std::unique_ptr<Communicator>> create(Config config,
+                                                      std::unique_ptr<SideChannel> host_channel = nullptr);
   ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
@@ -51,7 +54,7 @@ class Communicator {
 
  private:
   Communicator() = default;
-  Status init(Config config);
+  Status init(Config config, std::unique_ptr<SideChannel> host_channel);
   Status connect_endpoints(Deadline deadline);
   Status setup_staging();
   Status select_algorithms();
@@ -92,7 +95,7 @@ class Communicator {
   Config cfg_;
   int rank_ = 0;
   int size_ = 1;
-  std::unique_ptr<Bootstrap> bootstrap_;
+  std::unique_ptr<SideChannel> bootstrap_;
   std::shared_ptr<Plugin> transport_;
   const chorus_transport_plugin_v1_t* tp_ = nullptr;
   chorus_tp_context_t* ctx_ = nullptr;

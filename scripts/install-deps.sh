@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config
   libasio-dev libtomlplusplus-dev libcli11-dev libfmt-dev nlohmann-json3-dev
-  catch2 libssl-dev
+  catch2 libssl-dev openmpi-bin libopenmpi-dev
   libibverbs-dev libfabric-dev
   iproute2 procps
 )

@@ -23,6 +23,16 @@ extern "C" {
 typedef struct chorus_comm chorus_comm_t; /**< Opaque communicator. */
 
 /**
+ * Host-supplied all-gather for bootstrapping without Chorus's side channel:
+ * every rank passes `size` bytes at `in`; on return `out` holds size * nranks
+ * bytes, rank r's contribution at out + r * size (MPI_Allgather semantics).
+ * Returns 0 on success. Called from the thread that called chorus_comm_init.
+ */
+typedef int (*chorus_allgather_fn_t)(void* ctx, const void* in, void* out, size_t size);
+/** Host-supplied barrier; 0 on success. */
+typedef int (*chorus_barrier_fn_t)(void* ctx);
+
+/**
  * Options for chorus_comm_init. Zero-initialise, set `struct_size`, then fill
  * what you want to pin; everything left unset (-1 / NULL) comes from the
  * config file, then the environment. Frozen: append only.
@@ -44,6 +54,15 @@ typedef struct chorus_options {
    */
   const char* const* settings;
   size_t settings_count;
+  /**
+   * Optional host-owned bootstrap: when `allgather` is set, Chorus exchanges
+   * its connection data through it instead of its own TCP side channel (no
+   * coordinator needed; rank and size must be known). `barrier` may be NULL
+   * (then an all-gather serves). `bootstrap_ctx` is passed to both.
+   */
+  chorus_allgather_fn_t allgather;
+  chorus_barrier_fn_t barrier;
+  void* bootstrap_ctx;
 } chorus_options_t;
 
 /** Fill `opts` with "nothing pinned". */

@@ -1,0 +1,98 @@
+// SideChannel: how a communicator exchanges address blobs and barriers at
+// init. Either Chorus's own bootstrap (TCP through rank 0) or all-gather and
+// barrier callbacks that the host supplies (MPI_Allgather, a framework store),
+// as JACCL's AllGatherFn and UCC's OOB hooks allow.
+#pragma once
+
+#include <chorus/chorus.h>
+
+#include "core/bootstrap.h"
+#include "core/deadline.h"
+#include "core/status.h"
+
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace chorus::core {
+
+class SideChannel {
+ public:
+  virtual ~SideChannel() = default;
+  /// Every rank contributes `mine`; on success all[r] is rank r's contribution.
+  virtual Status all_gather(std::span<const std::byte> mine, std::vector<std::vector<std::byte>>& all,
+                            Deadline deadline) = 0;
+  virtual Status barrier(Deadline deadline) = 0;
+};
+
+/// Chorus's own side channel.
+class BootstrapSideChannel final : public SideChannel {
+ public:
+  explicit BootstrapSideChannel(std::unique_ptr<Bootstrap> b) : bootstrap_(std::move(b)) {}
+  Status all_gather(std::span<const std::byte> mine, std::vector<std::vector<std::byte>>& all,
+                    Deadline deadline) override {
+    return bootstrap_->all_gather(mine, all, deadline);
+  }
+  Status barrier(Deadline deadline) override { return bootstrap_->barrier(deadline); }
+
+ private:
+  std::unique_ptr<Bootstrap> bootstrap_;
+};
+
+/// The host's callbacks. They block in host code, so Chorus's deadline cannot
+/// interrupt them; the host's own mechanism (MPI, a store timeout) bounds them.
+class HostSideChannel final : public SideChannel {
+ public:
+  HostSideChannel(int rank, int size, chorus_allgather_fn_t allgather, chorus_barrier_fn_t barrier,
+                  void* ctx)
+      : rank_(rank), size_(size), allgather_(allgather), barrier_(barrier), ctx_(ctx) {}
+
+  /// Variable-size all-gather over the host's fixed-size one: sizes first,
+  /// then every contribution padded to the largest.
+  Status all_gather(std::span<const std::byte> mine, std::vector<std::vector<std::byte>>& all,
+                    Deadline) override {
+    uint64_t my_size = mine.size();
+    std::vector<uint64_t> sizes(size_t(size_), 0);
+    if (int rc = allgather_(ctx_, &my_size, sizes.data(), sizeof(uint64_t)); rc != 0)
+      return fail("all-gather of sizes", rc);
+    uint64_t max = 0;
+    for (uint64_t s : sizes) max = std::max(max, s);
+    if (max > (64u << 20))
+      return {CHORUS_ERR_INVALID_ARGUMENT, "host all-gather returned an implausible size " +
+                                               std::to_string(max) + "; is it gathering in rank order?"};
+    std::vector<std::byte> padded(std::max<uint64_t>(max, 1));
+    std::copy(mine.begin(), mine.end(), padded.begin());
+    std::vector<std::byte> gathered(padded.size() * size_t(size_));
+    if (int rc = allgather_(ctx_, padded.data(), gathered.data(), padded.size()); rc != 0)
+      return fail("all-gather of addresses", rc);
+    all.assign(size_t(size_), {});
+    for (int r = 0; r < size_; ++r) {
+      auto* b = gathered.data() + size_t(r) * padded.size();
+      all[size_t(r)].assign(b, b + sizes[size_t(r)]);
+    }
+    return Status::ok();
+  }
+
+  Status barrier(Deadline deadline) override {
+    if (barrier_) {
+      if (int rc = barrier_(ctx_); rc != 0) return fail("barrier", rc);
+      return Status::ok();
+    }
+    std::vector<std::vector<std::byte>> ignored;
+    std::byte token{1};
+    return all_gather({&token, 1}, ignored, deadline);
+  }
+
+ private:
+  Status fail(const char* what, int rc) const {
+    return {CHORUS_ERR_SYSTEM, "rank " + std::to_string(rank_) + ": the host's " + what +
+                                   " callback failed with " + std::to_string(rc)};
+  }
+  int rank_;
+  int size_;
+  chorus_allgather_fn_t allgather_;
+  chorus_barrier_fn_t barrier_;
+  void* ctx_;
+};
+
+}  // namespace chorus::core
