@@ -7,6 +7,7 @@ packages=(
   build-essential cmake pkg-config
   libasio-dev libtomlplusplus-dev libcli11-dev libfmt-dev nlohmann-json3-dev
   catch2 libssl-dev openmpi-bin libopenmpi-dev
+  slurmctld slurmd slurm-client munge
   libibverbs-dev libfabric-dev
   iproute2 procps
 )
