@@ -134,7 +134,7 @@ TEST_CASE("an unknown configuration key is rejected by name", "[abi][config]") {
   info.struct_size = sizeof info;
   info.rank = 0;
   info.size = 2;
-  info.bind_address = "127.0.0.1";
+  info.bind_address = Plugin::get().bind_address();
   info.config = kv.data();
   info.config_count = kv.size();
   chorus_tp_context_t* ctx = nullptr;

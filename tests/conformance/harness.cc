@@ -65,6 +65,7 @@ Plugin& Plugin::get() {
 Plugin::Plugin() {
   g_verbose = env("CHORUS_CONFORMANCE_VERBOSE") != nullptr;
   transport_ = env("CHORUS_CONFORMANCE_TRANSPORT") ? env("CHORUS_CONFORMANCE_TRANSPORT") : "tcp";
+  if (const char* b = env("CHORUS_CONFORMANCE_BIND_ADDRESS")) bind_address_ = b;
   std::vector<std::string> candidates;
   if (const char* p = env("CHORUS_CONFORMANCE_PLUGIN")) {
     candidates.emplace_back(p);
@@ -178,7 +179,7 @@ Context::Context(int rank, int size, const Kvs& extra) : rank_(rank) {
   info.struct_size = sizeof info;
   info.rank = rank;
   info.size = size;
-  info.bind_address = "127.0.0.1";
+  info.bind_address = Plugin::get().bind_address();
   info.config = kv.data();
   info.config_count = kv.size();
   check(tp().context_open(&info, &ctx_), "context_open(rank " + std::to_string(rank) + ")");

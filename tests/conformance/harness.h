@@ -46,6 +46,8 @@ class Plugin {
   /// "env CHORUS_CONFORMANCE_CONFIG"); every context gets them.
   const Kvs& env_config() const { return env_config_; }
   bool has_interrupt() const;
+  /// bind_address for every context: CHORUS_CONFORMANCE_BIND_ADDRESS, else 127.0.0.1.
+  const char* bind_address() const { return bind_address_.c_str(); }
 
   /// Lines the plugin logged through the host table (all levels).
   std::vector<std::string> logs() const;
@@ -57,6 +59,7 @@ class Plugin {
   const chorus_transport_plugin_v1_t* ops_ = nullptr;
   std::string transport_;
   std::string path_;
+  std::string bind_address_ = "127.0.0.1";
   Kvs env_config_;
 };
 
@@ -73,7 +76,8 @@ void check(int rc, const std::string& what);
 /// An open context plus the completions pumped out of it so far.
 class Context {
  public:
-  /// Opens rank `rank` of `size` on 127.0.0.1 with the env config plus `extra`.
+  /// Opens rank `rank` of `size` on Plugin::bind_address() with the env
+  /// config plus `extra`.
   Context(int rank, int size, const Kvs& extra = {});
   ~Context();
   Context(const Context&) = delete;

@@ -30,13 +30,26 @@ std::uint16_t blob_port(const Bytes& blob) {
   return static_cast<std::uint16_t>(blob.at(20) | (blob.at(21) << 8));
 }
 
-int dial(std::uint16_t port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(port);
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+/// Connects a plain TCP socket to the listener a TCP blob names (family at
+/// offset 22, address at 24, port at 20).
+int dial(const Bytes& blob) {
+  sockaddr_storage ss{};
+  socklen_t len = 0;
+  if (blob.at(22) == 4) {
+    auto* sa = reinterpret_cast<sockaddr_in*>(&ss);
+    sa->sin_family = AF_INET;
+    sa->sin_port = htons(blob_port(blob));
+    std::memcpy(&sa->sin_addr, blob.data() + 24, 4);
+    len = sizeof *sa;
+  } else {
+    auto* sa = reinterpret_cast<sockaddr_in6*>(&ss);
+    sa->sin6_family = AF_INET6;
+    sa->sin6_port = htons(blob_port(blob));
+    std::memcpy(&sa->sin6_addr, blob.data() + 24, 16);
+    len = sizeof *sa;
+  }
+  const int fd = ::socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0) {
     throw std::runtime_error("cannot dial the listener");
   }
   return fd;
@@ -70,7 +83,7 @@ int open_with(const Kvs& kvs, std::string& error) {
   info.struct_size = sizeof info;
   info.rank = 0;
   info.size = 2;
-  info.bind_address = "127.0.0.1";
+  info.bind_address = Plugin::get().bind_address();
   info.config = kv.data();
   info.config_count = kv.size();
   chorus_tp_context_t* ctx = nullptr;
@@ -88,10 +101,9 @@ TEST_CASE("tcp: stray and forged connections are dropped without disturbing the 
   Context a(0, 2), b(1, 2);
   Endpoint ea = open_endpoint(a, 1, 0);
   Endpoint eb = open_endpoint(b, 0, 0);
-  const std::uint16_t port = blob_port(ea.blob);
 
   // 1. Garbage instead of a handshake.
-  const int junk = dial(port);
+  const int junk = dial(ea.blob);
   const char garbage[40] = "GET / HTTP/1.0\r\n\r\n";
   REQUIRE(::write(junk, garbage, sizeof garbage) == static_cast<ssize_t>(sizeof garbage));
   unsigned char buf[64];
@@ -99,7 +111,7 @@ TEST_CASE("tcp: stray and forged connections are dropped without disturbing the 
   ::close(junk);
 
   // 2. A well-formed handshake naming an endpoint that does not exist (wrong nonce).
-  const int forged = dial(port);
+  const int forged = dial(ea.blob);
   unsigned char hello[40] = {};
   const std::uint32_t magic = 0x48524843;  // "CHRH"
   const std::uint16_t version = 1, sockets = 1;
@@ -121,7 +133,7 @@ TEST_CASE("tcp: stray and forged connections are dropped without disturbing the 
   ::close(forged);
 
   // 3. A connection that never says anything, left open while the job runs.
-  const int silent = dial(port);
+  const int silent = dial(ea.blob);
 
   // The real pair still connects and works.
   connect_pair(ea, eb);
@@ -219,7 +231,7 @@ namespace {
 /// Dials rank 0's listener as rank 1 would, with a valid Hello for `ea`
 /// (target) and `eb` (sender), and returns the socket once it is accepted.
 int impersonate_rank1(const Endpoint& ea, const Endpoint& eb) {
-  const int fd = dial(blob_port(ea.blob));
+  const int fd = dial(ea.blob);
   unsigned char hello[40] = {};
   const std::uint32_t magic = 0x48524843;
   const std::uint16_t version = 1, sockets = 1, index = 0;
