@@ -564,7 +564,10 @@ void Endpoint::protocol_error(const std::string& what) {
 }
 
 void Endpoint::shut_down(int status, const std::string& message) {
-  log(CHORUS_LOG_WARN, message);
+  // A peer that closes while nothing is in flight is a peer that finished
+  // (its communicator was finalized first): worth a debug line, not a warning.
+  const bool idle = send_head_ == send_tail_ && recv_head_ == recv_tail_;
+  log(idle ? CHORUS_LOG_DEBUG : CHORUS_LOG_WARN, message);
   if (!tx_closed_) close_tx(status, message);
   if (rx_ != Rx::kClosed) close_rx(status, message);
   release_sockets();
