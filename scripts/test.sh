@@ -2,6 +2,8 @@
 # The whole test suite: builds the release and the ASan+UBSan configurations
 # once each and runs ctest on both (the sanitizer build runs the unit,
 # plugin ABI, conformance and a sample of the multi-rank tests).
+# Then the plugin SDK suite (tests/sdk/run.sh) and the RDMA verbs suite in
+# the soft-RoCE guest (tests/softroce/ci.sh), when present.
 # Set CHORUS_TEST_SKIP_SANITIZERS=1 to run the release suite only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,6 +16,14 @@ echo "test.sh: release build took $(( $(date +%s) - t0 )) s"
 t0=$(date +%s)
 ctest --test-dir build -j2 --output-on-failure --timeout 900 -LE full || status=1
 echo "test.sh: release tests took $(( $(date +%s) - t0 )) s"
+
+# Suites that drive whole installs or a QEMU guest, run as scripts.
+for suite in "tests/sdk/run.sh" "tests/softroce/ci.sh"; do
+  [ -f "$suite" ] || continue
+  t0=$(date +%s)
+  bash "$suite" build || status=1
+  echo "test.sh: $suite took $(( $(date +%s) - t0 )) s"
+done
 
 if [ "${CHORUS_TEST_SKIP_SANITIZERS:-0}" != 1 ]; then
   t0=$(date +%s)
