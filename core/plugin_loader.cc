@@ -191,8 +191,13 @@ Result<std::shared_ptr<Plugin>> open_file(PluginKind kind, const std::string& pa
 
 Plugin::~Plugin() {
   if (!handle_) return;
-  if (transport_ && transport_->fini) transport_->fini();
-  if (algorithm_ && algorithm_->fini) algorithm_->fini();
+  // fini is optional: call it only when the plugin's table reaches it.
+  if (transport_ && transport_->struct_size >= offsetof(chorus_transport_plugin_v1_t, fini) + sizeof(void*) &&
+      transport_->fini)
+    transport_->fini();
+  if (algorithm_ && algorithm_->struct_size >= offsetof(chorus_algorithm_plugin_v1_t, fini) + sizeof(void*) &&
+      algorithm_->fini)
+    algorithm_->fini();
   ::dlclose(handle_);
 }
 

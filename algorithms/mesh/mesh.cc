@@ -24,7 +24,7 @@
 #include "algorithms/mesh/mesh_settings.h"
 
 #include <cstring>
-#include <deque>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -73,6 +73,23 @@ struct Call {
 class Executor {
  public:
   Executor(const chorus_algo_env_v1_t* env, const Call& call) : env_(env), call_(call) {}
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  /// After a failure, receives into the temporary cells may still be posted
+  /// until the core closes the endpoints, which happens only after this call
+  /// returns; a transport that writes asynchronously (verbs DMA) could land
+  /// one in freed memory. The communicator is broken by then, so the buffer
+  /// is deliberately left allocated rather than risk that.
+  ~Executor() {
+    if (!temp_) return;
+    for (const Lane& lane : lanes_)
+      for (const Stream& s : lane.streams)
+        if (s.recv_posted > s.recv_done) {
+          static_cast<void>(temp_.release());
+          return;
+        }
+  }
 
   int run() {
     if (int rc = setup(); rc != CHORUS_OK) return rc;
@@ -134,7 +151,8 @@ class Executor {
     uint64_t max_msg = env_->caps->max_message_size ? env_->caps->max_message_size : UINT64_MAX;
     int lanes = std::max(1, std::min(env_->channels, kMaxLanes));
     if (size - 1 > kMaxPeerRank)
-      return fail(env_, CHORUS_ERR_NOT_SUPPORTED, "mesh: more ranks than work-request ids can name");
+      return fail(env_, CHORUS_ERR_NOT_SUPPORTED,
+                  "mesh: more ranks than work-request ids can name");
     if (reducing_) {
       layout_ = cell_layout(env_->staging_slots, env_->staging_slot_size, lanes, size - 1, max_msg);
       lanes = layout_.lanes;
@@ -142,8 +160,9 @@ class Executor {
       if (layout_.temporary) {
         // Staging too small for size-1 cells per piece in flight: one buffer
         // of this call, registered like caller memory.
-        temp_.resize(layout_.cells() * layout_.piece_bytes);
-        if (int rc = register_buffer(env_, temp_.data(), temp_.size(), &temp_mr_); rc != CHORUS_OK)
+        size_t bytes = layout_.cells() * layout_.piece_bytes;
+        temp_ = std::make_unique_for_overwrite<std::byte[]>(bytes);
+        if (int rc = register_buffer(env_, temp_.get(), bytes, &temp_mr_); rc != CHORUS_OK)
           return rc;
       }
     } else {
@@ -151,7 +170,8 @@ class Executor {
     }
     piece_ = piece_bytes_ / esize;
     if (piece_ == 0)
-      return fail(env_, CHORUS_ERR_INTERNAL, "mesh: transport messages are smaller than one element");
+      return fail(env_, CHORUS_ERR_INTERNAL,
+                  "mesh: transport messages are smaller than one element");
 
     // An in-place all_reduce reads and writes the same buffer: the own
     // contribution must be saved before rank 0's is stored over it, results
@@ -203,10 +223,11 @@ class Executor {
   }
 
   std::byte* cell(const Lane& lane, size_t group, int peer, chorus_tp_mr_t** mr) {
-    CellPlace at = cell_place(layout_, cell_index(layout_, lane.id, group, peer_index(env_->rank, peer)));
+    CellPlace at =
+        cell_place(layout_, cell_index(layout_, lane.id, group, peer_index(env_->rank, peer)));
     if (layout_.temporary) {
       *mr = temp_mr_;
-      return temp_.data() + at.offset;
+      return temp_.get() + at.offset;
     }
     *mr = env_->staging_mr[at.slot];
     return static_cast<std::byte*>(env_->staging[at.slot]) + at.offset;
@@ -236,8 +257,9 @@ class Executor {
       int rc = tp->post_recv(s.ep, buf, r.count * es, mr, wr);
       if (rc == CHORUS_ERR_AGAIN) break;
       if (rc != CHORUS_OK)
-        return fail(env_, rc, "mesh: post_recv from rank " + std::to_string(s.peer) +
-                                  " failed: " + tp->last_error());
+        return fail(
+            env_, rc,
+            "mesh: post_recv from rank " + std::to_string(s.peer) + " failed: " + tp->last_error());
       ++s.recv_posted;
     }
     while (s.send_posted < s.send_total() && s.send_posted - s.send_done < send_window_) {
@@ -260,8 +282,9 @@ class Executor {
       int rc = tp->post_send(s.ep, buf, r.count * es, mr, wr);
       if (rc == CHORUS_ERR_AGAIN) break;
       if (rc != CHORUS_OK)
-        return fail(env_, rc, "mesh: post_send to rank " + std::to_string(s.peer) +
-                                  " failed: " + tp->last_error());
+        return fail(
+            env_, rc,
+            "mesh: post_send to rank " + std::to_string(s.peer) + " failed: " + tp->last_error());
       ++s.send_posted;
     }
     return CHORUS_OK;
@@ -271,8 +294,9 @@ class Executor {
     WrId w = unpack(c.wr_id);
     if (w.lane >= int(lanes_.size()) || w.peer >= env_->size || w.peer == env_->rank ||
         !lanes_[size_t(w.lane)].streams[size_t(w.peer)].ep)
-      return fail(env_, CHORUS_ERR_INTERNAL,
-                  "mesh: completion for an unknown endpoint (wr_id " + std::to_string(c.wr_id) + ")");
+      return fail(
+          env_, CHORUS_ERR_INTERNAL,
+          "mesh: completion for an unknown endpoint (wr_id " + std::to_string(c.wr_id) + ")");
     Lane& lane = lanes_[size_t(w.lane)];
     Stream& s = lane.streams[size_t(w.peer)];
     size_t& done = w.send ? s.send_done : s.recv_done;
@@ -344,7 +368,7 @@ class Executor {
   size_t piece_ = 1;  // elements per piece
   size_t send_window_ = 1, recv_window_ = 1;
   std::vector<Lane> lanes_;
-  std::vector<std::byte> temp_;
+  std::unique_ptr<std::byte[]> temp_;
   chorus_tp_mr_t* temp_mr_ = nullptr;
   std::vector<std::byte> own_copy_;
 };
@@ -496,8 +520,9 @@ int mesh_barrier(const chorus_algo_env_v1_t* env) {
       }
       if (rc == CHORUS_ERR_AGAIN) break;
       if (rc != CHORUS_OK)
-        return fail(env, rc, std::string("mesh barrier: post to rank ") + std::to_string(p.peer) +
-                                 " failed: " + env->tp->last_error());
+        return fail(env, rc,
+                    std::string("mesh barrier: post to rank ") + std::to_string(p.peer) +
+                        " failed: " + env->tp->last_error());
       if (!p.send) ++recv_index;
       ++next;
       ++outstanding;
@@ -531,19 +556,19 @@ int mesh_preference(int collective, int size, uint64_t bytes) {
 }  // namespace
 }  // namespace chorus::mesh
 
-extern "C" __attribute__((visibility("default"))) const chorus_algorithm_plugin_v1_t
-    chorus_algorithm_plugin_v1 = {
-        sizeof(chorus_algorithm_plugin_v1_t),
-        CHORUS_ALGORITHM_ABI_MINOR,
-        "mesh",
-        CHORUS_ALGO_PEERS_ALL,
-        CHORUS_ALGO_DETERMINISTIC_ACROSS_RANKS | CHORUS_ALGO_DETERMINISTIC_ACROSS_RUNS,
-        chorus::mesh::mesh_init,
-        nullptr,
-        chorus::mesh::mesh_preference,
-        chorus::mesh::mesh_all_reduce,
-        chorus::mesh::mesh_all_gather,
-        chorus::mesh::mesh_reduce_scatter,
-        chorus::mesh::mesh_broadcast,
-        chorus::mesh::mesh_barrier,
+extern "C" __attribute__((visibility("default")))
+const chorus_algorithm_plugin_v1_t chorus_algorithm_plugin_v1 = {
+    sizeof(chorus_algorithm_plugin_v1_t),
+    CHORUS_ALGORITHM_ABI_MINOR,
+    "mesh",
+    CHORUS_ALGO_PEERS_ALL,
+    CHORUS_ALGO_DETERMINISTIC_ACROSS_RANKS | CHORUS_ALGO_DETERMINISTIC_ACROSS_RUNS,
+    chorus::mesh::mesh_init,
+    nullptr,
+    chorus::mesh::mesh_preference,
+    chorus::mesh::mesh_all_reduce,
+    chorus::mesh::mesh_all_gather,
+    chorus::mesh::mesh_reduce_scatter,
+    chorus::mesh::mesh_broadcast,
+    chorus::mesh::mesh_barrier,
 };

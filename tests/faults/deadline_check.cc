@@ -47,7 +47,13 @@ int main(int argc, char** argv) {
   if (rank == 1) {
     std::this_thread::sleep_for(std::chrono::seconds(4));
     int rc = chorus_all_reduce(comm, x.data(), x.data(), x.size(), CHORUS_FLOAT32, CHORUS_SUM);
-    expect(rc != CHORUS_OK, std::string("late rank gets an error: ") + chorus_last_error());
+    // The late rank either fails, or, when everything it needs had already
+    // arrived (the one-shot mesh sends whole inputs up front), holds the
+    // exact result. Never a wrong one.
+    bool exact = true;
+    for (float v : x) exact = exact && v == 2.0f;
+    expect(rc != CHORUS_OK || exact, std::string("late rank gets an error or the exact result: ") +
+                                         chorus_status_name(rc) + ": " + chorus_last_error());
   } else if (mode == "timeout") {
     auto t0 = std::chrono::steady_clock::now();
     int rc = chorus_all_reduce(comm, x.data(), x.data(), x.size(), CHORUS_FLOAT32, CHORUS_SUM);

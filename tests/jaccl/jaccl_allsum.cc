@@ -188,9 +188,9 @@ void check_send_recv(jaccl::Group& g, Checker& check, size_t n_bytes) {
     g.recv(in.data(), n_bytes, left);
     g.send(out.data(), n_bytes, right);
   }
-  check.elements("send/recv from rank " + std::to_string(left) + " bytes=" +
-                     std::to_string(n_bytes),
-                 in.data(), n_bytes, [=](size_t i) { return double(byte_of(left, i)); });
+  check.elements(
+      "send/recv from rank " + std::to_string(left) + " bytes=" + std::to_string(n_bytes),
+      in.data(), n_bytes, [=](size_t i) { return double(byte_of(left, i)); });
 }
 
 int run(const Options& o) {

@@ -6,6 +6,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <bit>
@@ -18,6 +21,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -83,6 +87,42 @@ Matrix ring(int n) {
   return m;
 }
 
+/// "127.0.0.1:<port>" with a port that was free a moment ago.
+std::string free_coordinator() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  ::close(fd);
+  return "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+}
+
+/// Runs init(cfg[r], true) for two ranks on two threads; returns each rank's
+/// exception text ("" if it got a group), after an all_sum when both did.
+std::vector<std::string> init_two_ranks(const jaccl::Config cfg[2]) {
+  std::vector<std::string> errors(2);
+  std::vector<std::shared_ptr<jaccl::Group>> groups(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        groups[r] = jaccl::init(cfg[r], true);
+        int32_t one = 1, two = 0;
+        groups[r]->all_sum(&one, &two, sizeof(one), jaccl::Int32);
+        if (two != 2) errors[r] = "all_sum gave " + std::to_string(two);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+        if (errors[r].empty()) errors[r] = "exception without text";
+      }
+    });
+  for (auto& t : threads) t.join();
+  return errors;
+}
+
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
@@ -101,7 +141,11 @@ TEST_CASE("Config defaults to rank 0 of nothing", "[config]") {
 }
 
 TEST_CASE("Config setters chain and the size is the matrix's row count", "[config]") {
-  auto c = jaccl::Config().set_rank(2).set_coordinator("10.0.0.1:5000").set_devices(mesh(4)).prefer_ring();
+  auto c = jaccl::Config()
+               .set_rank(2)
+               .set_coordinator("10.0.0.1:5000")
+               .set_devices(mesh(4))
+               .prefer_ring();
   CHECK(c.get_rank() == 2);
   CHECK(c.get_size() == 4);
   CHECK(c.get_coordinator() == "10.0.0.1:5000");
@@ -282,6 +326,31 @@ TEST_CASE("init: a partial JACCL environment is nullptr, or says what is missing
   }
 }
 
+TEST_CASE("prefer_ring reaches Chorus as pinned ring algorithms", "[init][ring]") {
+  CleanEnvironment env;
+  const std::string coordinator = free_coordinator();
+  jaccl::Config cfg[2];
+  for (int r = 0; r < 2; ++r) cfg[r].set_rank(r).set_coordinator(coordinator).set_devices(mesh(2));
+
+  SECTION("the same preference on both ranks: a working group") {
+    cfg[0].prefer_ring();
+    cfg[1].prefer_ring();
+    const auto errors = init_two_ranks(cfg);
+    CHECK(errors[0] == "");
+    CHECK(errors[1] == "");
+  }
+  SECTION("a ring on one rank only: Chorus's consistency check refuses the job") {
+    cfg[0].prefer_ring();
+    const auto errors = init_two_ranks(cfg);
+    for (const auto& e : errors) {
+      INFO(e);
+      CHECK(contains(e, "[jaccl] init"));
+      CHECK(contains(e, "disagree"));
+      CHECK(contains(e, "ring"));
+    }
+  }
+}
+
 TEST_CASE("is_available", "[init]") { CHECK(jaccl::is_available()); }
 
 TEST_CASE("A process on its own is a group of one", "[group]") {
@@ -325,10 +394,10 @@ TEST_CASE("A process on its own is a group of one", "[group]") {
 
 TEST_CASE("dtype ids and their C++ types", "[types]") {
   const std::pair<int, size_t> sizes[] = {
-      {jaccl::Bool, 1},     {jaccl::Int8, 1},     {jaccl::Int16, 2},    {jaccl::Int32, 4},
-      {jaccl::Int64, 8},    {jaccl::UInt8, 1},    {jaccl::UInt16, 2},   {jaccl::UInt32, 4},
-      {jaccl::UInt64, 8},   {jaccl::Float16, 2},  {jaccl::BFloat16, 2}, {jaccl::Float32, 4},
-      {jaccl::Float64, 8},  {jaccl::Complex64, 8}};
+      {jaccl::Bool, 1},    {jaccl::Int8, 1},     {jaccl::Int16, 2},    {jaccl::Int32, 4},
+      {jaccl::Int64, 8},   {jaccl::UInt8, 1},    {jaccl::UInt16, 2},   {jaccl::UInt32, 4},
+      {jaccl::UInt64, 8},  {jaccl::Float16, 2},  {jaccl::BFloat16, 2}, {jaccl::Float32, 4},
+      {jaccl::Float64, 8}, {jaccl::Complex64, 8}};
   for (int i = 0; i < 14; ++i) {
     CHECK(sizes[i].first == i);
     size_t size = 0;
@@ -351,12 +420,12 @@ TEST_CASE("float16_t converts exactly and rounds to nearest even", "[types]") {
   CHECK(bits(65520.0f) == 0x7c00);  // the tie rounds up to infinity
   CHECK(bits(1e9f) == 0x7c00);
   CHECK(bits(-std::numeric_limits<float>::infinity()) == 0xfc00);
-  CHECK(bits(0x1p-24f) == 0x0001);               // smallest subnormal
-  CHECK(bits(0x1p-25f) == 0x0000);               // tie to even: 0
-  CHECK(bits(0x1.8p-24f) == 0x0002);             // tie to even: 2
-  CHECK(bits(0x1p-14f) == 0x0400);               // smallest normal
-  CHECK(bits(1.0f + 0x1p-11f) == 0x3c00);        // tie to even: down
-  CHECK(bits(1.0f + 3 * 0x1p-11f) == 0x3c02);    // tie to even: up
+  CHECK(bits(0x1p-24f) == 0x0001);             // smallest subnormal
+  CHECK(bits(0x1p-25f) == 0x0000);             // tie to even: 0
+  CHECK(bits(0x1.8p-24f) == 0x0002);           // tie to even: 2
+  CHECK(bits(0x1p-14f) == 0x0400);             // smallest normal
+  CHECK(bits(1.0f + 0x1p-11f) == 0x3c00);      // tie to even: down
+  CHECK(bits(1.0f + 3 * 0x1p-11f) == 0x3c02);  // tie to even: up
   CHECK(std::isnan(float(jaccl::float16_t(std::numeric_limits<float>::quiet_NaN()))));
 
   // Every half converts to float and back unchanged (NaNs stay NaN).

@@ -66,24 +66,27 @@ int round(jaccl::Group& g, const char* name, int step_ms, int slot) {
                  rank, name, first_out, -gap_ms, last_in);
     ++violations;
   }
-  // The stagger must have happened, or the check above proves little.
+  // Some stagger must have happened, or the check above proves little. The
+  // bound is loose: a loaded host delays ranks by unpredictable amounts.
   int64_t first_in = all[0].entered;
   for (const Stamp& s : all) first_in = std::min(first_in, s.entered);
   const double arrivals_ms = double(all[last_in].entered - first_in) / 1e6;
-  if (arrivals_ms < 0.5 * (size - 1) * step_ms) {
+  if (size > 1 && arrivals_ms < 0.5 * step_ms) {
     std::fprintf(stderr, "rank %d: FAIL %s: arrivals spread over only %.1f ms\n", rank, name,
                  arrivals_ms);
     ++violations;
   }
-  if (all[last_in].slot != size - 1) {
-    std::fprintf(stderr, "rank %d: FAIL %s: rank %d (slot %d) entered last, not the last slot\n",
-                 rank, name, last_in, int(all[last_in].slot));
-    ++violations;
-  }
+  // On an overloaded host a rank can be descheduled for longer than the
+  // stagger and arrive out of turn. That is no barrier failure (the
+  // leave-before-enter check uses the real arrival times), but worth a line.
+  if (rank == 0 && all[last_in].slot != size - 1)
+    std::printf("%-10s note: rank %d arrived last out of turn (slot %d): the host is loaded\n",
+                name, last_in, int(all[last_in].slot));
   if (rank == 0)
-    std::printf("%-10s arrivals over %7.1f ms; last in: rank %d; first out: rank %d, %.3f ms "
-                "later\n",
-                name, arrivals_ms, last_in, first_out, gap_ms);
+    std::printf(
+        "%-10s arrivals over %7.1f ms; last in: rank %d; first out: rank %d, %.3f ms "
+        "later\n",
+        name, arrivals_ms, last_in, first_out, gap_ms);
   return violations;
 }
 
@@ -109,7 +112,8 @@ int run(int step_ms) {
 
   int32_t total = 0;
   g.all_sum(&violations, &total, sizeof(total), jaccl::Int32);
-  if (rank == 0) std::printf("# %s: %d violations over all ranks\n", total ? "FAIL" : "PASS", total);
+  if (rank == 0)
+    std::printf("# %s: %d violations over all ranks\n", total ? "FAIL" : "PASS", total);
   return total == 0 ? 0 : 1;
 }
 

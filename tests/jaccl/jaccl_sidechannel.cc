@@ -77,8 +77,10 @@ int run(const std::string& dir, const std::string& mode, int rank, int size) {
   auto factory = [dir](int r, int n) { return file_all_gather(dir, r, n); };
   std::shared_ptr<jaccl::Group> group;
   if (mode == "config") {
-    group = jaccl::init(jaccl::Config().set_rank(rank).set_devices(mesh(size)).set_all_gather(
-                            file_all_gather(dir, rank, size)),
+    group = jaccl::init(jaccl::Config()
+                            .set_rank(rank)
+                            .set_devices(mesh(size))
+                            .set_all_gather(file_all_gather(dir, rank, size)),
                         true);
   } else if (mode == "factory") {
     group = jaccl::init(

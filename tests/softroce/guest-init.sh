@@ -1,4 +1,5 @@
 #!/bin/busybox sh
+# shellcheck shell=dash
 # /init of the soft-RoCE guest's initramfs (busybox only). It mounts the
 # host's / (read-only 9p, tag hostroot) and the run's I/O folder (read-write
 # 9p, tag chorusio), chroots into the host root to run guest-setup.sh, and

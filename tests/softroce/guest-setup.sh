@@ -6,6 +6,7 @@
 # caller's environment and working directory. Its exit status is the
 # command's, or 125 when the guest could not be set up.
 set -u
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 io=/run/softroce
 kver="$(cat "$io/kernel-version")"
 kdir="$(cat "$io/kernel-dir")"

@@ -64,8 +64,7 @@ void ChorusGroup::all_gather(const void* input, void* output, size_t n_bytes) {
 
 void ChorusGroup::sum_scatter(const void* input, void* output, size_t n_bytes, int dtype) {
   const size_t count = element_count("sum_scatter", n_bytes, dtype);
-  check("sum_scatter",
-        chorus_reduce_scatter(comm_.get(), input, output, count, dtype, CHORUS_SUM));
+  check("sum_scatter", chorus_reduce_scatter(comm_.get(), input, output, count, dtype, CHORUS_SUM));
 }
 
 void ChorusGroup::send(const void* input, size_t n_bytes, int dst) {

@@ -40,10 +40,11 @@ Config& Config::set_devices(std::vector<std::vector<std::vector<std::string>>> d
   const size_t n = devices.size();
   for (size_t r = 0; r < n; ++r)
     if (devices[r].size() != n)
-      throw std::invalid_argument("[jaccl] the device matrix must be square (one entry per rank "
-                                  "in every row) but it has " +
-                                  std::to_string(n) + " rows and row " + std::to_string(r) +
-                                  " has " + std::to_string(devices[r].size()) + " entries");
+      throw std::invalid_argument(
+          "[jaccl] the device matrix must be square (one entry per rank "
+          "in every row) but it has " +
+          std::to_string(n) + " rows and row " + std::to_string(r) + " has " +
+          std::to_string(devices[r].size()) + " entries");
   devices_ = std::move(devices);
   size_ = int(n);
   return *this;

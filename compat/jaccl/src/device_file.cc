@@ -17,8 +17,7 @@ namespace {
 }  // namespace
 
 DeviceMatrix read_device_file(const char* path_cstr) {
-  if (!path_cstr || !*path_cstr)
-    throw std::runtime_error("[jaccl] device file: no path given");
+  if (!path_cstr || !*path_cstr) throw std::runtime_error("[jaccl] device file: no path given");
   const std::string path = path_cstr;
   std::ifstream in(path);
   if (!in) bad_file(path, std::string("cannot open: ") + std::strerror(errno));
@@ -30,8 +29,9 @@ DeviceMatrix read_device_file(const char* path_cstr) {
     bad_file(path, std::string("not valid JSON: ") + e.what());
   }
   if (!doc.is_array())
-    bad_file(path, "expected an array with one entry per rank, e.g. [[null, \"rdma_en2\"], "
-                   "[\"rdma_en2\", null]]");
+    bad_file(path,
+             "expected an array with one entry per rank, e.g. [[null, \"rdma_en2\"], "
+             "[\"rdma_en2\", null]]");
 
   const size_t n = doc.size();
   DeviceMatrix devices(n);

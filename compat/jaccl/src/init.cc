@@ -64,7 +64,8 @@ std::shared_ptr<Group> join(const JoinPlan& plan, bool strict) {
 }
 
 std::string why_invalid(const Config& cfg) {
-  if (cfg.get_size() == 0) return "no device matrix: set one with Config::set_devices or JACCL_IBV_DEVICES";
+  if (cfg.get_size() == 0)
+    return "no device matrix: set one with Config::set_devices or JACCL_IBV_DEVICES";
   if (cfg.get_size() < 2)
     return "the device matrix has " + std::to_string(cfg.get_size()) +
            " rank; JACCL needs at least 2 (run without JACCL_* variables for a group of one)";
@@ -120,7 +121,8 @@ std::shared_ptr<Group> init(bool strict, std::function<AllGatherFn(int, int)> fa
   };
   need(env.rank, "a rank (JACCL_RANK or MLX_RANK)");
   need(env.devices, "a device file (JACCL_IBV_DEVICES or MLX_IBV_DEVICES)");
-  if (!factory) need(env.coordinator, "a coordinator host:port (JACCL_COORDINATOR or MLX_JACCL_COORDINATOR)");
+  if (!factory)
+    need(env.coordinator, "a coordinator host:port (JACCL_COORDINATOR or MLX_JACCL_COORDINATOR)");
   if (!missing.empty())
     return unusable(strict, "the environment names a JACCL job but lacks " + missing +
                                 " (or set none of them to use Chorus's CHORUS_* settings)");

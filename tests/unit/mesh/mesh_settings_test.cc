@@ -45,7 +45,8 @@ TEST_CASE("settings: defaults, known keys, refusals naming the origin", "[mesh]"
   CHECK(s.one_shot_max == (1u << 20));
   CHECK(s.barrier_radix == 4);
 
-  chorus_kv_t unknown[] = {{"one_shot_maximum", "1M", "env CHORUS_ALGORITHM_MESH_ONE_SHOT_MAXIMUM"}};
+  chorus_kv_t unknown[] = {
+      {"one_shot_maximum", "1M", "env CHORUS_ALGORITHM_MESH_ONE_SHOT_MAXIMUM"}};
   Settings untouched;
   untouched.one_shot_max = 5;
   CHECK_FALSE(parse_settings(unknown, 1, untouched, error));

@@ -74,7 +74,8 @@ class JACCL_EXPORT Config {
 
   /** At least two ranks, every pair of distinct ranks linked, nothing on the diagonal. */
   bool is_valid_mesh() const;
-  /** At least two ranks and each rank linked to both ring neighbours by the same number of devices. */
+  /** At least two ranks and each rank linked to both ring neighbours by the same number of devices.
+   */
   bool is_valid_ring() const;
   /** A valid mesh or ring, and 0 <= rank < size. */
   bool is_valid() const;
@@ -135,8 +136,7 @@ JACCL_EXPORT std::shared_ptr<Group> init(bool strict = false);
  * As init(bool), with the side channel made by `factory(rank, size)` for a
  * configuration from the environment that names no coordinator.
  */
-JACCL_EXPORT std::shared_ptr<Group> init(bool strict,
-                                         std::function<AllGatherFn(int, int)> factory);
+JACCL_EXPORT std::shared_ptr<Group> init(bool strict, std::function<AllGatherFn(int, int)> factory);
 
 /**
  * Make the group described by `cfg` (see Config). Blocks like init(bool).

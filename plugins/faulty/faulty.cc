@@ -1,0 +1,607 @@
+// The faulty transport: a third-party transport plugin that wraps another
+// transport plugin and injects faults into it. It includes only
+// <chorus/transport.h>; the inner transport is dlopened by name at
+// context_open (inner_transport.h) and every op is forwarded to it.
+//
+// Faults (all off by default; fault_config.h):
+//  - drop_after: posting send number drop_after + 1 on an endpoint closes its
+//    inner connection. That send and everything still outstanding on the
+//    endpoint fail with PEER_LOST, later posts return PEER_LOST, and the peer
+//    sees a lost connection.
+//  - delay_us: every send is held for that long, then posted to the inner
+//    transport. Held sends are posted from poll and wait (wait sleeps no
+//    longer than the next one is due), so no thread is needed.
+//  - error_after: completion number error_after + 1 of a context is reported
+//    as a failure (CHORUS_ERR_SYSTEM, "faulty: injected error ...") in place of
+//    the real one.
+//
+// Completions: inner completions (successes and failures) are moved, in
+// order, into a queue of the wrapping context, where faults are applied and
+// from which poll and read_error serve the caller. The wrapper keeps, per
+// endpoint and direction, the work requests the inner transport still owns,
+// so a dropped connection fails exactly those, in post order. It enforces the
+// inner transport's per-endpoint limits itself, counting a post as
+// outstanding until the caller has reaped its completion from this queue.
+//
+// Threading: as the ABI says, one thread at a time per context; interrupt
+// may come from any thread and only forwards to the inner transport.
+#include <chorus/transport.h>
+
+#include "fault_config.h"
+#include "inner_transport.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <new>
+#include <optional>
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace chorus::faulty {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+thread_local std::string t_last_error;
+const chorus_host_v1_t* g_host = nullptr;
+
+int set_error(int status, std::string message) {
+  t_last_error = std::move(message);
+  return status;
+}
+
+void log(int level, const std::string& message) {
+  if (g_host && g_host->struct_size >= offsetof(chorus_host_v1_t, log) + sizeof(void*) &&
+      g_host->log)
+    g_host->log(g_host->ctx, level, message.c_str());
+}
+
+template <class F>
+int guarded(const char* op, F&& f) noexcept {
+  try {
+    return f();
+  } catch (const std::bad_alloc&) {
+    return set_error(CHORUS_ERR_SYSTEM, std::string("faulty: ") + op + ": out of memory");
+  } catch (const std::exception& e) {
+    return set_error(CHORUS_ERR_INTERNAL, std::string("faulty: ") + op + ": " + e.what());
+  } catch (...) {
+    return set_error(CHORUS_ERR_INTERNAL, std::string("faulty: ") + op + ": unknown exception");
+  }
+}
+
+int null_argument(const char* op) {
+  return set_error(CHORUS_ERR_INVALID_ARGUMENT, std::string("faulty: ") + op + ": NULL argument");
+}
+
+/// A send held back by delay_us.
+struct HeldSend {
+  Clock::time_point due;
+  const void* buf;
+  size_t length;
+  chorus_tp_mr_t* mr;
+  uint64_t wr_id;
+};
+
+}  // namespace
+}  // namespace chorus::faulty
+
+struct chorus_tp_endpoint {
+  chorus_tp_context* ctx = nullptr;
+  chorus_tp_endpoint_t* inner = nullptr;  ///< NULL once dropped
+  int peer = -1;
+  int channel = 0;
+  /// Sends accepted so far, for drop_after.
+  uint64_t sends = 0;
+  bool dropped = false;
+  std::string drop_reason;
+  /// wr_ids the inner transport owns, in post order, per direction.
+  std::deque<uint64_t> inner_sends, inner_recvs;
+  /// Sends held by delay_us, due times non-decreasing.
+  std::deque<chorus::faulty::HeldSend> held;
+  /// The inner transport said AGAIN for the first held send.
+  bool held_blocked = false;
+  /// Posted and not yet reaped by the caller.
+  uint32_t out_sends = 0, out_recvs = 0;
+};
+
+struct chorus_tp_context {
+  /// A completion ready for the caller.
+  struct Entry {
+    chorus_tp_endpoint* ep = nullptr;
+    bool failed = false;
+    chorus_tp_completion_t ok{};
+    chorus_tp_error_t err{};
+  };
+
+  const chorus::faulty::InnerTransport* inner = nullptr;
+  chorus_tp_context_t* ictx = nullptr;
+  chorus::faulty::FaultConfig cfg;
+  int rank = 0;
+  chorus_tp_caps_t caps{};
+  std::deque<Entry> queue;
+  std::vector<std::unique_ptr<chorus_tp_endpoint>> endpoints;
+  std::unordered_map<chorus_tp_endpoint_t*, chorus_tp_endpoint*> by_inner;
+  size_t held = 0;  ///< held sends over all endpoints
+  uint64_t completions = 0;
+  bool injected = false;
+  std::mt19937_64 rng;
+
+  const chorus_transport_plugin_v1_t& ops() const { return *inner->ops; }
+
+  /// Records a failure of the inner transport's `op` as this thread's error.
+  int forward_error(int rc, const char* op) const {
+    return chorus::faulty::set_error(rc, std::string("faulty: inner transport '") + ops().name +
+                                             "': " + op + ": " + ops().last_error());
+  }
+
+  void push_ok(chorus_tp_endpoint* ep, const chorus_tp_completion_t& c) {
+    Entry e;
+    e.ep = ep;
+    e.ok = c;
+    e.ok.endpoint = ep;
+    queue.push_back(e);
+  }
+
+  void push_error(chorus_tp_endpoint* ep, uint32_t opcode, uint64_t wr_id, int status,
+                  const std::string& message) {
+    Entry e;
+    e.ep = ep;
+    e.failed = true;
+    e.err.wr_id = wr_id;
+    e.err.opcode = opcode;
+    e.err.status = status;
+    e.err.peer_rank = ep->peer;
+    e.err.endpoint = ep;
+    std::snprintf(e.err.message, sizeof e.err.message, "%s", message.c_str());
+    queue.push_back(e);
+  }
+
+  /// The inner transport no longer owns the oldest post of `opcode` on `ep`.
+  static void retire(chorus_tp_endpoint* ep, uint32_t opcode) {
+    auto& q = opcode == CHORUS_TP_SEND ? ep->inner_sends : ep->inner_recvs;
+    if (!q.empty()) q.pop_front();
+  }
+
+  /// The caller has reaped `e`: its post no longer counts as outstanding.
+  static void reap(const Entry& e) {
+    uint32_t opcode = e.failed ? e.err.opcode : e.ok.opcode;
+    if (opcode == CHORUS_TP_SEND)
+      --e.ep->out_sends;
+    else
+      --e.ep->out_recvs;
+  }
+
+  void accept(const chorus_tp_completion_t& c) {
+    auto it = by_inner.find(c.endpoint);
+    if (it == by_inner.end()) return;  // closed or dropped meanwhile
+    chorus_tp_endpoint* ep = it->second;
+    retire(ep, c.opcode);
+    ++completions;
+    if (cfg.error_after && !injected && completions > cfg.error_after) {
+      injected = true;
+      std::string what = "faulty: injected error (error_after=" + std::to_string(cfg.error_after) +
+                         "): completion " + std::to_string(completions) + " of rank " +
+                         std::to_string(rank) + ", a " +
+                         (c.opcode == CHORUS_TP_SEND ? "send to" : "receive from") + " rank " +
+                         std::to_string(ep->peer) + ", is reported as failed";
+      chorus::faulty::log(CHORUS_LOG_WARN, what);
+      push_error(ep, c.opcode, c.wr_id, CHORUS_ERR_SYSTEM, what);
+      return;
+    }
+    push_ok(ep, c);
+  }
+
+  void accept_error(const chorus_tp_error_t& err) {
+    auto it = by_inner.find(err.endpoint);
+    if (it == by_inner.end()) return;
+    chorus_tp_endpoint* ep = it->second;
+    retire(ep, err.opcode);
+    Entry e;
+    e.ep = ep;
+    e.failed = true;
+    e.err = err;
+    e.err.endpoint = ep;
+    queue.push_back(e);
+  }
+
+  /// Moves everything the inner transport has finished into the queue.
+  int pump_inner() {
+    chorus_tp_completion_t buf[64];
+    for (;;) {
+      int n = ops().poll(ictx, buf, 64);
+      if (n == 0) return CHORUS_OK;
+      if (n > 0) {
+        for (int i = 0; i < n; ++i) accept(buf[i]);
+        continue;
+      }
+      if (n != CHORUS_ERR_PENDING) return forward_error(n, "poll");
+      chorus_tp_error_t err{};
+      if (int rc = ops().read_error(ictx, &err); rc != CHORUS_OK)
+        return forward_error(rc, "read_error");
+      err.message[sizeof err.message - 1] = '\0';
+      accept_error(err);
+    }
+  }
+
+  /// Posts the held sends that are due.
+  void flush_due(chorus::faulty::Clock::time_point now) {
+    if (held == 0) return;
+    for (auto& owned : endpoints) {
+      chorus_tp_endpoint* ep = owned.get();
+      ep->held_blocked = false;
+      while (!ep->held.empty() && ep->held.front().due <= now) {
+        const chorus::faulty::HeldSend h = ep->held.front();
+        int rc = ops().post_send(ep->inner, h.buf, h.length, h.mr, h.wr_id);
+        if (rc == CHORUS_ERR_AGAIN) {
+          ep->held_blocked = true;
+          break;
+        }
+        ep->held.pop_front();
+        --held;
+        if (rc == CHORUS_OK) {
+          ep->inner_sends.push_back(h.wr_id);
+        } else {
+          push_error(ep, CHORUS_TP_SEND, h.wr_id, rc,
+                     std::string("faulty: posting a delayed send to rank ") +
+                         std::to_string(ep->peer) + " failed: " + ops().last_error());
+        }
+      }
+    }
+  }
+
+  /// When the next held send is due, unless it waits for the inner queue.
+  std::optional<chorus::faulty::Clock::time_point> next_due() const {
+    std::optional<chorus::faulty::Clock::time_point> best;
+    if (held == 0) return best;
+    for (const auto& ep : endpoints)
+      if (!ep->held.empty() && !ep->held_blocked && (!best || ep->held.front().due < *best))
+        best = ep->held.front().due;
+    return best;
+  }
+
+  chorus::faulty::Clock::time_point due_time(const chorus_tp_endpoint* ep) {
+    uint64_t us = cfg.delay_us;
+    if (cfg.seed != 0) us = std::uniform_int_distribution<uint64_t>(0, 2 * cfg.delay_us)(rng);
+    auto due = chorus::faulty::Clock::now() + std::chrono::microseconds(us);
+    // Per endpoint, sends leave in post order whatever their delays.
+    if (!ep->held.empty()) due = std::max(due, ep->held.back().due);
+    return due;
+  }
+
+  /// drop_after: closes `ep`'s inner connection; `trigger` is the send that
+  /// crossed the limit. Everything outstanding fails, in post order.
+  void drop(chorus_tp_endpoint* ep, uint64_t trigger) {
+    pump_inner();  // what has already finished completes normally
+    ep->dropped = true;
+    ep->drop_reason = "faulty: dropped the connection to rank " + std::to_string(ep->peer) +
+                      " (channel " + std::to_string(ep->channel) + ") after " +
+                      std::to_string(ep->sends) +
+                      " sends (drop_after=" + std::to_string(cfg.drop_after) + ")";
+    chorus::faulty::log(CHORUS_LOG_WARN, "rank " + std::to_string(rank) + ": " + ep->drop_reason);
+    if (ep->inner) {
+      by_inner.erase(ep->inner);
+      ops().endpoint_close(ep->inner);
+      ep->inner = nullptr;
+    }
+    for (uint64_t wr : ep->inner_recvs)
+      push_error(ep, CHORUS_TP_RECV, wr, CHORUS_ERR_PEER_LOST, ep->drop_reason);
+    for (uint64_t wr : ep->inner_sends)
+      push_error(ep, CHORUS_TP_SEND, wr, CHORUS_ERR_PEER_LOST, ep->drop_reason);
+    for (const auto& h : ep->held)
+      push_error(ep, CHORUS_TP_SEND, h.wr_id, CHORUS_ERR_PEER_LOST, ep->drop_reason);
+    push_error(ep, CHORUS_TP_SEND, trigger, CHORUS_ERR_PEER_LOST, ep->drop_reason);
+    held -= ep->held.size();
+    ep->held.clear();
+    ep->inner_recvs.clear();
+    ep->inner_sends.clear();
+  }
+};
+
+namespace chorus::faulty {
+namespace {
+
+int faulty_init(const chorus_host_v1_t* host) {
+  g_host = host;
+  return CHORUS_OK;
+}
+
+void faulty_fini(void) {
+  unload_inner_transports();
+  g_host = nullptr;
+}
+
+const char* faulty_last_error(void) { return t_last_error.c_str(); }
+
+int faulty_context_open(const chorus_tp_context_info_t* info, chorus_tp_context_t** ctx_out) {
+  if (!info || !ctx_out) return null_argument("context_open");
+  return guarded("context_open", [&]() -> int {
+    constexpr size_t need = offsetof(chorus_tp_context_info_t, config_count) + sizeof(size_t);
+    if (info->struct_size < need)
+      return set_error(CHORUS_ERR_INVALID_ARGUMENT, "faulty: context_open: info->struct_size " +
+                                                        std::to_string(info->struct_size) +
+                                                        " is smaller than " + std::to_string(need));
+    auto ctx = std::make_unique<chorus_tp_context>();
+    std::string error;
+    if (int rc = parse_config(info->config, info->config_count, ctx->cfg, error); rc != CHORUS_OK)
+      return set_error(rc, error);
+    if (int rc =
+            load_inner_transport(ctx->cfg.inner, ctx->cfg.inner_path, g_host, ctx->inner, error);
+        rc != CHORUS_OK)
+      return set_error(rc, error);
+    std::vector<chorus_kv_t> kv;
+    for (const auto& s : ctx->cfg.inner_settings)
+      kv.push_back({s.key.c_str(), s.value.c_str(), s.origin.c_str()});
+    chorus_tp_context_info_t inner_info{};
+    inner_info.struct_size = sizeof inner_info;
+    inner_info.rank = info->rank;
+    inner_info.size = info->size;
+    inner_info.bind_address = info->bind_address;
+    inner_info.config = kv.empty() ? nullptr : kv.data();
+    inner_info.config_count = kv.size();
+    if (int rc = ctx->ops().context_open(&inner_info, &ctx->ictx); rc != CHORUS_OK)
+      return ctx->forward_error(rc, "context_open");
+    ctx->caps.struct_size = sizeof ctx->caps;
+    if (int rc = ctx->ops().get_caps(ctx->ictx, &ctx->caps); rc != CHORUS_OK) {
+      int status = ctx->forward_error(rc, "get_caps");
+      ctx->ops().context_close(ctx->ictx);
+      return status;
+    }
+    ctx->rank = info->rank;
+    ctx->rng.seed(ctx->cfg.seed ^ (0x9E3779B97F4A7C15ull * uint64_t(info->rank + 1)));
+    const FaultConfig& c = ctx->cfg;
+    if (c.drop_after || c.delay_us || c.error_after)
+      log(CHORUS_LOG_INFO,
+          "faulty: rank " + std::to_string(info->rank) + " wraps '" + ctx->ops().name +
+              "' with drop_after=" + std::to_string(c.drop_after) +
+              " delay_us=" + std::to_string(c.delay_us) +
+              " error_after=" + std::to_string(c.error_after) + " seed=" + std::to_string(c.seed));
+    *ctx_out = ctx.release();
+    return CHORUS_OK;
+  });
+}
+
+int faulty_context_close(chorus_tp_context_t* ctx) {
+  if (!ctx) return null_argument("context_close");
+  return guarded("context_close", [&]() -> int {
+    // The inner transport closes the endpoints still open.
+    int rc = ctx->ops().context_close(ctx->ictx);
+    if (rc != CHORUS_OK) rc = ctx->forward_error(rc, "context_close");
+    delete ctx;
+    return rc;
+  });
+}
+
+int faulty_get_caps(chorus_tp_context_t* ctx, chorus_tp_caps_t* caps_out) {
+  if (!ctx || !caps_out) return null_argument("get_caps");
+  // The caller's struct_size says how much it allocated (0: minor 0's size).
+  size_t size = caps_out->struct_size == 0 ? sizeof ctx->caps : caps_out->struct_size;
+  size = std::min({size, sizeof ctx->caps, ctx->caps.struct_size});
+  if (size < sizeof ctx->caps.struct_size)
+    return set_error(CHORUS_ERR_INVALID_ARGUMENT, "faulty: get_caps: struct_size too small");
+  std::memcpy(caps_out, &ctx->caps, size);
+  caps_out->struct_size = size;
+  return CHORUS_OK;
+}
+
+int faulty_endpoint_open(chorus_tp_context_t* ctx, int peer_rank, int channel, void* address_out,
+                         size_t* address_len, chorus_tp_endpoint_t** ep_out) {
+  if (!ctx || !address_len || !ep_out) return null_argument("endpoint_open");
+  return guarded("endpoint_open", [&]() -> int {
+    auto ep = std::make_unique<chorus_tp_endpoint>();
+    // The blob is the inner transport's own: the peer's faulty hands it on.
+    if (int rc = ctx->ops().endpoint_open(ctx->ictx, peer_rank, channel, address_out, address_len,
+                                          &ep->inner);
+        rc != CHORUS_OK)
+      return ctx->forward_error(rc, "endpoint_open");
+    ep->ctx = ctx;
+    ep->peer = peer_rank;
+    ep->channel = channel;
+    ctx->by_inner[ep->inner] = ep.get();
+    *ep_out = ep.get();
+    ctx->endpoints.push_back(std::move(ep));
+    return CHORUS_OK;
+  });
+}
+
+int faulty_endpoint_connect(chorus_tp_endpoint_t* ep, const void* peer_address, size_t length,
+                            int timeout_ms) {
+  if (!ep) return null_argument("endpoint_connect");
+  return guarded("endpoint_connect", [&]() -> int {
+    if (ep->dropped) return set_error(CHORUS_ERR_PEER_LOST, ep->drop_reason);
+    int rc = ep->ctx->ops().endpoint_connect(ep->inner, peer_address, length, timeout_ms);
+    return rc == CHORUS_OK ? rc : ep->ctx->forward_error(rc, "endpoint_connect");
+  });
+}
+
+int faulty_endpoint_close(chorus_tp_endpoint_t* ep) {
+  if (!ep) return null_argument("endpoint_close");
+  return guarded("endpoint_close", [&]() -> int {
+    chorus_tp_context* ctx = ep->ctx;
+    // Posts of a closed endpoint vanish, whether queued here or in the inner transport.
+    std::erase_if(ctx->queue, [&](const chorus_tp_context::Entry& e) { return e.ep == ep; });
+    ctx->held -= ep->held.size();
+    int rc = CHORUS_OK;
+    if (ep->inner) {
+      ctx->by_inner.erase(ep->inner);
+      rc = ctx->ops().endpoint_close(ep->inner);
+      if (rc != CHORUS_OK) rc = ctx->forward_error(rc, "endpoint_close");
+    }
+    std::erase_if(ctx->endpoints, [&](const auto& owned) { return owned.get() == ep; });
+    return rc;
+  });
+}
+
+int faulty_mem_register(chorus_tp_context_t* ctx, void* addr, size_t length, int mem_kind,
+                        chorus_tp_mr_t** mr_out) {
+  if (!ctx || !mr_out) return null_argument("mem_register");
+  int rc = ctx->ops().mem_register(ctx->ictx, addr, length, mem_kind, mr_out);
+  return rc == CHORUS_OK ? rc : ctx->forward_error(rc, "mem_register");
+}
+
+int faulty_mem_deregister(chorus_tp_context_t* ctx, chorus_tp_mr_t* mr) {
+  if (!ctx) return null_argument("mem_deregister");
+  int rc = ctx->ops().mem_deregister(ctx->ictx, mr);
+  return rc == CHORUS_OK ? rc : ctx->forward_error(rc, "mem_deregister");
+}
+
+int faulty_post_send(chorus_tp_endpoint_t* ep, const void* buf, size_t length, chorus_tp_mr_t* mr,
+                     uint64_t wr_id) {
+  if (!ep) return null_argument("post_send");
+  return guarded("post_send", [&]() -> int {
+    chorus_tp_context* ctx = ep->ctx;
+    if (ep->dropped) return set_error(CHORUS_ERR_PEER_LOST, ep->drop_reason);
+    if (ep->out_sends >= ctx->caps.max_outstanding_sends)
+      return set_error(CHORUS_ERR_AGAIN, "faulty: post_send: " + std::to_string(ep->out_sends) +
+                                             " sends to rank " + std::to_string(ep->peer) +
+                                             " outstanding; reap completions first");
+    if (ctx->cfg.drop_after && ep->sends >= ctx->cfg.drop_after) {
+      ++ep->out_sends;
+      ctx->drop(ep, wr_id);
+      return CHORUS_OK;
+    }
+    if (ctx->cfg.delay_us) {
+      ep->held.push_back({ctx->due_time(ep), buf, length, mr, wr_id});
+      ++ctx->held;
+    } else {
+      int rc = ctx->ops().post_send(ep->inner, buf, length, mr, wr_id);
+      if (rc != CHORUS_OK) return ctx->forward_error(rc, "post_send");
+      ep->inner_sends.push_back(wr_id);
+    }
+    ++ep->sends;
+    ++ep->out_sends;
+    return CHORUS_OK;
+  });
+}
+
+int faulty_post_recv(chorus_tp_endpoint_t* ep, void* buf, size_t length, chorus_tp_mr_t* mr,
+                     uint64_t wr_id) {
+  if (!ep) return null_argument("post_recv");
+  return guarded("post_recv", [&]() -> int {
+    chorus_tp_context* ctx = ep->ctx;
+    if (ep->dropped) return set_error(CHORUS_ERR_PEER_LOST, ep->drop_reason);
+    if (ep->out_recvs >= ctx->caps.max_outstanding_recvs)
+      return set_error(CHORUS_ERR_AGAIN, "faulty: post_recv: " + std::to_string(ep->out_recvs) +
+                                             " receives from rank " + std::to_string(ep->peer) +
+                                             " outstanding; reap completions first");
+    int rc = ctx->ops().post_recv(ep->inner, buf, length, mr, wr_id);
+    if (rc != CHORUS_OK) return ctx->forward_error(rc, "post_recv");
+    ep->inner_recvs.push_back(wr_id);
+    ++ep->out_recvs;
+    return CHORUS_OK;
+  });
+}
+
+int faulty_poll(chorus_tp_context_t* ctx, chorus_tp_completion_t* out, size_t max) {
+  if (!ctx || (!out && max > 0)) return null_argument("poll");
+  return guarded("poll", [&]() -> int {
+    ctx->flush_due(Clock::now());
+    if (ctx->queue.size() < max) {
+      int rc = ctx->pump_inner();
+      if (rc != CHORUS_OK && ctx->queue.empty()) return rc;
+    }
+    size_t n = 0;
+    while (n < max && !ctx->queue.empty() && !ctx->queue.front().failed) {
+      out[n++] = ctx->queue.front().ok;
+      chorus_tp_context::reap(ctx->queue.front());
+      ctx->queue.pop_front();
+    }
+    if (n == 0 && !ctx->queue.empty())
+      return set_error(CHORUS_ERR_PENDING,
+                       "faulty: poll: the oldest completion failed; read it with read_error");
+    return static_cast<int>(n);
+  });
+}
+
+int faulty_read_error(chorus_tp_context_t* ctx, chorus_tp_error_t* err_out) {
+  if (!ctx || !err_out) return null_argument("read_error");
+  return guarded("read_error", [&]() -> int {
+    auto it = std::find_if(ctx->queue.begin(), ctx->queue.end(),
+                           [](const chorus_tp_context::Entry& e) { return e.failed; });
+    if (it == ctx->queue.end())
+      return set_error(CHORUS_ERR_INVALID_ARGUMENT,
+                       "faulty: read_error: no failed completion is pending");
+    *err_out = it->err;
+    chorus_tp_context::reap(*it);
+    ctx->queue.erase(it);
+    return CHORUS_OK;
+  });
+}
+
+int faulty_wait(chorus_tp_context_t* ctx, int timeout_ms) {
+  if (!ctx) return null_argument("wait");
+  return guarded("wait", [&]() -> int {
+    if (!ctx->queue.empty()) return CHORUS_OK;
+    Clock::time_point now = Clock::now();
+    ctx->flush_due(now);
+    if (!ctx->queue.empty()) return CHORUS_OK;
+    // Sleep in the inner transport, but no longer than the next held send is
+    // due; that wake-up posts it and counts as a (spurious) return.
+    int timeout = timeout_ms;
+    bool cut = false;
+    if (auto due = ctx->next_due()) {
+      auto us = std::chrono::duration_cast<std::chrono::microseconds>(*due - now).count();
+      int ms = us <= 0 ? 0 : static_cast<int>(std::min<long long>((us + 999) / 1000, 1 << 30));
+      if (timeout < 0 || ms < timeout) {
+        timeout = ms;
+        cut = true;
+      }
+    }
+    int rc = ctx->ops().wait(ctx->ictx, timeout);
+    if (rc == CHORUS_ERR_TIMEOUT && cut) {
+      ctx->flush_due(Clock::now());
+      return CHORUS_OK;
+    }
+    return rc == CHORUS_OK ? rc : ctx->forward_error(rc, "wait");
+  });
+}
+
+int faulty_interrupt(chorus_tp_context_t* ctx) {
+  if (!ctx) return null_argument("interrupt");
+  if (!ctx->inner->has_interrupt())
+    return set_error(CHORUS_ERR_NOT_SUPPORTED, std::string("faulty: inner transport '") +
+                                                   ctx->ops().name + "' has no interrupt");
+  int rc = ctx->ops().interrupt(ctx->ictx);
+  return rc == CHORUS_OK ? rc : ctx->forward_error(rc, "interrupt");
+}
+
+int faulty_describe(char* buf, size_t len) {
+  if (!buf || len == 0) return CHORUS_ERR_INVALID_ARGUMENT;
+  std::snprintf(buf, len, "%s",
+                "fault injector over transport.faulty.inner (default tcp); drop_after, delay_us "
+                "and error_after are off unless set");
+  return CHORUS_OK;
+}
+
+}  // namespace
+}  // namespace chorus::faulty
+
+extern "C" __attribute__((visibility("default")))
+const chorus_transport_plugin_v1_t chorus_transport_plugin_v1 = {
+    sizeof(chorus_transport_plugin_v1_t),
+    CHORUS_TRANSPORT_ABI_MINOR,
+    "faulty",
+    chorus::faulty::faulty_init,
+    chorus::faulty::faulty_fini,
+    chorus::faulty::faulty_last_error,
+    chorus::faulty::faulty_context_open,
+    chorus::faulty::faulty_context_close,
+    chorus::faulty::faulty_get_caps,
+    chorus::faulty::faulty_endpoint_open,
+    chorus::faulty::faulty_endpoint_connect,
+    chorus::faulty::faulty_endpoint_close,
+    chorus::faulty::faulty_mem_register,
+    chorus::faulty::faulty_mem_deregister,
+    chorus::faulty::faulty_post_send,
+    chorus::faulty::faulty_post_recv,
+    chorus::faulty::faulty_poll,
+    chorus::faulty::faulty_read_error,
+    chorus::faulty::faulty_wait,
+    chorus::faulty::faulty_interrupt,
+    chorus::faulty::faulty_describe,
+};

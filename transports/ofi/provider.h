@@ -1,0 +1,48 @@
+// Provider: choosing a libfabric provider (fi_getinfo) for a context,
+// explaining why one does not fit, and listing the usable ones.
+#pragma once
+
+#include "config.h"
+
+#include <rdma/fabric.h>
+
+#include <memory>
+#include <string>
+
+namespace chorus::ofi {
+
+/// The libfabric API version this plugin was built against and asks for.
+inline constexpr std::uint32_t kApiVersion = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION);
+
+struct FiInfoDeleter {
+  void operator()(fi_info* info) const { fi_freeinfo(info); }
+};
+using FiInfoPtr = std::unique_ptr<fi_info, FiInfoDeleter>;
+
+/// Sets the config's FI_* pass-through variables (once per process value;
+/// thread-safe against other contexts of this plugin, not against foreign
+/// getenv callers) and logs what it did. Call before fi_getinfo.
+void apply_fi_env(const Config& cfg);
+
+/// The fi_info a context is built from: an RDM endpoint with tagged
+/// messages, send-after-send ordering and the mode/mr_mode bits this plugin
+/// handles, from the configured provider (and domain), bound to `bind_address`
+/// for providers whose addresses are IP sockaddrs. Throws Error: UNAVAILABLE
+/// when the provider is missing or lacks something (the message says what and
+/// lists the providers that would work), INVALID_ARGUMENT for a bad
+/// node/interface.
+FiInfoPtr select_provider(const Config& cfg, const std::string& bind_address);
+
+/// "libfabric 1.17.0; providers: tcp;ofi_rxm 117.0 (domains eth0, lo), shm ...":
+/// every provider that offers what select_provider asks for. False (with the
+/// reason in `out`) when there is none.
+bool describe_providers(std::string& out);
+
+/// "tcp;ofi_rxm 117.0" for an fi_info.
+std::string provider_label(const fi_info& info);
+
+/// True when the provider's addresses are IP socket addresses (tcp, verbs
+/// over rdma_cm, ...), so a bind address means something to it.
+bool uses_ip_addresses(const fi_info& info);
+
+}  // namespace chorus::ofi

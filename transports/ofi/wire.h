@@ -1,0 +1,219 @@
+// Wire formats of the libfabric transport: the tag layout of every message,
+// the address blob the core exchanges, and the control messages endpoints
+// trade over the fabric (hello, ack, bye). All integers are little-endian;
+// every decoder checks magic, version and bounds before a value is used.
+#pragma once
+
+#include <array>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <span>
+#include <type_traits>
+
+namespace chorus::ofi::wire {
+
+// ---- byte order ---------------------------------------------------------
+
+template <class T>
+constexpr T byteswap_if_big(T v) {
+  static_assert(std::is_integral_v<T>);
+  if constexpr (std::endian::native == std::endian::little || sizeof(T) == 1) {
+    return v;
+  } else if constexpr (sizeof(T) == 2) {
+    return static_cast<T>(__builtin_bswap16(static_cast<std::uint16_t>(v)));
+  } else if constexpr (sizeof(T) == 4) {
+    return static_cast<T>(__builtin_bswap32(static_cast<std::uint32_t>(v)));
+  } else {
+    return static_cast<T>(__builtin_bswap64(static_cast<std::uint64_t>(v)));
+  }
+}
+
+template <class T>
+inline void store(std::byte* p, T v) {
+  v = byteswap_if_big(v);
+  std::memcpy(p, &v, sizeof v);
+}
+
+template <class T>
+inline T load(const std::byte* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return byteswap_if_big(v);
+}
+
+// ---- tags ------------------------------------------------------------------
+//
+// Every message is a tagged message (FI_TAGGED) to the peer endpoint's own
+// fi endpoint:
+//   bits 63..62  kind: 1 data, 2 control
+//   bits 61..40  the receiving endpoint's 22-bit key (from its blob)
+//   bits 39..0   data: the message length; control: 0
+// Receives match kind and key exactly and ignore the low 40 bits, so a
+// receive takes any length and a truncated one still tells, through the
+// error entry's tag, how long the message was. The key keeps strays (a
+// stale sender reusing an old address) out of an endpoint's receives.
+
+inline constexpr int kKindShift = 62;
+inline constexpr std::uint64_t kKindData = 1;
+inline constexpr std::uint64_t kKindControl = 2;
+inline constexpr int kKeyShift = 40;
+inline constexpr std::uint32_t kKeyMask = (1u << 22) - 1;
+inline constexpr std::uint64_t kLengthMask = (std::uint64_t{1} << kKeyShift) - 1;
+/// Largest message the tag can describe.
+inline constexpr std::uint64_t kMaxMessageSize = kLengthMask;
+
+constexpr std::uint64_t data_tag(std::uint32_t key, std::uint64_t length) {
+  return (kKindData << kKindShift) | (std::uint64_t{key & kKeyMask} << kKeyShift) |
+         (length & kLengthMask);
+}
+constexpr std::uint64_t control_tag(std::uint32_t key) {
+  return (kKindControl << kKindShift) | (std::uint64_t{key & kKeyMask} << kKeyShift);
+}
+constexpr std::uint64_t tag_length(std::uint64_t tag) { return tag & kLengthMask; }
+
+// ---- address blob ------------------------------------------------------------
+//
+// What endpoint_open hands the core (96-byte header + the fi_getname name):
+//   0 u32 magic "CHOB" | 4 u16 version=1 | 6 u16 name_len | 8 i32 rank |
+//   12 i32 peer_rank | 16 i32 channel | 20 u32 key | 24 u32 provider
+//   fingerprint | 28 u32 pid | 32 u64 process start time | 40 u8[16] boot id |
+//   56 u64 pid namespace inode | 64 u16 watch port | 66 u8 watch family
+//   (0 none, 4, 6) | 67 u8 reserved | 68 u8[16] watch address | 84 u32
+//   reserved | 88 u64 context token | 96 name
+
+inline constexpr std::uint32_t kBlobMagic = 0x424F4843;  // "CHOB"
+inline constexpr std::uint16_t kBlobVersion = 1;
+inline constexpr std::size_t kBlobHeaderSize = 96;
+inline constexpr std::size_t kMaxNameSize = 256;
+inline constexpr std::size_t kMaxBlobSize = kBlobHeaderSize + kMaxNameSize;
+
+struct Blob {
+  int rank = 0;
+  int peer_rank = 0;
+  int channel = 0;
+  std::uint32_t key = 0;
+  std::uint32_t provider = 0;
+  std::uint32_t pid = 0;
+  std::uint64_t start_time = 0;
+  std::array<std::byte, 16> boot_id{};
+  std::uint64_t pid_namespace = 0;
+  std::uint16_t watch_port = 0;
+  std::uint8_t watch_family = 0;
+  std::array<std::byte, 16> watch_address{};
+  std::uint64_t context_token = 0;
+  std::size_t name_len = 0;
+  std::array<std::byte, kMaxNameSize> name{};
+
+  std::span<const std::byte> name_bytes() const { return {name.data(), name_len}; }
+  std::size_t size() const { return kBlobHeaderSize + name_len; }
+};
+
+inline void encode(const Blob& b, std::byte* out) {
+  std::memset(out, 0, kBlobHeaderSize);
+  store<std::uint32_t>(out + 0, kBlobMagic);
+  store<std::uint16_t>(out + 4, kBlobVersion);
+  store<std::uint16_t>(out + 6, static_cast<std::uint16_t>(b.name_len));
+  store<std::int32_t>(out + 8, b.rank);
+  store<std::int32_t>(out + 12, b.peer_rank);
+  store<std::int32_t>(out + 16, b.channel);
+  store<std::uint32_t>(out + 20, b.key);
+  store<std::uint32_t>(out + 24, b.provider);
+  store<std::uint32_t>(out + 28, b.pid);
+  store<std::uint64_t>(out + 32, b.start_time);
+  std::memcpy(out + 40, b.boot_id.data(), 16);
+  store<std::uint64_t>(out + 56, b.pid_namespace);
+  store<std::uint16_t>(out + 64, b.watch_port);
+  store<std::uint8_t>(out + 66, b.watch_family);
+  std::memcpy(out + 68, b.watch_address.data(), 16);
+  store<std::uint64_t>(out + 88, b.context_token);
+  std::memcpy(out + kBlobHeaderSize, b.name.data(), b.name_len);
+}
+
+/// Checks magic, version and lengths; nullopt when `data` is not a blob.
+inline std::optional<Blob> decode_blob(const void* data, std::size_t length) {
+  const auto* p = static_cast<const std::byte*>(data);
+  if (length < kBlobHeaderSize || load<std::uint32_t>(p) != kBlobMagic ||
+      load<std::uint16_t>(p + 4) != kBlobVersion) {
+    return std::nullopt;
+  }
+  Blob b;
+  b.name_len = load<std::uint16_t>(p + 6);
+  if (b.name_len == 0 || b.name_len > kMaxNameSize || length != kBlobHeaderSize + b.name_len) {
+    return std::nullopt;
+  }
+  b.rank = load<std::int32_t>(p + 8);
+  b.peer_rank = load<std::int32_t>(p + 12);
+  b.channel = load<std::int32_t>(p + 16);
+  b.key = load<std::uint32_t>(p + 20);
+  b.provider = load<std::uint32_t>(p + 24);
+  b.pid = load<std::uint32_t>(p + 28);
+  b.start_time = load<std::uint64_t>(p + 32);
+  std::memcpy(b.boot_id.data(), p + 40, 16);
+  b.pid_namespace = load<std::uint64_t>(p + 56);
+  b.watch_port = load<std::uint16_t>(p + 64);
+  b.watch_family = load<std::uint8_t>(p + 66);
+  std::memcpy(b.watch_address.data(), p + 68, 16);
+  b.context_token = load<std::uint64_t>(p + 88);
+  std::memcpy(b.name.data(), p + kBlobHeaderSize, b.name_len);
+  if (b.key == 0 || (b.key & ~kKeyMask) != 0) return std::nullopt;
+  if (b.watch_family != 0 && b.watch_family != 4 && b.watch_family != 6) return std::nullopt;
+  return b;
+}
+
+// ---- control messages --------------------------------------------------------
+//
+// Sent with control_tag(receiver's key), from the sender's endpoint:
+//   0 u32 magic "CHOC" | 4 u8 type | 5 u8 reserved | 6 u16 name_len |
+//   8 u32 sender key | 12 u32 reserved | 16 u64 count | 24 name
+// hello: the sender called endpoint_connect; carries its name so the
+// receiver can answer before it has the sender's blob. ack: answers a hello.
+// bye: the sender closed its endpoint after handing `count` data messages
+// to the provider; nothing follows them.
+
+inline constexpr std::uint32_t kControlMagic = 0x434F4843;  // "CHOC"
+inline constexpr std::size_t kControlHeaderSize = 24;
+inline constexpr std::size_t kControlBufferSize = 512;
+static_assert(kControlHeaderSize + kMaxNameSize <= kControlBufferSize);
+
+enum class ControlType : std::uint8_t { kHello = 1, kAck = 2, kBye = 3 };
+
+struct Control {
+  ControlType type = ControlType::kHello;
+  std::uint32_t sender_key = 0;
+  std::uint64_t count = 0;
+  std::size_t name_len = 0;
+  const std::byte* name = nullptr;  // points into the decoded buffer
+};
+
+/// Writes a control message into `out` (kControlBufferSize bytes); returns its length.
+inline std::size_t encode(ControlType type, std::uint32_t sender_key, std::uint64_t count,
+                          std::span<const std::byte> name, std::byte* out) {
+  std::memset(out, 0, kControlHeaderSize);
+  store<std::uint32_t>(out + 0, kControlMagic);
+  store<std::uint8_t>(out + 4, static_cast<std::uint8_t>(type));
+  store<std::uint16_t>(out + 6, static_cast<std::uint16_t>(name.size()));
+  store<std::uint32_t>(out + 8, sender_key);
+  store<std::uint64_t>(out + 16, count);
+  if (!name.empty()) std::memcpy(out + kControlHeaderSize, name.data(), name.size());
+  return kControlHeaderSize + name.size();
+}
+
+inline std::optional<Control> decode_control(const std::byte* p, std::size_t length) {
+  if (length < kControlHeaderSize || load<std::uint32_t>(p) != kControlMagic) return std::nullopt;
+  Control c;
+  const auto type = load<std::uint8_t>(p + 4);
+  if (type < 1 || type > 3) return std::nullopt;
+  c.type = static_cast<ControlType>(type);
+  c.name_len = load<std::uint16_t>(p + 6);
+  c.sender_key = load<std::uint32_t>(p + 8);
+  c.count = load<std::uint64_t>(p + 16);
+  if (c.name_len > kMaxNameSize || length != kControlHeaderSize + c.name_len) return std::nullopt;
+  if (c.sender_key == 0 || (c.sender_key & ~kKeyMask) != 0) return std::nullopt;
+  c.name = p + kControlHeaderSize;
+  return c;
+}
+
+}  // namespace chorus::ofi::wire
