@@ -122,7 +122,7 @@ start=$(date +%s)
   -accel tcg,thread=multi -cpu max -m "${SOFTROCE_MEM:-2048}" -smp "${SOFTROCE_SMP:-2}" \
   -nic none -display none -monitor none -serial "file:$run/console.log" -no-reboot \
   -kernel "$vmlinuz" -initrd "$initramfs" \
-  -append "console=ttyS0 quiet loglevel=3 panic=-1" \
+  -append "console=ttyS0 quiet loglevel=3 panic=-1 no_timer_check" \
   -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
   -virtfs "local,path=$run,mount_tag=chorusio,security_model=none,multidevs=remap" \
   </dev/null >"$run/qemu.log" 2>&1 &

@@ -28,6 +28,7 @@ int status_for(ibv_wc_status s) {
     case IBV_WC_RNR_RETRY_EXC_ERR:
     case IBV_WC_WR_FLUSH_ERR:
     case IBV_WC_REM_ABORT_ERR:
+    case IBV_WC_REM_OP_ERR:  // the peer's QP went to error (e.g. its process is being killed)
     case IBV_WC_RESP_TIMEOUT_ERR:
       return CHORUS_ERR_PEER_LOST;
     case IBV_WC_LOC_LEN_ERR:
