@@ -32,7 +32,7 @@ if [ "${CHORUS_TEST_SKIP_SANITIZERS:-0}" != 1 ]; then
   t0=$(date +%s)
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan -j2 --output-on-failure --timeout 900 \
-      -LE full -R '^(unit\.|plugin_abi|conformance\.|launcher\.|matrix\.(ring|mesh)\.n[23]$|bench\.check\.n3\.)' || status=1
+      -LE full -R '^(unit\.|jaccl\.|plugin_abi|conformance\.|launcher\.|matrix\.(ring|mesh)\.n[23]$|bench\.check\.n3\.)' || status=1
   echo "test.sh: asan tests took $(( $(date +%s) - t0 )) s"
 fi
 exit $status
