@@ -229,9 +229,9 @@ int hd_init(const chorus_host_v1_t* host) {
 
 /// Never chosen by `auto`; pin it with algorithm.all_reduce / all_gather =
 /// "halving_doubling". On the shared 2-core development VM (4 ranks, tcp on
-/// loopback) it was often fastest from 128 KiB to 1 MiB, mesh below and ring
-/// or mesh above, but the runs were too noisy to make that a preference
-/// (docs/plugins.md has the tables).
+/// loopback) it was often fastest from 64 KiB to 512 KiB and mesh mostly
+/// below and above, but the runs were too noisy to make that a preference
+/// (docs/plugins.md has the numbers).
 int hd_preference(int collective, int size, uint64_t bytes) {
   (void)collective;
   (void)size;

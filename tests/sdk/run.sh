@@ -41,10 +41,13 @@ done
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/chorus-sdk.XXXXXX")
 logs="$tmp/logs"
 mkdir -p "$logs"
+current=""  # process group of the running check
 cleanup() {
+  if [ -n "$current" ]; then kill -KILL -- "-$current" 2>/dev/null; fi
   if [ "$keep" = 1 ]; then echo "kept $tmp"; else rm -rf "$tmp"; fi
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
 
 passed=0
 failed=0
@@ -58,11 +61,12 @@ set -m
 check() {
   local name="$1" limit="$2"
   shift 2
-  local log="$logs/$(echo "$name" | tr -c 'A-Za-z0-9_.-' '_').log"
-  local t0 rc
+  local log t0 rc
+  log="$logs/$(echo "$name" | tr -c 'A-Za-z0-9_.-' '_').log"
   t0=$(date +%s%N)
   ("$@") >"$log" 2>&1 </dev/null &
   local pid=$!
+  current=$pid
   while kill -0 "$pid" 2>/dev/null; do
     if (( $(ms_since "$t0") > limit * 1000 )); then
       echo "check timed out after $limit s" >>"$log"
@@ -73,6 +77,7 @@ check() {
   done
   wait "$pid"
   rc=$?
+  current=""
   local secs
   secs=$(awk -v ms="$(ms_since "$t0")" 'BEGIN { printf "%.1f", ms / 1000 }')
   if [ "$rc" -eq 0 ]; then
@@ -234,15 +239,15 @@ check "faulty delay_us=2000 seed=3: chorus-bench -c exact (halving_doubling)" 30
 # ---- halving_doubling against ring and mesh -------------------------------------
 
 bench_json() {
-  local algo="$1"
+  local name="$1"
   env CHORUS_PLUGIN_PATH="$hd_dir" "$build/bin/chorusrun" -n 4 --no-prefix --timeout 280 -- \
-    "$build/bin/chorus-bench" -a "$algo" -b 8 -e 64M -f 2 -n 3 -w 1 --json >"$logs/bench.$algo.json" ||
+    "$build/bin/chorus-bench" -a "$name" -b 8 -e 64M -f 2 -n 3 -w 1 --json >"$logs/bench.$name.json" ||
     return 1
   # The algorithm that ran is the one asked for, at every one of the 24 sizes.
-  awk -v want="\"algorithm\":\"$algo\"" '
+  awk -v want="\"algorithm\":\"$name\"" '
     /"coll"/ { n++; if (index($0, want) == 0) { print "ran another algorithm: " $0; bad = 1 } }
     END { if (n != 24) { print n " sizes reported, expected 24"; bad = 1 }; exit bad }' \
-    "$logs/bench.$algo.json"
+    "$logs/bench.$name.json"
 }
 algos=(ring mesh halving_doubling)
 for a in "${algos[@]}"; do
