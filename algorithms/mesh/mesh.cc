@@ -307,8 +307,10 @@ class Executor {
     if (w.send) return CHORUS_OK;
     Range r = idx < s.reduce_recv_n ? piece_of(s.reduce_recv, piece_, idx)
                                     : piece_of(s.gather_recv, piece_, idx - s.reduce_recv_n);
+    // INTERNAL, not INVALID_ARGUMENT: traffic has flowed, so the core must
+    // mark the communicator broken (as the ring does for the same case).
     if (c.byte_len != r.count * call_.esize)
-      return fail(env_, CHORUS_ERR_INVALID_ARGUMENT,
+      return fail(env_, CHORUS_ERR_INTERNAL,
                   "mesh: received " + std::to_string(c.byte_len) + " bytes from rank " +
                       std::to_string(w.peer) + " where " + std::to_string(r.count * call_.esize) +
                       " were expected; do all ranks pass the same count and dtype, and the same "
