@@ -122,8 +122,9 @@ Config Config::parse(const chorus_kv_t* entries, std::size_t count) {
       const std::string name = upper(key.substr(4));
       if (!valid_fi_variable(name)) {
         throw Error(CHORUS_ERR_INVALID_ARGUMENT,
-                    describe(kv) + ": only libfabric variables (FI_ followed by capitals, digits "
-                                   "and underscores) can be passed through");
+                    describe(kv) +
+                        ": only libfabric variables (FI_ followed by capitals, digits "
+                        "and underscores) can be passed through");
       }
       auto it = std::find_if(cfg.fi_env.begin(), cfg.fi_env.end(),
                              [&](const auto& e) { return e.first == name; });

@@ -1,16 +1,21 @@
 #include "context.h"
 
 #include "error.h"
+#include "local_endpoints.h"
 #include "log.h"
 
+#include <rdma/fi_cm.h>
+#include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <random>
 
@@ -83,17 +88,22 @@ void Context::init(const chorus_tp_context_info_t& info) {
   max_message_size_ = std::min<std::uint64_t>(info_->ep_attr->max_msg_size, wire::kMaxMessageSize);
   const int mr_mode = info_->domain_attr->mr_mode;
   mr_policy_.required = (mr_mode & FI_MR_LOCAL) != 0 || cfg_.always_register;
-  mr_policy_.per_endpoint = (mr_mode & FI_MR_ENDPOINT) != 0;
+  mr_policy_.bind_endpoint = (mr_mode & FI_MR_ENDPOINT) != 0;
   mr_policy_.provider_key = (mr_mode & FI_MR_PROV_KEY) != 0;
-  // 0 and the generic 0xaaaa... format both mean "all 64 bits are the application's".
+  // mem_tag_format: 0 means all 64 bits; otherwise its highest set bit says
+  // how many the provider leaves to the application.
   const std::uint64_t tag_format = info_->ep_attr->mem_tag_format;
-  if (tag_format != 0 && (tag_format >> 63) == 0) {
-    throw Error(CHORUS_ERR_UNAVAILABLE, "libfabric provider '" + provider_ +
-                                            "' uses fewer than 64 tag bits (mem_tag_format " +
-                                            std::to_string(tag_format) +
-                                            "); the ofi transport needs all 64");
+  const int tag_bits = tag_format == 0 ? 64 : 64 - std::countl_zero(tag_format);
+  if (tag_bits < wire::kTagBits) {
+    throw Error(CHORUS_ERR_UNAVAILABLE, "libfabric provider '" + provider_ + "' leaves " +
+                                            std::to_string(tag_bits) +
+                                            " tag bits to applications; the ofi transport needs " +
+                                            std::to_string(wire::kTagBits));
   }
   open_fabric(bind);
+  spill_.reset(new std::byte[kSpillSize]);
+  if (mr_policy_.required)
+    spill_mr_ = std::make_unique<chorus_tp_mr>(*this, spill_.get(), kSpillSize);
 
   // shm talks to this host only, where a pidfd watches exactly; any other
   // provider may reach other hosts and gets the socket listener too.
@@ -102,6 +112,7 @@ void Context::init(const chorus_tp_context_info_t& info) {
   std::string watch_bind = bind;
   if (!cfg_.node.empty()) watch_bind = cfg_.node;
   watch_ = std::make_unique<PeerWatch>(rank_, size_, liveness, watch_bind);
+  if (cq_fd_ < 0) open_doorbell();
 
   std::string mr_text = fi_tostr(&info_->domain_attr->mr_mode, FI_TYPE_MR_MODE);
   if (mr_text.empty()) mr_text = "none";
@@ -111,9 +122,9 @@ void Context::init(const chorus_tp_context_info_t& info) {
           ", fabric " + info_->fabric_attr->name + ", domain " + info_->domain_attr->name +
           ", mr_mode [" + mr_text + "]" + (mr_policy_.required ? " (registering buffers)" : "") +
           ", data progress " +
-          (info_->domain_attr->data_progress == FI_PROGRESS_AUTO ? "auto" : "manual") +
-          ", wait " + (cq_fd_ >= 0 ? "fd" : "by polling") + ", inject " +
-          std::to_string(inject_size_) + " B, liveness " + liveness_name(liveness));
+          (info_->domain_attr->data_progress == FI_PROGRESS_AUTO ? "auto" : "manual") + ", wait " +
+          (cq_fd_ >= 0 ? "fd" : "doorbell") + ", inject " + std::to_string(inject_size_) +
+          " B, liveness " + liveness_name(liveness));
 }
 
 void Context::open_fabric(const std::string& bind) {
@@ -128,14 +139,14 @@ void Context::open_fabric(const std::string& bind) {
   if (rc != 0) throw Error(CHORUS_ERR_SYSTEM, provider_ + ": " + fi_error_text("fi_av_open", rc));
   fi_cq_attr cq_attr{};
   cq_attr.size = kCqSize;
-  cq_attr.format = FI_CQ_FORMAT_TAGGED;
+  cq_attr.format = FI_CQ_FORMAT_DATA;
   cq_attr.wait_obj = FI_WAIT_FD;
   rc = fi_cq_open(domain_, &cq_attr, &cq_, nullptr);
   if (rc == 0) {
     rc = fi_control(&cq_->fid, FI_GETWAIT, &cq_fd_);
     if (rc != 0) {
-      log(CHORUS_LOG_DEBUG, provider_ + ": " + fi_error_text("fi_control(FI_GETWAIT)", rc) +
-                                "; waiting by polling");
+      log(CHORUS_LOG_DEBUG,
+          provider_ + ": " + fi_error_text("fi_control(FI_GETWAIT)", rc) + "; waiting by polling");
       cq_fd_ = -1;
     }
   } else {
@@ -148,6 +159,49 @@ void Context::open_fabric(const std::string& bind) {
   }
   event_fd_.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!event_fd_.valid()) throw Error(CHORUS_ERR_SYSTEM, "eventfd: " + errno_text(errno));
+
+  rc = fi_endpoint(domain_, info_.get(), &ep_, nullptr);
+  if (rc != 0) {
+    ep_ = nullptr;
+    throw Error(CHORUS_ERR_SYSTEM, provider_ + ": " + fi_error_text("fi_endpoint", rc));
+  }
+  rc = fi_ep_bind(ep_, &av_->fid, 0);
+  if (rc != 0)
+    throw Error(CHORUS_ERR_SYSTEM, provider_ + ": " + fi_error_text("fi_ep_bind(av)", rc));
+  rc = fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV);
+  if (rc != 0)
+    throw Error(CHORUS_ERR_SYSTEM, provider_ + ": " + fi_error_text("fi_ep_bind(cq)", rc));
+  rc = fi_enable(ep_);
+  if (rc != 0) throw Error(CHORUS_ERR_SYSTEM, provider_ + ": " + fi_error_text("fi_enable", rc));
+  std::size_t len = name_.size();
+  rc = fi_getname(&ep_->fid, name_.data(), &len);
+  if (rc == -FI_ETOOSMALL) {
+    throw Error(CHORUS_ERR_UNAVAILABLE, provider_ + ": endpoint names of " + std::to_string(len) +
+                                            " bytes exceed the transport's limit of " +
+                                            std::to_string(name_.size()));
+  }
+  if (rc != 0) throw Error(CHORUS_ERR_SYSTEM, provider_ + ": " + fi_error_text("fi_getname", rc));
+  name_len_ = len;
+  std::lock_guard lock(local_endpoints::mutex());
+  local_endpoints::add(name());
+}
+
+void Context::open_doorbell() {
+  doorbell_.reset(::socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!doorbell_.valid()) throw Error(CHORUS_ERR_SYSTEM, "doorbell socket: " + errno_text(errno));
+  const Doorbell self = Doorbell::of(static_cast<std::uint32_t>(::getpid()), token());
+  if (::bind(doorbell_.get(), reinterpret_cast<const sockaddr*>(&self.addr), self.length) != 0) {
+    throw Error(CHORUS_ERR_SYSTEM, "doorbell socket bind: " + errno_text(errno));
+  }
+}
+
+bool Context::ring(const Doorbell& bell) const {
+  // An empty datagram; a full socket buffer means it is ringing already.
+  if (::sendto(doorbell_.get(), "", 0, MSG_DONTWAIT | MSG_NOSIGNAL,
+               reinterpret_cast<const sockaddr*>(&bell.addr), bell.length) == 0) {
+    return true;
+  }
+  return errno == EAGAIN || errno == EWOULDBLOCK;
 }
 
 Context::~Context() { teardown(); }
@@ -170,9 +224,15 @@ void Context::teardown() {
       ::nanosleep(&pause, nullptr);
     }
   }
-  for (auto& ep : endpoints_) ep->close_fi();
-  for (auto& ep : closed_) ep->close_fi();
+  if (ep_ != nullptr) {
+    std::lock_guard lock(local_endpoints::mutex());
+    local_endpoints::remove(name());
+    close_fid(ep_, "fi_close(ep)");
+  }
+  for (auto& ep : endpoints_) ep->detach();
+  for (auto& ep : closed_) ep->detach();
   regions_.clear();
+  spill_mr_.reset();
   endpoints_.clear();
   closed_.clear();
   close_fid(cq_, "fi_close(cq)");
@@ -245,9 +305,9 @@ Endpoint* Context::open_endpoint(int peer_rank, int channel, void* address_out,
   blob.key = ep->key();
   blob.provider = fingerprint_;
   watch_->describe_self(blob);
-  const auto name = ep->name();
-  blob.name_len = name.size();
-  std::copy(name.begin(), name.end(), blob.name.begin());
+  blob.name_len = name_len_;
+  std::copy(name_.begin(), name_.begin() + static_cast<std::ptrdiff_t>(name_len_),
+            blob.name.begin());
   if (*address_len < blob.size()) {
     throw Error(CHORUS_ERR_INVALID_ARGUMENT,
                 "endpoint_open: the address buffer holds " + std::to_string(*address_len) +
@@ -291,16 +351,12 @@ MemoryRegion* Context::register_memory(void* addr, std::size_t length, int kind)
 
 void Context::deregister_memory(MemoryRegion* mr) {
   if (mr == nullptr) return;
-  auto it = std::find_if(regions_.begin(), regions_.end(),
-                         [mr](const auto& p) { return p.get() == mr; });
+  auto it =
+      std::find_if(regions_.begin(), regions_.end(), [mr](const auto& p) { return p.get() == mr; });
   if (it == regions_.end()) {
     throw Error(CHORUS_ERR_INVALID_ARGUMENT, "mem_deregister: unknown registration");
   }
   regions_.erase(it);
-}
-
-void Context::release_regions(const Endpoint& ep) {
-  for (auto& r : regions_) r->forget(ep);
 }
 
 fi_addr_t Context::address_of(std::span<const std::byte> name) {
@@ -309,8 +365,9 @@ fi_addr_t Context::address_of(std::span<const std::byte> name) {
   fi_addr_t addr = FI_ADDR_UNSPEC;
   const int rc = fi_av_insert(av_, name.data(), 1, &addr, 0, nullptr);
   if (rc != 1) {
-    throw Error(CHORUS_ERR_PEER_LOST,
-                provider_ + ": " + fi_error_text("fi_av_insert of the peer's address", rc < 0 ? rc : -FI_EADDRNOTAVAIL));
+    throw Error(CHORUS_ERR_PEER_LOST, provider_ + ": " +
+                                          fi_error_text("fi_av_insert of the peer's address",
+                                                        rc < 0 ? rc : -FI_EADDRNOTAVAIL));
   }
   addresses_.emplace(std::move(key), addr);
   return addr;
@@ -330,7 +387,7 @@ bool Context::rank_dead(int rank, std::string* why) const {
   return true;
 }
 
-void Context::dispatch(const fi_cq_tagged_entry& entry) {
+void Context::dispatch(const fi_cq_data_entry& entry) {
   if (entry.op_context == nullptr) return;  // nothing of ours (no injected op asks for one)
   const auto* op = reinterpret_cast<const OpHeader*>(entry.op_context);
   op->ep->on_completion(*op, entry);
@@ -386,11 +443,13 @@ std::size_t Context::read_provider_cq() {
 
 std::size_t Context::progress() {
   const std::size_t handled = read_provider_cq();
-  for (auto& ep : endpoints_) {
-    if (ep->has_backlog()) ep->push_backlog();
-  }
-  for (auto& ep : closed_) {
-    if (ep->has_backlog()) ep->push_backlog();
+  backlog_ = false;
+  for (auto* list : {&endpoints_, &closed_}) {
+    for (auto& ep : *list) {
+      if (!ep->has_backlog()) continue;
+      ep->push_backlog();
+      backlog_ = backlog_ || ep->has_backlog();
+    }
   }
   const auto now = Deadline::Clock::now();
   if (now >= next_watch_check_) {
@@ -410,8 +469,8 @@ void Context::check_watch() {
 
 void Context::peer_gone(int rank, const std::string& why) {
   if (!dead_ranks_.emplace(rank, why).second) return;
-  log(CHORUS_LOG_WARN, why + " (noticed through the " + watch_->how(rank) +
-                           "); failing its endpoints");
+  log(CHORUS_LOG_WARN,
+      why + " (noticed through the " + watch_->how(rank) + "); failing its endpoints");
   for (auto& ep : endpoints_) {
     if (ep->peer_rank() == rank) ep->peer_dead(why, kDeathGrace);
   }
@@ -422,25 +481,42 @@ bool Context::sleep(const Deadline& limit) {
   const auto until = std::min(limit.at(), next_deadline_);
   pollfds_.clear();
   pollfds_.push_back({event_fd_.get(), POLLIN, 0});
+  // fi_trywait says whether the fd alone may be trusted to announce the next
+  // completion. When it says -FI_EAGAIN (the provider has steps of its own
+  // to take: a rendezvous under way, a connection coming up), the sleep is
+  // bounded by a back-off step, but the fd still wakes it when the peer's
+  // next message arrives, so a multi-step protocol does not wait out the
+  // step at every round trip. An fd that woke such a sleep is left out of
+  // the next one: should it stay readable while the provider makes no use
+  // of it, wake-ups are still spaced by the back-off steps, never a spin.
   bool use_cq_fd = false;
+  std::size_t cq_index = 0;
   if (cq_fd_ >= 0) {
     fid* f = &cq_->fid;
     use_cq_fd = fi_trywait(fabric_, &f, 1) == FI_SUCCESS;
-    if (use_cq_fd) pollfds_.push_back({cq_fd_, POLLIN, 0});
+    if (use_cq_fd || !cq_fd_woke_untrusted_) {
+      cq_index = pollfds_.size();
+      pollfds_.push_back({cq_fd_, POLLIN, 0});
+    }
   }
+  cq_fd_woke_untrusted_ = false;
+  const std::size_t doorbell_index = pollfds_.size();
+  if (doorbell_.valid()) pollfds_.push_back({doorbell_.get(), POLLIN, 0});
   const std::size_t first_watch_fd = pollfds_.size();
   watch_->add_pollfds(pollfds_);
 
-  // How long: to `until`; without a usable wait fd, one back-off step (the
-  // provider may have work only fi_cq_read notices).
+  // How long: to `until`; without a usable wait fd, or with posts queued
+  // behind -FI_EAGAIN (room in the provider, or a connection coming up, is
+  // not signalled on the fd), one back-off step.
   std::int64_t timeout_us = -1;
   if (until != Deadline::Clock::time_point::max()) {
     timeout_us = std::max<std::int64_t>(
         0, std::chrono::ceil<std::chrono::microseconds>(until - now).count());
   }
-  if (!use_cq_fd) {
-    const std::int64_t step = backoff_us_;
-    backoff_us_ = std::min<std::int64_t>(backoff_us_ * 2, cfg_.poll_max_us);
+  if (!use_cq_fd || backlog_) {
+    // With a doorbell, peers announce what they send: no short steps needed.
+    const std::int64_t step = doorbell_.valid() && !backlog_ ? cfg_.poll_max_us : backoff_us_;
+    backoff_us_ = std::min<std::int64_t>(backoff_us_ + backoff_us_ / 2 + 1, cfg_.poll_max_us);
     timeout_us = timeout_us < 0 ? step : std::min(timeout_us, step);
   }
   timespec ts{};
@@ -450,12 +526,18 @@ bool Context::sleep(const Deadline& limit) {
   }
   const int n = ::ppoll(pollfds_.data(), pollfds_.size(), timeout_us >= 0 ? &ts : nullptr, nullptr);
   if (n <= 0) return false;  // timeout, or EINTR: a spurious wake-up
+  if (cq_index != 0 && !use_cq_fd && pollfds_[cq_index].revents != 0) cq_fd_woke_untrusted_ = true;
   bool interrupted = false;
   if (pollfds_[0].revents != 0) {
     std::uint64_t value;
     while (::read(event_fd_.get(), &value, sizeof value) > 0) {
     }
     interrupted = true;
+  }
+  if (doorbell_index < first_watch_fd && pollfds_[doorbell_index].revents != 0) {
+    char scratch[16];
+    while (::recv(doorbell_.get(), scratch, sizeof scratch, MSG_DONTWAIT) >= 0) {
+    }
   }
   for (std::size_t i = first_watch_fd; i < pollfds_.size(); ++i) {
     if (pollfds_[i].revents != 0) {

@@ -6,6 +6,7 @@
 #include "completion_queue.h"
 #include "config.h"
 #include "deadline.h"
+#include "doorbell.h"
 #include "endpoint.h"
 #include "memory.h"
 #include "peer_watch.h"
@@ -19,6 +20,7 @@
 
 #include <poll.h>
 
+#include <array>
 #include <cstddef>
 #include <map>
 #include <memory>
@@ -28,6 +30,18 @@
 
 namespace chorus::ofi {
 
+/// Where a receive's overflow goes: the second iovec of every data receive.
+struct Spill {
+  void* buf;
+  std::size_t length;
+  void* desc;
+};
+
+/// One fi endpoint (FI_EP_RDM) serves all of the context's Chorus
+/// endpoints: a tcp;ofi_rxm endpoint costs tens of megabytes of buffers and
+/// most of a second to enable, so one per channel would not scale. Chorus
+/// endpoints are told apart by the key in each message's tag (wire.h).
+///
 /// Progress model: libfabric's manual progress (what tcp;ofi_rxm and shm
 /// offer): data moves only inside poll(), wait(), endpoint_connect and the
 /// posts, which all end in progress(): one bounded fi_cq_read sweep, the
@@ -36,8 +50,12 @@ namespace chorus::ofi {
 /// wait() sleeps in ppoll() on the completion queue's wait fd (FI_WAIT_FD,
 /// after fi_trywait says it is safe), an eventfd for interrupt(), and the
 /// peer watch's fds. A provider without a wait fd (shm in libfabric 1.17
-/// refuses FI_WAIT_FD with -FI_ENOSYS) is checked with sleeps that double
-/// from 10 µs up to transport.ofi.poll_max_us while idle.
+/// refuses FI_WAIT_FD with -FI_ENOSYS) gets a doorbell instead: every context
+/// binds an abstract datagram socket, and an endpoint rings its peer's after
+/// each send it hands over and each large receive that completes (the
+/// sender's completion waits for it). Sleeps last at most
+/// transport.ofi.poll_max_us, for what no ring announces (peers in another
+/// network namespace, the provider's internal steps).
 ///
 /// Threading: one caller thread at a time (the ABI's rule), so the domain is
 /// opened FI_THREAD_DOMAIN; interrupt() from any thread only writes the
@@ -57,6 +75,10 @@ class Context {
   fid_domain* domain() const { return domain_; }
   fid_av* av() const { return av_; }
   fid_cq* cq() const { return cq_; }
+  /// The context's fi endpoint; NULL once teardown closed it.
+  fid_ep* fi_ep() const { return ep_; }
+  /// Its name (fi_getname), which every blob of this context carries.
+  std::span<const std::byte> name() const { return {name_.data(), name_len_}; }
   CompletionQueue& completions() { return done_; }
   const std::string& provider() const { return provider_; }
   const MrPolicy& mr_policy() const { return mr_policy_; }
@@ -99,8 +121,17 @@ class Context {
   void note_deadline(Deadline::Clock::time_point at) {
     if (at < next_deadline_) next_deadline_ = at;
   }
-  /// Closes the per-endpoint registrations bound to `ep` (FI_MR_ENDPOINT).
-  void release_regions(const Endpoint& ep);
+  /// The context's spill area and its descriptor.
+  Spill spill() const {
+    return Spill{spill_.get(), kSpillSize, spill_mr_ ? spill_mr_->desc() : nullptr};
+  }
+  static constexpr std::size_t spill_size() { return kSpillSize; }
+  /// Peers ring doorbells (providers without a wait fd).
+  bool uses_doorbell() const { return doorbell_.valid(); }
+  /// Wakes the context behind `bell` if it sleeps; false when it cannot be
+  /// reached (closed, or in another network namespace).
+  bool ring(const Doorbell& bell) const;
+  std::uint64_t token() const { return watch_->token(); }
   /// A fingerprint of provider + address format, equal on compatible ranks.
   std::uint32_t fingerprint() const { return fingerprint_; }
   void describe_self(wire::Blob& blob) const { watch_->describe_self(blob); }
@@ -108,13 +139,18 @@ class Context {
 
  private:
   static constexpr std::int64_t kFirstBackoffUs = 10;
+  /// Bytes a message may exceed its receive by and still be measured (the
+  /// rest of a longer one is a provider truncation). Never read; pages
+  /// that nothing overflows into are never touched.
+  static constexpr std::size_t kSpillSize = std::size_t{1} << 20;
   static constexpr std::chrono::milliseconds kDeathGrace{100};
   static constexpr std::chrono::milliseconds kWatchInterval{50};
 
   void init(const chorus_tp_context_info_t& info);
   void teardown();
   void open_fabric(const std::string& bind_address);
-  void dispatch(const fi_cq_tagged_entry& entry);
+  void open_doorbell();
+  void dispatch(const fi_cq_data_entry& entry);
   void dispatch_error();
   void fail_all(int status, const std::string& why);
   void check_watch();
@@ -136,8 +172,13 @@ class Context {
   fid_domain* domain_ = nullptr;
   fid_av* av_ = nullptr;
   fid_cq* cq_ = nullptr;
-  int cq_fd_ = -1;  // the CQ's FI_WAIT_FD, or -1
+  fid_ep* ep_ = nullptr;
+  std::array<std::byte, wire::kMaxNameSize> name_{};
+  std::size_t name_len_ = 0;
+  int cq_fd_ = -1;                     // the CQ's FI_WAIT_FD, or -1
+  bool cq_fd_woke_untrusted_ = false;  // see sleep()
   UniqueFd event_fd_;
+  UniqueFd doorbell_;
   std::unique_ptr<PeerWatch> watch_;
 
   CompletionQueue done_;
@@ -147,12 +188,15 @@ class Context {
   std::vector<std::unique_ptr<chorus_tp_endpoint>> closed_;
   std::map<std::vector<std::byte>, fi_addr_t> addresses_;
   std::vector<std::unique_ptr<chorus_tp_mr>> regions_;
+  std::unique_ptr<std::byte[]> spill_;
+  std::unique_ptr<chorus_tp_mr> spill_mr_;
   std::map<int, std::string> dead_ranks_;
   Deadline::Clock::time_point next_deadline_ = Deadline::Clock::time_point::max();
   Deadline::Clock::time_point next_watch_check_{};
   std::int64_t backoff_us_ = kFirstBackoffUs;
+  bool backlog_ = false;  // some endpoint has posts queued behind -FI_EAGAIN
   std::vector<pollfd> pollfds_;
-  std::vector<fi_cq_tagged_entry> entries_;
+  std::vector<fi_cq_data_entry> entries_;
 };
 
 }  // namespace chorus::ofi

@@ -17,6 +17,8 @@ class Deadline {
     return Deadline(Clock::now() + std::chrono::milliseconds(timeout_ms));
   }
 
+  static Deadline at(Clock::time_point when) { return Deadline(when); }
+
   bool is_never() const { return at_ == Clock::time_point::max(); }
   bool expired() const { return !is_never() && Clock::now() >= at_; }
   Clock::time_point at() const { return at_; }

@@ -10,6 +10,7 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 
+#include <sys/uio.h>
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
@@ -20,9 +21,11 @@ namespace chorus::ofi {
 namespace {
 
 /// endpoint_close waits this long, at most, for cancelled receives to come back.
-constexpr std::chrono::milliseconds kCloseLinger{100};
+constexpr std::chrono::milliseconds kCloseLinger{1000};
 /// After a bye, the messages it says were sent before it must land within this.
 constexpr std::chrono::seconds kByeGrace{5};
+/// The dialling side of endpoint_connect repeats an unanswered hello this often.
+constexpr std::chrono::milliseconds kHelloRepeat{500};
 
 /// Target of zero-length posts: some providers reject a NULL buffer.
 std::byte g_empty[1];
@@ -65,7 +68,7 @@ Endpoint::Endpoint(Context& ctx, int peer_rank, int channel, std::uint32_t key)
   }
 }
 
-Endpoint::~Endpoint() { close_fi(); }
+Endpoint::~Endpoint() { detach(); }
 
 std::string Endpoint::who() const {
   return "rank " + std::to_string(peer_rank_) + " (channel " + std::to_string(channel_) + ")";
@@ -76,54 +79,24 @@ std::string Endpoint::op_text(OpKind kind) const {
          who();
 }
 
+void Endpoint::ring() {
+  // A peer that cannot be reached (another network namespace) falls back to
+  // its own periodic checks; stop trying.
+  if (ring_peer_ && !ctx_.ring(peer_bell_)) ring_peer_ = false;
+}
+
 void Endpoint::open() {
-  const std::string& prov = ctx_.provider();
-  int rc = fi_endpoint(ctx_.domain(), const_cast<fi_info*>(&ctx_.info()), &ep_, nullptr);
-  if (rc != 0) {
-    ep_ = nullptr;
-    throw Error(CHORUS_ERR_SYSTEM, prov + ": " + fi_error_text("fi_endpoint", rc));
-  }
-  rc = fi_ep_bind(ep_, &ctx_.av()->fid, 0);
-  if (rc != 0) throw Error(CHORUS_ERR_SYSTEM, prov + ": " + fi_error_text("fi_ep_bind(av)", rc));
-  rc = fi_ep_bind(ep_, &ctx_.cq()->fid, FI_TRANSMIT | FI_RECV);
-  if (rc != 0) throw Error(CHORUS_ERR_SYSTEM, prov + ": " + fi_error_text("fi_ep_bind(cq)", rc));
-  rc = fi_enable(ep_);
-  if (rc != 0) throw Error(CHORUS_ERR_SYSTEM, prov + ": " + fi_error_text("fi_enable", rc));
-  std::size_t len = name_.size();
-  rc = fi_getname(&ep_->fid, name_.data(), &len);
-  if (rc == -FI_ETOOSMALL) {
-    throw Error(CHORUS_ERR_UNAVAILABLE, prov + ": endpoint names of " + std::to_string(len) +
-                                            " bytes exceed the transport's limit of " +
-                                            std::to_string(name_.size()));
-  }
-  if (rc != 0) throw Error(CHORUS_ERR_SYSTEM, prov + ": " + fi_error_text("fi_getname", rc));
-  name_len_ = len;
-  {
-    std::lock_guard lock(local_endpoints::mutex());
-    local_endpoints::add(name());
-  }
+  ep_ = ctx_.fi_ep();
   if (ctx_.mr_policy().required) {
-    fid_ep* bind = ctx_.mr_policy().per_endpoint ? ep_ : nullptr;
-    control_tx_mr_ = register_region(ctx_, control_tx_.data(), sizeof control_tx_, bind);
-    control_rx_mr_ = register_region(ctx_, control_rx_.data(), sizeof control_rx_, bind);
+    control_tx_mr_ = register_region(ctx_, control_tx_.data(), sizeof control_tx_);
+    control_rx_mr_ = register_region(ctx_, control_rx_.data(), sizeof control_rx_);
   }
   for (ControlRecv& r : control_rx_) post_control_recv(r);
 }
 
-void Endpoint::close_fi() {
-  if (ep_ != nullptr) {
-    std::lock_guard lock(local_endpoints::mutex());
-    local_endpoints::remove(name());
-    int rc = fi_close(&ep_->fid);
-    if (rc == -FI_EBUSY) {
-      // Some providers refuse while regions are still bound to the endpoint.
-      ctx_.release_regions(*this);
-      rc = fi_close(&ep_->fid);
-    }
-    if (rc != 0) log(CHORUS_LOG_WARN, ctx_.provider() + ": " + fi_error_text("fi_close(ep)", rc));
-    ep_ = nullptr;
-  }
-  ctx_.release_regions(*this);
+void Endpoint::detach() {
+  // The context closed its fi endpoint: nothing is with the provider any more.
+  ep_ = nullptr;
   for (Queue* q : {&tx_, &rx_}) {
     for (Wr& w : q->ring) {
       if (w.temp_mr != nullptr) fi_close(&w.temp_mr->fid);
@@ -142,7 +115,8 @@ void Endpoint::close_fi() {
 // ---- connection setup ---------------------------------------------------------
 
 void Endpoint::connect(const void* peer_blob, std::size_t length, int timeout_ms) {
-  if (closing_) throw Error(CHORUS_ERR_INVALID_ARGUMENT, "endpoint_connect: the endpoint is closed");
+  if (closing_)
+    throw Error(CHORUS_ERR_INVALID_ARGUMENT, "endpoint_connect: the endpoint is closed");
   if (connected_) {
     throw Error(CHORUS_ERR_INVALID_ARGUMENT,
                 "endpoint_connect: the endpoint to " + who() + " is already connected");
@@ -150,8 +124,7 @@ void Endpoint::connect(const void* peer_blob, std::size_t length, int timeout_ms
   const auto blob = wire::decode_blob(peer_blob, length);
   if (!blob) {
     throw Error(CHORUS_ERR_INVALID_ARGUMENT,
-                "endpoint_connect: the " + std::to_string(length) +
-                    "-byte blob for " + who() +
+                "endpoint_connect: the " + std::to_string(length) + "-byte blob for " + who() +
                     " is not an ofi transport address (another transport's, or corrupted)");
   }
   if (blob->provider != ctx_.fingerprint()) {
@@ -177,20 +150,36 @@ void Endpoint::connect(const void* peer_blob, std::size_t length, int timeout_ms
   if (peer_in_process_) {
     std::lock_guard lock(local_endpoints::mutex());
     if (!local_endpoints::open(peer_name_)) {
-      throw Error(CHORUS_ERR_PEER_LOST, "the endpoint of " + who() +
-                                            " (in this process) is already closed");
+      throw Error(CHORUS_ERR_PEER_LOST,
+                  "the endpoint of " + who() + " (in this process) is already closed");
     }
   }
   peer_addr_ = ctx_.address_of(blob->name_bytes());
-  send_control(wire::ControlType::kHello, peer_addr_, peer_key_, 0);
+  if (ctx_.uses_doorbell()) {
+    peer_bell_ = Doorbell::of(blob->pid, blob->context_token);
+    ring_peer_ = true;
+  }
+  // Only the higher rank says hello; the lower rank answers it with an ack
+  // whenever its context progresses (in any call, even while it connects
+  // other endpoints), so neither side needs the other to be inside
+  // endpoint_connect at the same moment, and the two providers' endpoints
+  // never dial each other at once (tcp;ofi_rxm can lose the messages of a
+  // simultaneous connection). The hello is repeated while unanswered.
+  const bool dialer = ctx_.rank() > peer_rank_;
+  auto next_hello = Deadline::Clock::now();
   ctx_.reset_backoff();
-  // Done when the peer's hello arrived (it has our blob and called connect)
-  // or it acknowledged ours (its context answers whenever it progresses,
-  // even while it connects other endpoints), so neither side needs the other
-  // to be inside endpoint_connect at the same moment.
   for (;;) {
+    if (dialer && Deadline::Clock::now() >= next_hello) {
+      // A hello still queued behind -FI_EAGAIN (the connection is being set
+      // up) is not repeated.
+      const bool queued = std::any_of(control_tx_.begin(), control_tx_.end(), [](const auto& s) {
+        return s.state == ControlSlot::State::kQueued && s.type == wire::ControlType::kHello;
+      });
+      if (!queued) send_control(wire::ControlType::kHello, peer_addr_, peer_key_, 0);
+      next_hello = Deadline::Clock::now() + kHelloRepeat;
+    }
     ctx_.progress();
-    if (hello_key_ == peer_key_ || acked_) break;
+    if (dialer ? acked_ : hello_key_ == peer_key_) break;
     std::string why;
     if (bye_seen_) {
       throw Error(CHORUS_ERR_PEER_LOST, "rank " + std::to_string(peer_rank_) +
@@ -205,10 +194,11 @@ void Endpoint::connect(const void* peer_blob, std::size_t length, int timeout_ms
       throw Error(CHORUS_ERR_TIMEOUT,
                   who() + " did not answer within " + std::to_string(timeout_ms) + " ms over " +
                       ctx_.provider() +
-                      ": its endpoint is gone, or it has not called endpoint_connect and its "
-                      "context is not progressing");
+                      (dialer ? ": its endpoint is gone, or its context is not progressing"
+                              : ": its endpoint is gone, or it has not called endpoint_connect"));
     }
-    ctx_.sleep(deadline);
+    const auto wake = dialer ? std::min(deadline.at(), next_hello) : deadline.at();
+    ctx_.sleep(Deadline::at(wake));
   }
   connected_ = true;
   log(CHORUS_LOG_DEBUG, "rank " + std::to_string(ctx_.rank()) + " connected to " + who());
@@ -220,7 +210,7 @@ void Endpoint::post_control_recv(ControlRecv& r) {
   if (ep_ == nullptr || r.posted || closing_) return;
   void* desc = control_rx_mr_ != nullptr ? fi_mr_desc(control_rx_mr_) : nullptr;
   const ssize_t rc = fi_trecv(ep_, r.buf.data(), r.buf.size(), desc, FI_ADDR_UNSPEC,
-                              wire::control_tag(key_), wire::kLengthMask, &r.hdr.fi);
+                              wire::control_tag(key_), 0, &r.hdr.fi);
   if (rc == 0) {
     r.posted = true;
   } else if (rc != -FI_EAGAIN) {
@@ -237,7 +227,7 @@ void Endpoint::send_control(wire::ControlType type, fi_addr_t to, std::uint32_t 
     return;
   }
   const std::span<const std::byte> my_name =
-      type == wire::ControlType::kHello ? name() : std::span<const std::byte>{};
+      type == wire::ControlType::kHello ? ctx_.name() : std::span<const std::byte>{};
   it->length = wire::encode(type, key_, count, my_name, it->buf.data());
   it->to = to;
   it->to_key = to_key;
@@ -252,7 +242,8 @@ void Endpoint::push_control() {
   for (;;) {
     ControlSlot* next = nullptr;
     for (ControlSlot& s : control_tx_) {
-      if (s.state == ControlSlot::State::kQueued && (next == nullptr || s.seq < next->seq)) next = &s;
+      if (s.state == ControlSlot::State::kQueued && (next == nullptr || s.seq < next->seq))
+        next = &s;
     }
     if (next == nullptr) return;
     const std::uint64_t tag = wire::control_tag(next->to_key);
@@ -275,6 +266,7 @@ void Endpoint::push_control() {
       if (rc == 0) next->state = ControlSlot::State::kPosted;
     }
     if (rc == -FI_EAGAIN) return;  // the context's progress() retries
+    if (rc == 0 && next->to == peer_addr_) ring();
     if (rc != 0) {
       next->state = ControlSlot::State::kFree;
       control_error_ = ctx_.provider() + ": " + fi_error_text("fi_tsend(control)", rc);
@@ -303,8 +295,8 @@ void Endpoint::on_control(const std::byte* data, std::size_t length) {
         try {
           to = ctx_.address_of({c->name, c->name_len});
         } catch (const Error& e) {
-          log(CHORUS_LOG_DEBUG, std::string("cannot answer a hello from ") + who() + ": " +
-                                    e.what());
+          log(CHORUS_LOG_DEBUG,
+              std::string("cannot answer a hello from ") + who() + ": " + e.what());
           return;
         }
         hello_addr_ = to;
@@ -357,10 +349,12 @@ int Endpoint::post(Queue& q, OpKind kind, std::byte* buf, std::size_t length, Me
                    std::uint64_t wr_id) {
   const bool send = kind == OpKind::kSend;
   const char* op = send ? "post_send" : "post_recv";
-  if (closing_) return set_last_error(CHORUS_ERR_INVALID_ARGUMENT, std::string(op) + ": the endpoint is closed");
+  if (closing_)
+    return set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
+                          std::string(op) + ": the endpoint is closed");
   if (!connected_) {
-    return set_last_error(CHORUS_ERR_INVALID_ARGUMENT, std::string(op) + ": the endpoint to " +
-                                                           who() + " is not connected");
+    return set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
+                          std::string(op) + ": the endpoint to " + who() + " is not connected");
   }
   const int status = send ? tx_status_ : rx_status_;
   if (status != CHORUS_OK) {
@@ -377,10 +371,10 @@ int Endpoint::post(Queue& q, OpKind kind, std::byte* buf, std::size_t length, Me
     return set_last_error(CHORUS_ERR_INVALID_ARGUMENT, std::string(op) + ": NULL buffer");
   }
   if (length > ctx_.max_message_size()) {
-    return set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
-                          std::string(op) + ": " + std::to_string(length) +
-                              " bytes exceed max_message_size " +
-                              std::to_string(ctx_.max_message_size()));
+    return set_last_error(CHORUS_ERR_INVALID_ARGUMENT, std::string(op) + ": " +
+                                                           std::to_string(length) +
+                                                           " bytes exceed max_message_size " +
+                                                           std::to_string(ctx_.max_message_size()));
   }
   if (q.outstanding >= kMaxOutstanding || q.at(q.tail).state != Wr::State::kFree) {
     return set_last_error(CHORUS_ERR_AGAIN, std::string(op) + ": " +
@@ -395,10 +389,10 @@ int Endpoint::post(Queue& q, OpKind kind, std::byte* buf, std::size_t length, Me
       return set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
                             std::string(op) + ": the buffer is not inside the registration");
     }
-    desc = mr->desc(*this);
+    desc = mr->desc();
   } else if (ctx_.mr_policy().required && length > 0) {
     // The ABI lets a caller post unregistered memory; the provider does not.
-    temp = register_region(ctx_, buf, length, ctx_.mr_policy().per_endpoint ? ep_ : nullptr);
+    temp = register_region(ctx_, buf, length);
     desc = fi_mr_desc(temp);
   }
   Wr& w = q.at(q.tail);
@@ -428,7 +422,7 @@ long Endpoint::submit(Wr& w, OpKind kind) {
       lock = std::unique_lock(local_endpoints::mutex());
       if (!local_endpoints::open(peer_name_)) return -FI_ESHUTDOWN;
     }
-    const std::uint64_t tag = wire::data_tag(peer_key_, w.length);
+    const std::uint64_t tag = wire::data_tag(peer_key_);
     if (w.length <= ctx_.inject_size()) {
       // Injected: the buffer is free on return, so the send is complete.
       rc = fi_tinject(ep_, buf, w.length, peer_addr_, tag);
@@ -442,8 +436,17 @@ long Endpoint::submit(Wr& w, OpKind kind) {
     rc = fi_tsend(ep_, buf, w.length, w.desc, peer_addr_, tag, &w.hdr.fi);
     if (rc == 0) ++tx_submitted_;
   } else {
-    rc = fi_trecv(ep_, buf, w.length, w.desc, FI_ADDR_UNSPEC, wire::data_tag(key_, 0),
-                  wire::kLengthMask, &w.hdr.fi);
+    // The spill behind the buffer catches a message longer than the receive
+    // (up to the spill's size), so a short receive is told by its length
+    // instead of a provider truncation (which tcp;ofi_rxm answers by
+    // dropping the connection, and after which shm cannot say how long the
+    // message was).
+    const Spill spill = ctx_.spill();
+    iovec iov[2] = {{buf, static_cast<std::size_t>(w.length)}, {spill.buf, spill.length}};
+    void* desc[2] = {w.desc, spill.desc};
+    const bool one = w.length == 0;
+    rc = fi_trecvv(ep_, one ? iov + 1 : iov, one ? desc + 1 : desc, one ? 1 : 2, FI_ADDR_UNSPEC,
+                   wire::data_tag(key_), 0, &w.hdr.fi);
   }
   if (rc == 0) {
     w.state = Wr::State::kPosted;
@@ -463,9 +466,11 @@ void Endpoint::push(Queue& q, OpKind kind, int retries) {
     const long rc = submit(w, kind);
     if (rc == 0) {
       ++q.posted;
+      if (send) ring();
       continue;
     }
-    if (rc == -FI_EAGAIN) {
+    // shm answers a full receive queue with -FI_ENOMEM rather than -FI_EAGAIN.
+    if (rc == -FI_EAGAIN || (rc == -FI_ENOMEM && !send)) {
       // Let the provider make room (completions, connection setup), a few
       // times; then the post stays queued and progress() hands it over.
       if (retries-- > 0) {
@@ -537,7 +542,7 @@ void Endpoint::retire(Queue& q, std::uint32_t opcode) {
   if (q.posted < q.head) q.posted = q.head;
 }
 
-void Endpoint::on_completion(const OpHeader& op, const fi_cq_tagged_entry& entry) {
+void Endpoint::on_completion(const OpHeader& op, const fi_cq_data_entry& entry) {
   switch (op.kind) {
     case OpKind::kSend:
     case OpKind::kRecv: {
@@ -549,9 +554,21 @@ void Endpoint::on_completion(const OpHeader& op, const fi_cq_tagged_entry& entry
         fi_close(&w.temp_mr->fid);
         w.temp_mr = nullptr;
       }
+      // A sender of more than an inject's worth waits for its completion,
+      // which this receive's end produces in the sender's queue.
+      if (!send && entry.len > ctx_.inject_size()) ring();
       if (w.state == Wr::State::kPosted) {
         w.state = Wr::State::kDone;
         w.byte_len = send ? w.length : entry.len;
+        if (!send && entry.len > w.length) {
+          // The message ran into the spill: a short receive. The stream is
+          // intact, so the endpoint stays usable (as with the tcp transport).
+          w.state = Wr::State::kFailed;
+          w.status = CHORUS_ERR_INVALID_ARGUMENT;
+          w.error = "message of " + std::to_string(entry.len) + " bytes arrived for a receive of " +
+                    std::to_string(w.length) + " bytes from " + who() +
+                    "; the message was discarded";
+        }
       }
       if (w.retired) {
         release(w);
@@ -596,22 +613,20 @@ void Endpoint::on_error(const OpHeader& op, const fi_cq_err_entry& err,
         return;
       }
       if (!send && code == FI_ETRUNC) {
-        // The tag carries the message's length (wire.h). Providers cannot
+        // Longer than the receive and the spill together. Providers cannot
         // resume a stream after a truncation (tcp;ofi_rxm drops the
-        // connection), so the endpoint closes: uniform across providers.
-        const bool tagged = (err.tag >> wire::kKindShift) == wire::kKindData;
+        // connection), so the endpoint closes, whatever the provider.
         const std::string what =
-            "message of " +
-            (tagged ? std::to_string(wire::tag_length(err.tag)) : std::string("more than ") +
-                                                                        std::to_string(w.length)) +
-            " bytes arrived for a receive of " + std::to_string(w.length) + " bytes from " +
-            who() + "; the endpoint is closed [" + ctx_.provider() + ": " + detail + "]";
+            "message of more than " + std::to_string(w.length + ctx_.spill_size()) +
+            " bytes arrived for a receive of " + std::to_string(w.length) + " bytes from " + who() +
+            "; the endpoint is closed [" + ctx_.provider() + ": " + detail + "]";
         w.state = Wr::State::kFailed;
         w.status = CHORUS_ERR_INVALID_ARGUMENT;
         w.error = what;
-        if (!bye_seen_ && connected_) send_control(wire::ControlType::kBye, peer_addr_, peer_key_, tx_submitted_);
-        fail_both(CHORUS_ERR_PEER_LOST, "the endpoint to " + who() +
-                                            " was closed after a short receive: " + what);
+        if (!bye_seen_ && connected_)
+          send_control(wire::ControlType::kBye, peer_addr_, peer_key_, tx_submitted_);
+        fail_both(CHORUS_ERR_PEER_LOST,
+                  "the endpoint to " + who() + " was closed after a short receive: " + what);
         return;
       }
       const std::string what = ctx_.provider() + ": " + op_text(op.kind) + " failed: " + detail;
@@ -619,8 +634,8 @@ void Endpoint::on_error(const OpHeader& op, const fi_cq_err_entry& err,
       w.status = status_of(code);
       w.error = what;
       log(CHORUS_LOG_WARN, what);
-      fail_both(CHORUS_ERR_PEER_LOST, "the endpoint to " + who() +
-                                          " failed after an earlier error: " + what);
+      fail_both(CHORUS_ERR_PEER_LOST,
+                "the endpoint to " + who() + " failed after an earlier error: " + what);
       return;
     }
     case OpKind::kControlRecv: {
@@ -768,9 +783,11 @@ void Endpoint::shut_down(bool drain) {
     if (ctx_.progress() == 0) ctx_.sleep(until);
   }
   if (!quiescent()) {
-    log(CHORUS_LOG_DEBUG, "the provider still holds receives of the endpoint to " + who() +
-                              "; closing its fi endpoint now");
-    close_fi();
+    // The fi endpoint is shared by the context's endpoints and stays open;
+    // a receive the provider had already matched may still land.
+    log(CHORUS_LOG_WARN, ctx_.provider() + " still holds receives of the closed endpoint to " +
+                             who() + " after " + std::to_string(kCloseLinger.count()) +
+                             " ms; they may still write into their buffers");
   }
 }
 

@@ -1,8 +1,9 @@
-// Endpoint: one reliable, ordered channel to one peer, made of one
-// libfabric RDM endpoint that talks only to the peer's endpoint.
+// Endpoint: one reliable, ordered channel to one peer, multiplexed with the
+// context's other endpoints over the context's one libfabric RDM endpoint.
 #pragma once
 
 #include "deadline.h"
+#include "doorbell.h"
 #include "wire.h"
 
 #include <chorus/transport.h>
@@ -11,9 +12,9 @@
 
 #include <array>
 #include <chrono>
-#include <span>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -35,10 +36,10 @@ struct OpHeader {
   std::uint32_t slot;
 };
 
-/// Ordering: every Chorus endpoint owns one fi endpoint, and the two fi
-/// endpoints of a pair only talk to each other. Messages are tagged sends
-/// (wire.h) under FI_ORDER_SAS, so they are matched in send order against
-/// receives that the provider matches in post order. Provider completions may
+/// Ordering: messages are tagged sends (wire.h) carrying the receiving
+/// endpoint's key, between the two contexts' fi endpoints under FI_ORDER_SAS;
+/// so per Chorus endpoint they are matched in send order against receives
+/// that the provider matches in post order. Provider completions may
 /// come out of order (comp_order is 0 for tcp;ofi_rxm and shm); each direction
 /// is therefore a ring retired strictly from its head.
 ///
@@ -65,13 +66,12 @@ class Endpoint {
   int peer_rank() const { return peer_rank_; }
   int channel() const { return channel_; }
   std::uint32_t key() const { return key_; }
-  fid_ep* fi() const { return ep_; }
-  bool closing() const { return closing_; }
-  /// The fi endpoint's name (fi_getname), for the blob.
-  std::span<const std::byte> name() const { return {name_.data(), name_len_}; }
 
-  /// Creates the fi endpoint and posts the control receives. Throws Error.
+  bool closing() const { return closing_; }
+  /// Posts the control receives on the context's fi endpoint. Throws Error.
   void open();
+  /// The context closed its fi endpoint: releases what was lent to the provider.
+  void detach();
   /// Blocks until the peer answered or the timeout passed. Throws Error.
   void connect(const void* peer_blob, std::size_t length, int timeout_ms);
 
@@ -79,7 +79,7 @@ class Endpoint {
   int post_recv(void* buf, std::size_t length, MemoryRegion* mr, std::uint64_t wr_id);
 
   /// A provider completion (or error) for one of this endpoint's operations.
-  void on_completion(const OpHeader& op, const fi_cq_tagged_entry& entry);
+  void on_completion(const OpHeader& op, const fi_cq_data_entry& entry);
   void on_error(const OpHeader& op, const fi_cq_err_entry& err, const std::string& provider_text);
   /// Hands queued posts (the provider said -FI_EAGAIN earlier) to the provider.
   void push_backlog();
@@ -93,16 +93,11 @@ class Endpoint {
   void fail(int status, const std::string& why);
 
   /// endpoint_close: tells the peer (bye), cancels the receives and, with
-  /// `drain`, waits briefly until the provider has let go of them (else the
-  /// fi endpoint is closed at once). Outstanding posts vanish. The fi
-  /// endpoint otherwise stays open until the context closes, so the bye and
-  /// sends already handed to the provider still leave.
+  /// `drain`, waits (up to a second) until the provider has handed them back,
+  /// so nothing lands in their buffers afterwards. Outstanding posts vanish.
   void shut_down(bool drain);
   /// No receive or control message is still with the provider.
   bool quiescent() const;
-  /// Closes the fi endpoint (context_close, or shut_down could not confirm
-  /// the receives were cancelled).
-  void close_fi();
 
   /// A completion of this endpoint left the completion queue: frees its slot.
   void on_reaped(std::uint32_t opcode);
@@ -171,6 +166,7 @@ class Endpoint {
   void on_control(const std::byte* data, std::size_t length);
   void peer_closed(std::uint64_t count);
 
+  void ring();
   std::string who() const;
   std::string op_text(OpKind kind) const;
 
@@ -178,23 +174,23 @@ class Endpoint {
   const int peer_rank_;
   const int channel_;
   const std::uint32_t key_;
-  fid_ep* ep_ = nullptr;
-  std::array<std::byte, wire::kMaxNameSize> name_{};
-  std::size_t name_len_ = 0;
+  fid_ep* ep_ = nullptr;  // the context's, until it closes it
 
   // Connection state.
   bool connected_ = false;
   bool closing_ = false;
-  std::uint32_t peer_key_ = 0;       // from the peer's blob
+  std::uint32_t peer_key_ = 0;  // from the peer's blob
   std::vector<std::byte> peer_name_;
-  bool peer_in_process_ = false;     // guarded by local_endpoints (local_endpoints.h)
+  Doorbell peer_bell_;
+  bool ring_peer_ = false;        // the context uses doorbells and the peer's answers
+  bool peer_in_process_ = false;  // guarded by local_endpoints (local_endpoints.h)
   fi_addr_t peer_addr_ = FI_ADDR_UNSPEC;
-  std::uint32_t hello_key_ = 0;      // sender key of a hello received before or during connect
+  std::uint32_t hello_key_ = 0;  // sender key of a hello received before or during connect
   fi_addr_t hello_addr_ = FI_ADDR_UNSPEC;
   bool acked_ = false;
   bool bye_seen_ = false;
-  std::string control_error_;        // a hello that could not be delivered
-  std::uint64_t tx_submitted_ = 0;   // data sends handed to the provider (the bye's count)
+  std::string control_error_;       // a hello that could not be delivered
+  std::uint64_t tx_submitted_ = 0;  // data sends handed to the provider (the bye's count)
 
   Queue tx_;
   Queue rx_;

@@ -17,37 +17,33 @@ class Endpoint;
 
 /// What the provider's mr_mode asks of registrations in this context.
 struct MrPolicy {
-  bool required = false;   // FI_MR_LOCAL, or transport.ofi.registration = always
-  bool per_endpoint = false;  // FI_MR_ENDPOINT: bind every region to each fi endpoint
-  bool provider_key = false;  // FI_MR_PROV_KEY: the provider picks the key
+  bool required = false;       // FI_MR_LOCAL, or transport.ofi.registration = always
+  bool bind_endpoint = false;  // FI_MR_ENDPOINT: bind each region to the fi endpoint
+  bool provider_key = false;   // FI_MR_PROV_KEY: the provider picks the key
 };
 
-/// One registration. With FI_MR_ENDPOINT the provider needs a region per fi
-/// endpoint; they are made on first use by a post on that endpoint.
+/// One registration of a caller's buffer (mem_register).
 class MemoryRegion {
  public:
+  /// Throws Error.
   MemoryRegion(Context& ctx, void* addr, std::size_t length);
   ~MemoryRegion();
   MemoryRegion(const MemoryRegion&) = delete;
   MemoryRegion& operator=(const MemoryRegion&) = delete;
 
   bool covers(const void* buf, std::size_t length) const;
-  /// The descriptor to pass with a post on `ep`; registers for `ep` first
-  /// when the domain wants per-endpoint regions. Throws Error.
-  void* desc(Endpoint& ep);
-  /// Closes the regions bound to `ep` (it is being closed).
-  void forget(const Endpoint& ep);
+  /// The descriptor to pass with a post inside the region.
+  void* desc() const { return mr_ != nullptr ? fi_mr_desc(mr_) : nullptr; }
 
  private:
-  Context& ctx_;
   std::byte* addr_;
   std::size_t length_;
-  fid_mr* mr_ = nullptr;  // domain-wide region (no FI_MR_ENDPOINT)
-  std::vector<std::pair<const Endpoint*, fid_mr*>> per_ep_;
+  fid_mr* mr_ = nullptr;
 };
 
-/// Registers [addr, addr+length) for send and receive. Throws Error.
-fid_mr* register_region(Context& ctx, void* addr, std::size_t length, fid_ep* bind_to);
+/// Registers [addr, addr+length) for send and receive, following the
+/// context's MrPolicy (key choice, FI_MR_ENDPOINT binding). Throws Error.
+fid_mr* register_region(Context& ctx, void* addr, std::size_t length);
 
 }  // namespace chorus::ofi
 

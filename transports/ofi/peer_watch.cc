@@ -139,7 +139,10 @@ ProcessIdentity ProcessIdentity::current() {
 }
 
 PeerWatch::PeerWatch(int rank, int size, Liveness mode, const std::string& bind_address)
-    : rank_(rank), size_(size), mode_(mode), self_(ProcessIdentity::current()),
+    : rank_(rank),
+      size_(size),
+      mode_(mode),
+      self_(ProcessIdentity::current()),
       token_(random_u64()) {
   if (mode_ == Liveness::kAuto || mode_ == Liveness::kSocket) listen(bind_address);
 }
@@ -160,8 +163,7 @@ void PeerWatch::listen(const std::string& bind_address) {
   ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
   if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
       ::listen(fd.get(), 64) != 0) {
-    throw Error(CHORUS_ERR_SYSTEM,
-                "peer watch listener on " + text + ": " + errno_text(errno));
+    throw Error(CHORUS_ERR_SYSTEM, "peer watch listener on " + text + ": " + errno_text(errno));
   }
   sockaddr_storage bound{};
   socklen_t blen = sizeof bound;
@@ -174,8 +176,7 @@ void PeerWatch::listen(const std::string& bind_address) {
       reinterpret_cast<sockaddr_in*>(&advertised)->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     }
     listen_family_ = 4;
-    std::memcpy(listen_address_.data(), &reinterpret_cast<sockaddr_in*>(&advertised)->sin_addr,
-                4);
+    std::memcpy(listen_address_.data(), &reinterpret_cast<sockaddr_in*>(&advertised)->sin_addr, 4);
   } else {
     auto* in6 = reinterpret_cast<sockaddr_in6*>(&bound);
     listen_port_ = ntohs(in6->sin6_port);
@@ -183,8 +184,8 @@ void PeerWatch::listen(const std::string& bind_address) {
       reinterpret_cast<sockaddr_in6*>(&advertised)->sin6_addr = in6addr_loopback;
     }
     listen_family_ = 6;
-    std::memcpy(listen_address_.data(),
-                &reinterpret_cast<sockaddr_in6*>(&advertised)->sin6_addr, 16);
+    std::memcpy(listen_address_.data(), &reinterpret_cast<sockaddr_in6*>(&advertised)->sin6_addr,
+                16);
   }
   listener_ = std::move(fd);
 }
@@ -220,6 +221,7 @@ void PeerWatch::watch(const wire::Blob& blob, const Deadline& deadline) {
     const int fd = pidfd_open(blob.pid);
     if (fd >= 0) {
       p.pidfd.reset(fd);
+      p.how = "pidfd of pid " + std::to_string(blob.pid);
       const std::uint64_t start = process_start_time(blob.pid);
       if (start != 0 && blob.start_time != 0 && start != blob.start_time) {
         p.dead = true;
@@ -315,6 +317,7 @@ void PeerWatch::dial(Peer& p, const wire::Blob& blob, const Deadline& deadline) 
                                           errno_text(errno));
   }
   p.socket = std::move(fd);
+  p.how = "peer watch connection to " + where;
   log(CHORUS_LOG_DEBUG, "watching rank " + std::to_string(blob.rank) + " over " + where);
 }
 
@@ -360,6 +363,7 @@ void PeerWatch::read_pending() {
         Peer& peer_state = peer(rank);
         if (!peer_state.dead) {
           peer_state.socket = std::move(p.fd);
+          peer_state.how = "peer watch connection from rank " + std::to_string(rank);
           log(CHORUS_LOG_DEBUG, "rank " + std::to_string(rank) + " watches us and we it");
         }
       } else {
@@ -425,10 +429,7 @@ std::vector<std::pair<int, std::string>> PeerWatch::check() {
 
 std::string PeerWatch::how(int rank) const {
   auto it = peers_.find(rank);
-  if (it == peers_.end()) return "not watched";
-  if (it->second.pidfd.valid()) return "pidfd of pid " + std::to_string(it->second.pid);
-  if (it->second.socket.valid()) return "peer watch connection";
-  return "not watched";
+  return it == peers_.end() ? "not watched" : it->second.how;
 }
 
 }  // namespace chorus::ofi

@@ -49,6 +49,8 @@ class PeerWatch {
   PeerWatch(const PeerWatch&) = delete;
   PeerWatch& operator=(const PeerWatch&) = delete;
 
+  /// This context's random token (in its blob): names its doorbell too.
+  std::uint64_t token() const { return token_; }
   /// Writes this process's identity and the watch listener into a blob.
   void describe_self(wire::Blob& blob) const;
   /// The blob's owner is this very process.
@@ -83,6 +85,7 @@ class PeerWatch {
     bool dead = false;
     bool reported = false;
     std::string why;
+    std::string how = "not watched";
   };
   struct Pending {
     UniqueFd fd;

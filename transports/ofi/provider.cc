@@ -40,8 +40,7 @@ struct Requirement {
 };
 
 const Requirement kRequirements[] = {
-    {"reliable datagram endpoints (FI_EP_RDM)",
-     [](fi_info* h) { h->ep_attr->type = FI_EP_RDM; }},
+    {"reliable datagram endpoints (FI_EP_RDM)", [](fi_info* h) { h->ep_attr->type = FI_EP_RDM; }},
     {"tagged messages (FI_TAGGED)", [](fi_info* h) { h->caps = kCaps; }},
     {"send-after-send ordering (FI_ORDER_SAS)",
      [](fi_info* h) {
@@ -101,7 +100,8 @@ std::string list_providers(const fi_info* list, bool with_domains) {
     const std::string label = provider_label(*i);
     if (domains.find(label) == domains.end()) order.push_back(label);
     auto& d = domains[label];
-    if (i->domain_attr != nullptr && i->domain_attr->name != nullptr) d.insert(i->domain_attr->name);
+    if (i->domain_attr != nullptr && i->domain_attr->name != nullptr)
+      d.insert(i->domain_attr->name);
   }
   std::string out;
   for (const auto& label : order) {
@@ -169,9 +169,9 @@ std::string usable_provider_names(const Config& cfg) {
         for (const auto& t : types) offered += (offered.empty() ? "" : ", ") + t;
         offered = "; it offers " + offered;
       }
-      throw Error(CHORUS_ERR_UNAVAILABLE, "libfabric provider '" + cfg.provider +
-                                              "' lacks " + r.what +
-                                              ", which the ofi transport needs" + offered + tail);
+      throw Error(CHORUS_ERR_UNAVAILABLE, "libfabric provider '" + cfg.provider + "' lacks " +
+                                              r.what + ", which the ofi transport needs" + offered +
+                                              tail);
     }
   }
   if (!cfg.domain.empty()) {
@@ -182,8 +182,8 @@ std::string usable_provider_names(const Config& cfg) {
     std::string domains = "(none)";
     if (getinfo(nullptr, 0, h.get(), got) == 0 && got) domains = list_providers(got.get(), true);
     throw Error(CHORUS_ERR_UNAVAILABLE, "libfabric provider '" + cfg.provider +
-                                            "' has no domain '" + cfg.domain +
-                                            "'; it offers " + domains);
+                                            "' has no domain '" + cfg.domain + "'; it offers " +
+                                            domains);
   }
   throw Error(CHORUS_ERR_UNAVAILABLE,
               "fi_getinfo for provider '" + cfg.provider + "': " + fi_strerror(-rc) + tail);
@@ -220,8 +220,8 @@ std::string interface_address(const std::string& name) {
   if (!v6.empty()) return v6;
   std::string all;
   for (const auto& n : names) all += (all.empty() ? "" : ", ") + n;
-  throw Error(CHORUS_ERR_INVALID_ARGUMENT, "transport.ofi.interface '" + name +
-                                               "' has no IP address (interfaces: " + all + ")");
+  throw Error(CHORUS_ERR_INVALID_ARGUMENT,
+              "transport.ofi.interface '" + name + "' has no IP address (interfaces: " + all + ")");
 }
 
 }  // namespace
@@ -269,11 +269,35 @@ void apply_fi_env(const Config& cfg) {
   }
 }
 
+namespace {
+
+/// The first entry of `list` on the configured domain, or the list itself
+/// when no domain is configured. Utility providers (ofi_rxm in 1.17) do not
+/// filter by the domain name in the hints, so the plugin checks it.
+/// `where` says what the list was asked for, for the error. Throws Error.
+FiInfoPtr on_configured_domain(FiInfoPtr list, const Config& cfg, const std::string& where) {
+  if (cfg.domain.empty()) return list;
+  for (const fi_info* i = list.get(); i != nullptr; i = i->next) {
+    if (i->domain_attr != nullptr && i->domain_attr->name != nullptr &&
+        cfg.domain == i->domain_attr->name) {
+      FiInfoPtr one(fi_dupinfo(i));
+      if (!one) throw Error(CHORUS_ERR_SYSTEM, "fi_dupinfo: out of memory");
+      return one;
+    }
+  }
+  throw Error(CHORUS_ERR_UNAVAILABLE, "libfabric provider '" + cfg.provider + "' has no domain '" +
+                                          cfg.domain + "'" + where + "; it offers " +
+                                          list_providers(list.get(), true));
+}
+
+}  // namespace
+
 FiInfoPtr select_provider(const Config& cfg, const std::string& bind_address) {
   FiInfoPtr hints = full_hints(cfg);
   FiInfoPtr info;
   const int rc = getinfo(nullptr, 0, hints.get(), info);
   if (rc != 0 || !info) explain_refusal(cfg, rc);
+  info = on_configured_domain(std::move(info), cfg, "");
   if (!uses_ip_addresses(*info)) {
     // shm, efa, psm*: their addresses are not IP addresses; a bind address
     // would be taken as the endpoint's name (shm) or ignored.
@@ -303,7 +327,10 @@ FiInfoPtr select_provider(const Config& cfg, const std::string& bind_address) {
                     "; set network.bind_address, transport.ofi.node or transport.ofi.interface "
                     "to an address of one of them");
   }
-  return bound;
+  return on_configured_domain(std::move(bound), cfg,
+                              " for source address '" + node +
+                                  "' (set transport.ofi.node or transport.ofi.interface to an "
+                                  "address of that domain)");
 }
 
 bool describe_providers(std::string& out) {

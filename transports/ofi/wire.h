@@ -48,31 +48,31 @@ inline T load(const std::byte* p) {
 //
 // Every message is a tagged message (FI_TAGGED) to the peer endpoint's own
 // fi endpoint:
-//   bits 63..62  kind: 1 data, 2 control
-//   bits 61..40  the receiving endpoint's 22-bit key (from its blob)
-//   bits 39..0   data: the message length; control: 0
-// Receives match kind and key exactly and ignore the low 40 bits, so a
-// receive takes any length and a truncated one still tells, through the
-// error entry's tag, how long the message was. The key keeps strays (a
-// stale sender reusing an old address) out of an endpoint's receives.
+//   bits 63..60  zero (providers such as net reserve the top bits)
+//   bits 59..58  kind: 1 data, 2 control
+//   bits 57..36  the receiving endpoint's 22-bit key (from its blob)
+//   bits 35..0   zero
+// Receives match the whole tag (ignore mask 0): shm in libfabric 1.17 does
+// not apply the ignore mask to messages that arrived before their receive,
+// so nothing variable may live in a tag. The key keeps strays (a stale
+// sender reusing an old address) out of an endpoint's receives.
 
-inline constexpr int kKindShift = 62;
+inline constexpr int kKindShift = 58;
+/// Tag bits the layout needs from the provider (fi_info mem_tag_format).
+inline constexpr int kTagBits = 60;
 inline constexpr std::uint64_t kKindData = 1;
 inline constexpr std::uint64_t kKindControl = 2;
-inline constexpr int kKeyShift = 40;
+inline constexpr int kKeyShift = 36;
 inline constexpr std::uint32_t kKeyMask = (1u << 22) - 1;
-inline constexpr std::uint64_t kLengthMask = (std::uint64_t{1} << kKeyShift) - 1;
-/// Largest message the tag can describe.
-inline constexpr std::uint64_t kMaxMessageSize = kLengthMask;
+/// Largest message the transport accepts (as the tcp transport: 2^40 - 1).
+inline constexpr std::uint64_t kMaxMessageSize = (std::uint64_t{1} << 40) - 1;
 
-constexpr std::uint64_t data_tag(std::uint32_t key, std::uint64_t length) {
-  return (kKindData << kKindShift) | (std::uint64_t{key & kKeyMask} << kKeyShift) |
-         (length & kLengthMask);
+constexpr std::uint64_t data_tag(std::uint32_t key) {
+  return (kKindData << kKindShift) | (std::uint64_t{key & kKeyMask} << kKeyShift);
 }
 constexpr std::uint64_t control_tag(std::uint32_t key) {
   return (kKindControl << kKindShift) | (std::uint64_t{key & kKeyMask} << kKeyShift);
 }
-constexpr std::uint64_t tag_length(std::uint64_t tag) { return tag & kLengthMask; }
 
 // ---- address blob ------------------------------------------------------------
 //
