@@ -18,6 +18,8 @@
 
 #include "core/bootstrap.h"
 
+#include "core/auth.h"
+
 #include <fcntl.h>
 
 #include <asio/connect.hpp>
@@ -56,6 +58,11 @@ constexpr auto kRetryMax = std::chrono::milliseconds(250);
 /// Connections rank 0 holds that have not said hello yet; a new one beyond
 /// this evicts the oldest (a real rank says hello at once).
 constexpr std::size_t kMaxPending = 256;
+/// A caller has this long from its connect to a hello that rank 0 accepts
+/// (authentication included); a real rank needs one round trip.
+constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
+/// Longest piece of a stranger's abort text that rank 0 copies into its log.
+constexpr std::size_t kMaxQuotedText = 300;
 
 template <class... Args>
 std::string cat(const Args&... args) {
@@ -123,6 +130,20 @@ int code_from_abort(int code) {
 
 enum class Gone : std::uint8_t { kNo, kIo, kProtocol, kAbort };
 
+/// Where a connection is in the authentication exchange (frame.h).
+enum class Auth : std::uint8_t { kNew, kChallenged, kDone };
+
+/// Text from an unauthenticated peer, made safe for a one-line log entry.
+std::string quoted(std::string_view text) {
+  std::string out;
+  for (const char ch : text.substr(0, std::min(text.size(), kMaxQuotedText))) {
+    const auto u = static_cast<unsigned char>(ch);
+    out += (u < 0x20 || u == 0x7f) ? '?' : ch;
+  }
+  if (text.size() > kMaxQuotedText) out += "...";
+  return out;
+}
+
 struct Frame {
   frame::Type type;
   Bytes payload;
@@ -131,8 +152,13 @@ struct Frame {
 /// One TCP connection: on rank 0 one per peer (and one per caller that has
 /// not said hello yet), on the others one to rank 0.
 struct Conn {
-  explicit Conn(asio::io_context& io) : socket(io) {}
+  explicit Conn(asio::io_context& io) : socket(io), handshake_timer(io) {}
   tcp::socket socket;
+  asio::steady_timer handshake_timer;  ///< rank 0: bounds a pending caller's handshake
+  Auth auth = Auth::kNew;
+  auth::Nonce rank_nonce{};  ///< the connecting rank's nonce
+  auth::Nonce root_nonce{};  ///< rank 0's nonce
+  Bytes auth_frame;          ///< an authentication frame being written
   std::string where;          ///< the other end, for messages
   int rank = -1;              ///< the other end's rank once known
   bool pending = false;       ///< rank 0: accepted, no hello yet
@@ -158,6 +184,7 @@ class Bootstrap::Impl {
         size_(options.size),
         coordinator_(options.coordinator),
         host_(std::move(host)),
+        token_(options.job_token),
         tag_(frame::job_tag(options.job_token)),
         log_(options.log) {}
 
@@ -233,7 +260,10 @@ class Bootstrap::Impl {
   Status listen(const std::vector<tcp::endpoint>& endpoints);
   void accept_next();
   std::optional<Status> join_step();
-  void admit(const ConnPtr& c);
+  void handshake_step(const ConnPtr& c);
+  void refuse(const ConnPtr& c, const std::string& why, bool tell);
+  void admit(const ConnPtr& c, const Frame& hello_frame);
+  std::optional<Status> check_challenge(const Frame& f);
   std::string check_hello(const frame::Hello& hello) const;
   std::optional<Status> try_join(Deadline deadline, Clock::time_point start,
                                  std::string& last_error);
@@ -251,6 +281,7 @@ class Bootstrap::Impl {
   const int size_;
   const std::string coordinator_;  ///< as configured, for messages
   const HostPort host_;
+  const std::string token_;  ///< the job token: HMAC key, never sent
   const std::uint64_t tag_;
   const std::function<void(int, const std::string&)> log_;
 
@@ -272,6 +303,8 @@ class Bootstrap::Impl {
   std::string relay_;      ///< text of an abort to pass on unchanged, if that is what failed us
 
   // Frames being written; they live here until the write completes or fails.
+  Bytes auth_init_;
+  Bytes proof_and_hello_;
   Bytes hello_;
   Bytes welcome_;
   std::array<std::byte, frame::kHeaderSize + frame::kOpHeaderSize> contribution_head_{};
@@ -379,6 +412,7 @@ void Bootstrap::Impl::shut_down(Conn& c, const frame::Abort* abort) {
 void Bootstrap::Impl::drop(Conn& c, const frame::Abort* abort) {
   shut_down(c, abort);
   c.pending = false;
+  c.handshake_timer.cancel();
   asio::error_code ignored;
   c.socket.close(ignored);
 }
@@ -386,6 +420,7 @@ void Bootstrap::Impl::drop(Conn& c, const frame::Abort* abort) {
 void Bootstrap::Impl::close(Conn* c) {
   if (c == nullptr) return;
   c->shut = true;
+  c->handshake_timer.cancel();
   asio::error_code ignored;
   c->socket.close(ignored);
 }
@@ -516,6 +551,8 @@ Status Bootstrap::Impl::join_as_root(Deadline deadline) {
     drop(*c, nullptr);
   }
   pending_.clear();
+  // Events of dropped callers (a failed challenge write) are not the job's.
+  std::erase_if(events_, [](const ConnPtr& c) { return c->shut; });
   if (!status.is_ok()) return fail(std::move(status));
 
   welcome_ = frame::encode_frame(frame::Type::kWelcome, frame::encode_welcome({size_, tag_}));
@@ -618,7 +655,16 @@ void Bootstrap::Impl::accept_next() {
       pending_.erase(pending_.begin());
     }
     c->pending = true;
-    c->allowed = bit(frame::Type::kHello);
+    // The order (auth-init, auth-proof, hello) is enforced by handshake_step;
+    // abort lets a rank that refuses rank 0's proof say why before it leaves.
+    c->allowed = bit(frame::Type::kAuthInit) | bit(frame::Type::kAuthProof) |
+                 bit(frame::Type::kHello) | bit(frame::Type::kAbort);
+    c->handshake_timer.expires_after(kHandshakeTimeout);
+    c->handshake_timer.async_wait([this, c](const asio::error_code& e) {
+      if (e || c->shut || !c->pending) return;
+      mark_gone(c, Gone::kProtocol,
+                cat("no authenticated hello within ", kHandshakeTimeout.count(), " s"));
+    });
     pending_.push_back(c);
     read_frames(c);
     accept_next();
@@ -629,11 +675,15 @@ std::optional<Status> Bootstrap::Impl::join_step() {
   for (const ConnPtr& c : std::exchange(events_, {})) {
     if (c->shut) continue;
     if (c->pending) {
-      if (!c->inbox.empty()) {
-        admit(c);
-      } else if (c->gone != Gone::kNo) {
+      while (c->pending && !c->inbox.empty()) handshake_step(c);
+      if (c->pending && c->gone == Gone::kAbort) {
         log(CHORUS_LOG_WARN, cat("rank 0: dropped a connection from ", c->where,
-                                 " before it said hello (", c->why, ")"));
+                                 ": it gave up during the handshake (", quoted(c->why), ")"));
+        drop(*c, nullptr);
+      } else if (c->pending && c->gone != Gone::kNo) {
+        log(CHORUS_LOG_WARN, cat("rank 0: dropped a connection from ", c->where, " before ",
+                                 c->auth == Auth::kDone ? "it said hello" : "it authenticated",
+                                 " (", c->why, ")"));
         drop(*c, nullptr);
       }
     } else if (c->rank > 0 && peers_[static_cast<std::size_t>(c->rank)] == c &&
@@ -650,19 +700,64 @@ std::optional<Status> Bootstrap::Impl::join_step() {
   return std::nullopt;
 }
 
-void Bootstrap::Impl::admit(const ConnPtr& c) {
-  const Frame hello_frame = std::move(c->inbox.front());
+/// One frame of a caller that has not been admitted yet. Rank 0 answers an
+/// auth-init with its challenge, checks the proof, and only then reads a
+/// hello; anything else, or anything out of that order, drops the caller.
+void Bootstrap::Impl::handshake_step(const ConnPtr& c) {
+  const Frame f = std::move(c->inbox.front());
   c->inbox.pop_front();
-  c->pending = false;
-  const auto hello = frame::decode_hello(hello_frame.payload);
-  const std::string why = hello ? check_hello(*hello) : std::string("malformed hello");
-  if (!why.empty()) {
-    const std::string text = cat("rank 0: refused a connection from ", c->where, ": ", why);
-    log(CHORUS_LOG_WARN, text);
-    const frame::Abort abort{CHORUS_ERR_INVALID_ARGUMENT, text};
-    drop(*c, &abort);
+  if (c->auth == Auth::kNew && f.type == frame::Type::kAuthInit) {
+    const auto init = frame::decode_auth_init(f.payload);
+    if (!init) return refuse(c, "malformed auth-init frame", false);
+    std::copy(init->rank_nonce.begin(), init->rank_nonce.end(), c->rank_nonce.begin());
+    c->root_nonce = auth::random_nonce();
+    frame::AuthChallenge challenge;
+    std::copy(c->root_nonce.begin(), c->root_nonce.end(), challenge.root_nonce.begin());
+    const auth::Mac proof = auth::coordinator_proof(token_, c->rank_nonce, c->root_nonce);
+    std::copy(proof.begin(), proof.end(), challenge.proof.begin());
+    c->auth_frame =
+        frame::encode_frame(frame::Type::kAuthChallenge, frame::encode_auth_challenge(challenge));
+    c->auth = Auth::kChallenged;
+    send(c, asio::buffer(c->auth_frame));
     return;
   }
+  if (c->auth == Auth::kChallenged && f.type == frame::Type::kAuthProof) {
+    const auto proof = frame::decode_auth_proof(f.payload);
+    if (!proof) return refuse(c, "malformed auth-proof frame", false);
+    const auth::Mac expected = auth::rank_proof(token_, c->rank_nonce, c->root_nonce);
+    if (!auth::same_mac(proof->proof, expected)) {
+      return refuse(c,
+                    "authentication failed: it does not know this job's token (a process of "
+                    "another job, a different CHORUS_JOB_TOKEN, or not a Chorus rank)",
+                    false);
+    }
+    c->auth = Auth::kDone;
+    return;
+  }
+  if (c->auth == Auth::kDone && f.type == frame::Type::kHello) return admit(c, f);
+  refuse(c,
+         cat("sent a ", frame::type_name(f.type), " frame ",
+             c->auth == Auth::kDone ? "after authenticating instead of a hello"
+                                    : "before authenticating"),
+         false);
+}
+
+/// Drops a caller rank 0 will not admit. `tell`: the caller proved it knows
+/// the token, so it is one of ours and gets the reason in an abort frame;
+/// strangers get nothing but a closed connection.
+void Bootstrap::Impl::refuse(const ConnPtr& c, const std::string& why, bool tell) {
+  const std::string text = cat("rank 0: refused a connection from ", c->where, ": ", why);
+  log(CHORUS_LOG_WARN, text);
+  const frame::Abort abort{CHORUS_ERR_INVALID_ARGUMENT, text};
+  drop(*c, tell ? &abort : nullptr);
+}
+
+void Bootstrap::Impl::admit(const ConnPtr& c, const Frame& hello_frame) {
+  const auto hello = frame::decode_hello(hello_frame.payload);
+  const std::string why = hello ? check_hello(*hello) : std::string("malformed hello");
+  if (!why.empty()) return refuse(c, why, true);
+  c->pending = false;
+  c->handshake_timer.cancel();
   c->rank = hello->rank;
   c->allowed = bit(frame::Type::kAbort);  // nothing else until it is welcomed
   peers_[static_cast<std::size_t>(c->rank)] = c;
@@ -671,9 +766,9 @@ void Bootstrap::Impl::admit(const ConnPtr& c) {
                             " of ", size_ - 1, ")"));
 }
 
-/// The one place that decides whether a caller belongs to this job; the
-/// HMAC challenge-response over the job token will replace the tag check.
-/// Returns why it does not, or "" when it does.
+/// Whether an authenticated caller fits into this job. The tag check only
+/// catches a token that differs but hashes alike, i.e. a bug; the proof
+/// already showed the token is right. Returns why not, or "" when it fits.
 std::string Bootstrap::Impl::check_hello(const frame::Hello& hello) const {
   if (hello.job_tag != tag_) {
     return "its job token differs from this job's (a rank of another job?)";
@@ -700,6 +795,17 @@ std::string Bootstrap::Impl::check_hello(const frame::Hello& hello) const {
 Status Bootstrap::Impl::join_as_peer(Deadline deadline) {
   const auto start = Clock::now();
   hello_ = frame::encode_frame(frame::Type::kHello, frame::encode_hello({rank_, size_, tag_}));
+  if (size_ > 1 && token_.empty()) {
+    asio::error_code ec;
+    const auto address = asio::ip::make_address(host_.host, ec);
+    if (ec || !address.is_loopback()) {
+      log(CHORUS_LOG_WARN,
+          cat("no job token is set (bootstrap.job_token / CHORUS_JOB_TOKEN) and the coordinator ",
+              coordinator_,
+              " is not on loopback: any process that can reach it can join this job. Set the "
+              "same secret token on every rank (see docs/reliability.md)"));
+    }
+  }
   std::string last_error = "none";
   auto pause = std::chrono::duration_cast<Clock::duration>(kRetryFirst);
   for (int attempt = 1;; ++attempt) {
@@ -754,9 +860,16 @@ std::optional<Status> Bootstrap::Impl::try_join(Deadline deadline, Clock::time_p
   set_cloexec(coord_->socket.native_handle());
   asio::error_code ignored;
   coord_->socket.set_option(tcp::no_delay(true), ignored);
-  coord_->allowed = bit(frame::Type::kWelcome) | bit(frame::Type::kAbort);
+  // A welcome is allowed from the start so that the reader never refuses
+  // one that follows the challenge closely; the step enforces the order.
+  coord_->allowed =
+      bit(frame::Type::kAuthChallenge) | bit(frame::Type::kWelcome) | bit(frame::Type::kAbort);
   read_frames(coord_);
-  send(coord_, asio::buffer(hello_));
+  frame::AuthInit init;
+  coord_->rank_nonce = auth::random_nonce();
+  std::copy(coord_->rank_nonce.begin(), coord_->rank_nonce.end(), init.rank_nonce.begin());
+  auth_init_ = frame::encode_frame(frame::Type::kAuthInit, frame::encode_auth_init(init));
+  send(coord_, asio::buffer(auth_init_));
 
   bool retry = false;
   Status status = pump(
@@ -764,6 +877,12 @@ std::optional<Status> Bootstrap::Impl::try_join(Deadline deadline, Clock::time_p
       [&]() -> std::optional<Status> {
         Conn& c = *coord_;
         events_.clear();
+        if (!c.inbox.empty() && c.auth != Auth::kDone) {
+          const Frame f = std::move(c.inbox.front());
+          c.inbox.pop_front();
+          if (auto refused = check_challenge(f)) return refused;
+          return std::nullopt;
+        }
         if (!c.inbox.empty() && c.writes == 0) {
           const auto welcome = frame::decode_welcome(c.inbox.front().payload);
           c.inbox.pop_front();
@@ -806,6 +925,38 @@ std::optional<Status> Bootstrap::Impl::try_join(Deadline deadline, Clock::time_p
     return std::nullopt;
   }
   return status;
+}
+
+/// The rank's side of the authentication: checks rank 0's proof and, when it
+/// holds, answers with this rank's proof and the hello. Returns the final
+/// error when rank 0 is not of this job, nullopt to go on.
+std::optional<Status> Bootstrap::Impl::check_challenge(const Frame& f) {
+  Conn& c = *coord_;
+  const auto challenge =
+      f.type == frame::Type::kAuthChallenge ? frame::decode_auth_challenge(f.payload) : std::nullopt;
+  if (!challenge) {
+    return error(CHORUS_ERR_INVALID_ARGUMENT, coordinator_,
+                 " does not speak the Chorus side-channel protocol (expected an auth-challenge, "
+                 "got a ", frame::type_name(f.type), " frame); is the coordinator address right?");
+  }
+  std::copy(challenge->root_nonce.begin(), challenge->root_nonce.end(), c.root_nonce.begin());
+  const auth::Mac expected = auth::coordinator_proof(token_, c.rank_nonce, c.root_nonce);
+  if (!auth::same_mac(challenge->proof, expected)) {
+    return error(CHORUS_ERR_INVALID_ARGUMENT, "the coordinator ", coordinator_,
+                 " could not prove it knows this job's token: the job token differs between "
+                 "this rank and rank 0, or another job's rank 0 holds that address. Fix: give "
+                 "every rank the same CHORUS_JOB_TOKEN (bootstrap.job_token); chorusrun sets "
+                 "one per job, so ranks started by hand, srun or mpirun must export it "
+                 "themselves");
+  }
+  c.auth = Auth::kDone;
+  frame::AuthProof proof;
+  const auth::Mac mine = auth::rank_proof(token_, c.rank_nonce, c.root_nonce);
+  std::copy(mine.begin(), mine.end(), proof.proof.begin());
+  proof_and_hello_ = frame::encode_frame(frame::Type::kAuthProof, frame::encode_auth_proof(proof));
+  proof_and_hello_.insert(proof_and_hello_.end(), hello_.begin(), hello_.end());
+  send(coord_, asio::buffer(proof_and_hello_));
+  return std::nullopt;
 }
 
 asio::error_code Bootstrap::Impl::connect_once(const std::vector<tcp::endpoint>& endpoints,

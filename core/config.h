@@ -7,6 +7,7 @@
 #include "core/status.h"
 
 #include <array>
+#include <cstddef>
 #include <map>
 #include <string>
 #include <vector>
@@ -52,6 +53,10 @@ struct Config {
   std::string coordinator;
   std::string job_token;
   std::string bind_address = "127.0.0.1";
+  /// Not a key anyone sets: the per-job secret derived at init from
+  /// job_token and rank 0's nonce (agree_transport_key), handed to the
+  /// transport as chorus_tp_context_info_t::job_key.
+  std::vector<std::byte> transport_key;
 
   /// Where the configuration came from: a file path or "embedded default".
   std::string source = "embedded default";

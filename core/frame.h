@@ -40,7 +40,8 @@ namespace chorus::core::frame {
 // ---------------------------------------------------------------------------
 
 inline constexpr std::uint32_t kMagic = 0x53524843u;
-inline constexpr std::uint16_t kVersion = 1;
+// Version 2 added the authentication frames (kAuth*) before the hello.
+inline constexpr std::uint16_t kVersion = 2;
 inline constexpr std::size_t kHeaderSize = 12;
 
 /// Largest blob one rank may contribute to one side-channel collective.
@@ -55,6 +56,9 @@ enum class Type : std::uint16_t {
   kAbort = 3,       ///< either way: the side channel is being torn down (Abort payload)
   kContribute = 4,  ///< non-root -> rank 0: OpHeader + this rank's blob
   kDeliver = 5,     ///< rank 0 -> non-root: OpHeader + one blob of the result
+  kAuthInit = 6,       ///< non-root -> rank 0, first frame: the rank's nonce (AuthInit)
+  kAuthChallenge = 7,  ///< rank 0 -> non-root: rank 0's nonce and proof (AuthChallenge)
+  kAuthProof = 8,      ///< non-root -> rank 0: the rank's proof (AuthProof), then the hello
 };
 
 /// Collectives carried by kContribute / kDeliver frames.
@@ -64,9 +68,14 @@ inline constexpr std::size_t kHelloSize = 16;
 inline constexpr std::size_t kWelcomeSize = 12;
 inline constexpr std::size_t kAbortFixedSize = 4;
 inline constexpr std::size_t kOpHeaderSize = 16;
+inline constexpr std::size_t kAuthNonceSize = 32;
+inline constexpr std::size_t kAuthMacSize = 32;
+inline constexpr std::size_t kAuthInitSize = kAuthNonceSize;
+inline constexpr std::size_t kAuthChallengeSize = kAuthNonceSize + kAuthMacSize;
+inline constexpr std::size_t kAuthProofSize = kAuthMacSize;
 
 /// True for the types this version understands.
-constexpr bool is_known(std::uint16_t type) noexcept { return type >= 1 && type <= 5; }
+constexpr bool is_known(std::uint16_t type) noexcept { return type >= 1 && type <= 8; }
 
 /// Largest payload accepted for `type`; 0 for unknown types. Fixed-size
 /// payloads leave room for fields appended by later minor revisions.
@@ -80,6 +89,10 @@ constexpr std::size_t max_payload(Type type) noexcept {
     case Type::kContribute:
     case Type::kDeliver:
       return kOpHeaderSize + kMaxBlob;
+    case Type::kAuthInit:
+    case Type::kAuthChallenge:
+    case Type::kAuthProof:
+      return 128;
   }
   return 0;
 }
@@ -96,6 +109,12 @@ constexpr const char* type_name(Type type) noexcept {
       return "contribute";
     case Type::kDeliver:
       return "deliver";
+    case Type::kAuthInit:
+      return "auth-init";
+    case Type::kAuthChallenge:
+      return "auth-challenge";
+    case Type::kAuthProof:
+      return "auth-proof";
   }
   return "unknown";
 }
@@ -346,10 +365,70 @@ inline std::optional<OpHeader> decode_op(std::span<const std::byte> in) noexcept
                   load_le<std::int32_t>(in.data() + 12)};
 }
 
+// Authentication (see core/auth.h for the MACs). A connecting rank opens
+// with kAuthInit carrying its nonce; rank 0 answers kAuthChallenge with its
+// own nonce and its proof over both; the rank checks that proof and answers
+// kAuthProof, then its hello. Rank 0 reads no hello before a valid proof.
+
+using AuthBytes = std::array<std::byte, kAuthNonceSize>;
+
+struct AuthInit {
+  AuthBytes rank_nonce{};
+};
+
+struct AuthChallenge {
+  AuthBytes root_nonce{};
+  AuthBytes proof{};
+};
+
+struct AuthProof {
+  AuthBytes proof{};
+};
+
+static_assert(kAuthNonceSize == kAuthMacSize);
+
+inline std::array<std::byte, kAuthInitSize> encode_auth_init(const AuthInit& a) noexcept {
+  return a.rank_nonce;
+}
+
+inline std::optional<AuthInit> decode_auth_init(std::span<const std::byte> in) noexcept {
+  if (in.size() < kAuthInitSize) return std::nullopt;
+  AuthInit a;
+  std::copy_n(in.begin(), kAuthNonceSize, a.rank_nonce.begin());
+  return a;
+}
+
+inline std::array<std::byte, kAuthChallengeSize> encode_auth_challenge(
+    const AuthChallenge& c) noexcept {
+  std::array<std::byte, kAuthChallengeSize> out{};
+  std::copy(c.root_nonce.begin(), c.root_nonce.end(), out.begin());
+  std::copy(c.proof.begin(), c.proof.end(), out.begin() + kAuthNonceSize);
+  return out;
+}
+
+inline std::optional<AuthChallenge> decode_auth_challenge(std::span<const std::byte> in) noexcept {
+  if (in.size() < kAuthChallengeSize) return std::nullopt;
+  AuthChallenge c;
+  std::copy_n(in.begin(), kAuthNonceSize, c.root_nonce.begin());
+  std::copy_n(in.begin() + kAuthNonceSize, kAuthMacSize, c.proof.begin());
+  return c;
+}
+
+inline std::array<std::byte, kAuthProofSize> encode_auth_proof(const AuthProof& p) noexcept {
+  return p.proof;
+}
+
+inline std::optional<AuthProof> decode_auth_proof(std::span<const std::byte> in) noexcept {
+  if (in.size() < kAuthProofSize) return std::nullopt;
+  AuthProof p;
+  std::copy_n(in.begin(), kAuthMacSize, p.proof.begin());
+  return p;
+}
+
 /// The value a hello carries to show which job a rank belongs to: 64-bit
-/// FNV-1a of a domain string and the job token. It only keeps ranks of
-/// different jobs apart; it is not authentication (anyone who sees a hello
-/// can replay it). Challenge-response with an HMAC will replace it.
+/// FNV-1a of a domain string and the job token. Authentication is the
+/// kAuth* exchange before the hello; this tag only lets rank 0 tell a rank of
+/// another job apart in its messages, and a welcome be checked cheaply.
 constexpr std::uint64_t job_tag(std::string_view token) noexcept {
   std::uint64_t h = 0xcbf29ce484222325ull;
   auto mix = [&h](std::string_view s) {

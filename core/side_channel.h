@@ -6,12 +6,15 @@
 
 #include <chorus/chorus.h>
 
+#include "core/auth.h"
 #include "core/bootstrap.h"
 #include "core/deadline.h"
 #include "core/status.h"
 
+#include <exception>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace chorus::core {
@@ -94,5 +97,33 @@ class HostSideChannel final : public SideChannel {
   chorus_barrier_fn_t barrier_;
   void* ctx_;
 };
+
+/// The key this job's transports authenticate their data connections with
+/// (chorus_tp_context_info_t::job_key). Rank 0 draws a fresh job nonce and
+/// shares it over the side channel; every rank derives
+/// auth::transport_key(token, nonce). Collective: every rank calls it once,
+/// after the side channel is up and before the transport context opens.
+inline Result<std::vector<std::byte>> agree_transport_key(SideChannel& channel, int rank,
+                                                          const std::string& token,
+                                                          Deadline deadline) {
+  try {
+    std::vector<std::byte> mine;
+    if (rank == 0) {
+      const auth::Nonce nonce = auth::random_nonce();
+      mine.assign(nonce.begin(), nonce.end());
+    }
+    std::vector<std::vector<std::byte>> all;
+    if (Status s = channel.all_gather(mine, all, deadline); !s.is_ok()) {
+      return s.with_context("rank " + std::to_string(rank) + ": agreeing on the transport key");
+    }
+    if (all.empty() || all[0].size() != auth::kNonceSize) {
+      return Status(CHORUS_ERR_INTERNAL, "rank " + std::to_string(rank) +
+                                             ": rank 0 shared a job nonce of the wrong size");
+    }
+    return auth::transport_key(token, all[0]);
+  } catch (const std::exception& e) {
+    return Status(CHORUS_ERR_SYSTEM, "rank " + std::to_string(rank) + ": " + e.what());
+  }
+}
 
 }  // namespace chorus::core

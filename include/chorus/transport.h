@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 #define CHORUS_TRANSPORT_ABI_MAJOR 1
-#define CHORUS_TRANSPORT_ABI_MINOR 1
+#define CHORUS_TRANSPORT_ABI_MINOR 2
 /** Name of the symbol every v1 transport plugin exports. */
 #define CHORUS_TRANSPORT_SYMBOL_V1 "chorus_transport_plugin_v1"
 
@@ -89,6 +89,16 @@ typedef struct chorus_tp_context_info {
   /** Per-transport configuration from `transport.<name>.*`. */
   const chorus_kv_t* config;
   size_t config_count;
+  /* Minor 2. A plugin reads these only when struct_size covers them. */
+  /**
+   * Secret of this job (binary, `job_key_len` bytes, not NUL-terminated),
+   * derived by the core from the job token and a per-job nonce. A transport
+   * that accepts connections uses it to admit only ranks of this job (see
+   * docs/reliability.md). Valid during context_open only: copy it. NULL/0
+   * when the caller has none.
+   */
+  const unsigned char* job_key;
+  size_t job_key_len;
 } chorus_tp_context_info_t;
 
 /** A successful completion. */

@@ -182,6 +182,9 @@ Context::Context(int rank, int size, const Kvs& extra) : rank_(rank) {
   info.bind_address = Plugin::get().bind_address();
   info.config = kv.data();
   info.config_count = kv.size();
+  // Every context of this process belongs to one "job" (minor 2's job key).
+  info.job_key = reinterpret_cast<const unsigned char*>(kConformanceJobKey);
+  info.job_key_len = sizeof kConformanceJobKey - 1;
   check(tp().context_open(&info, &ctx_), "context_open(rank " + std::to_string(rank) + ")");
   caps_.struct_size = sizeof caps_;
   check(tp().get_caps(ctx_, &caps_), "get_caps");

@@ -28,6 +28,10 @@ using Clock = std::chrono::steady_clock;
 using Bytes = std::vector<unsigned char>;
 using Kvs = std::vector<std::pair<std::string, std::string>>;
 
+/// The job key (chorus_tp_context_info_t::job_key, minor 2) every Context of
+/// the suite passes; transport-specific cases use it to forge handshakes.
+inline constexpr char kConformanceJobKey[] = "conformance-suite-job-key";
+
 // ---- the plugin under test ---------------------------------------------------
 
 /// Loaded once per process, on first use (before any fork, so peers share

@@ -3,6 +3,8 @@
 #include "support.h"
 
 #include <arpa/inet.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -69,6 +71,66 @@ std::size_t read_some(int fd, unsigned char* buf, std::size_t n, int timeout_ms)
   return got;
 }
 
+/// A v2 Hello (docs/transport-abi.md §3) as rank 1 would send it.
+std::array<unsigned char, 72> make_hello(std::uint64_t target_nonce, std::uint64_t sender_nonce) {
+  std::array<unsigned char, 72> hello{};
+  const std::uint32_t magic = 0x48524843;  // "CHRH"
+  const std::uint16_t version = 2, sockets = 1, index = 0;
+  const std::int32_t rank = 1, peer_rank = 0, channel = 0;
+  std::memcpy(hello.data() + 0, &magic, 4);
+  std::memcpy(hello.data() + 4, &version, 2);
+  std::memcpy(hello.data() + 6, &sockets, 2);
+  std::memcpy(hello.data() + 8, &rank, 4);
+  std::memcpy(hello.data() + 12, &peer_rank, 4);
+  std::memcpy(hello.data() + 16, &channel, 4);
+  std::memcpy(hello.data() + 20, &index, 2);
+  std::memcpy(hello.data() + 24, &target_nonce, 8);
+  std::memcpy(hello.data() + 32, &sender_nonce, 8);
+  for (int i = 0; i < 32; ++i) hello[40 + i] = static_cast<unsigned char>(i * 7 + 1);
+  return hello;
+}
+
+/// HMAC-SHA256(key, label | hello | nonce), the TCP handshake's proof.
+std::array<unsigned char, 32> proof(std::string_view key, std::string_view label,
+                                    const std::array<unsigned char, 72>& hello,
+                                    const unsigned char* nonce) {
+  std::vector<unsigned char> msg(label.begin(), label.end());
+  msg.insert(msg.end(), hello.begin(), hello.end());
+  msg.insert(msg.end(), nonce, nonce + 32);
+  std::array<unsigned char, 32> out{};
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), msg.data(), msg.size(), out.data(),
+       &len);
+  return out;
+}
+
+/// Sends `hello`, checks the acceptor's proof, answers with a proof made with
+/// `key`. Returns the bytes that came back after the proof (the Ack, or
+/// nothing when the acceptor hung up).
+std::size_t handshake(int fd, const std::array<unsigned char, 72>& hello, std::string_view key,
+                      unsigned char* ack) {
+  if (::write(fd, hello.data(), hello.size()) != static_cast<ssize_t>(hello.size())) {
+    throw std::runtime_error("hello write failed");
+  }
+  unsigned char challenge[72];
+  if (read_some(fd, challenge, sizeof challenge, 2000) != sizeof challenge) {
+    throw std::runtime_error("no challenge from the acceptor");
+  }
+  const auto expected = proof(kConformanceJobKey, "chorus-tcp-v2 acceptor", hello, challenge + 8);
+  if (std::memcmp(expected.data(), challenge + 40, 32) != 0) {
+    throw std::runtime_error("the acceptor's proof does not verify with the suite's job key");
+  }
+  unsigned char answer[40] = {};
+  const std::uint32_t magic = 0x50524843;  // "CHRP"
+  std::memcpy(answer, &magic, 4);
+  const auto mine = proof(key, "chorus-tcp-v2 connector", hello, challenge + 8);
+  std::memcpy(answer + 8, mine.data(), 32);
+  if (::write(fd, answer, sizeof answer) != static_cast<ssize_t>(sizeof answer)) {
+    throw std::runtime_error("proof write failed");
+  }
+  return read_some(fd, ack, 8, 2000);
+}
+
 bool logged(const std::string& needle) {
   for (const auto& line : Plugin::get().logs()) {
     if (line.find(needle) != std::string::npos) return true;
@@ -110,27 +172,23 @@ TEST_CASE("tcp: stray and forged connections are dropped without disturbing the 
   CHECK(read_some(junk, buf, sizeof buf, 2000) == 0);  // closed without an answer
   ::close(junk);
 
-  // 2. A well-formed handshake naming an endpoint that does not exist (wrong nonce).
+  // 2. An authenticated handshake naming an endpoint that does not exist
+  //    (wrong nonce): refused with an Ack that says so.
   const int forged = dial(ea.blob);
-  unsigned char hello[40] = {};
-  const std::uint32_t magic = 0x48524843;  // "CHRH"
-  const std::uint16_t version = 1, sockets = 1;
-  const std::int32_t rank = 1, peer_rank = 0, channel = 0;
-  std::memcpy(hello + 0, &magic, 4);
-  std::memcpy(hello + 4, &version, 2);
-  std::memcpy(hello + 6, &sockets, 2);
-  std::memcpy(hello + 8, &rank, 4);
-  std::memcpy(hello + 12, &peer_rank, 4);
-  std::memcpy(hello + 16, &channel, 4);
-  const std::uint64_t bogus_nonce = 0x1234;
-  std::memcpy(hello + 24, &bogus_nonce, 8);
-  REQUIRE(::write(forged, hello, sizeof hello) == static_cast<ssize_t>(sizeof hello));
   unsigned char ack[8];
-  REQUIRE(read_some(forged, ack, sizeof ack, 2000) == sizeof ack);
+  REQUIRE(handshake(forged, make_hello(0x1234, 0x5678), kConformanceJobKey, ack) == sizeof ack);
   std::uint32_t ack_status;
   std::memcpy(&ack_status, ack + 4, 4);
   CHECK(ack_status == 1);  // AckStatus::kUnknownEndpoint
   ::close(forged);
+
+  // 2b. The right endpoint, but a proof made with another job's key: no Ack.
+  std::uint64_t target = 0, sender = 0;
+  std::memcpy(&target, ea.blob.data() + 40, 8);
+  std::memcpy(&sender, eb.blob.data() + 40, 8);
+  const int stranger = dial(ea.blob);
+  CHECK(handshake(stranger, make_hello(target, sender), "another-job", ack) == 0);
+  ::close(stranger);
 
   // 3. A connection that never says anything, left open while the job runs.
   const int silent = dial(ea.blob);
@@ -148,6 +206,7 @@ TEST_CASE("tcp: stray and forged connections are dropped without disturbing the 
 
   CHECK(logged("dropped connection"));
   CHECK(logged("refused connection"));
+  CHECK(logged("authentication failed"));
 }
 
 TEST_CASE("tcp: configuration values are validated", "[tcp][config]") {
@@ -232,24 +291,12 @@ namespace {
 /// (target) and `eb` (sender), and returns the socket once it is accepted.
 int impersonate_rank1(const Endpoint& ea, const Endpoint& eb) {
   const int fd = dial(ea.blob);
-  unsigned char hello[40] = {};
-  const std::uint32_t magic = 0x48524843;
-  const std::uint16_t version = 1, sockets = 1, index = 0;
-  const std::int32_t rank = 1, peer_rank = 0, channel = 0;
-  std::memcpy(hello + 0, &magic, 4);
-  std::memcpy(hello + 4, &version, 2);
-  std::memcpy(hello + 6, &sockets, 2);
-  std::memcpy(hello + 8, &rank, 4);
-  std::memcpy(hello + 12, &peer_rank, 4);
-  std::memcpy(hello + 16, &channel, 4);
-  std::memcpy(hello + 20, &index, 2);
-  std::memcpy(hello + 24, ea.blob.data() + 40, 8);  // target: rank 0's endpoint nonce
-  std::memcpy(hello + 32, eb.blob.data() + 40, 8);  // sender: "our" blob's nonce
-  if (::write(fd, hello, sizeof hello) != static_cast<ssize_t>(sizeof hello)) {
-    throw std::runtime_error("hello write failed");
-  }
+  std::uint64_t target = 0, sender = 0;
+  std::memcpy(&target, ea.blob.data() + 40, 8);  // rank 0's endpoint nonce
+  std::memcpy(&sender, eb.blob.data() + 40, 8);  // "our" blob's nonce
   unsigned char ack[8];
-  if (read_some(fd, ack, sizeof ack, 2000) != sizeof ack || ack[4] != 0) {
+  if (handshake(fd, make_hello(target, sender), kConformanceJobKey, ack) != sizeof ack ||
+      ack[4] != 0) {
     throw std::runtime_error("forged hello was not accepted");
   }
   return fd;

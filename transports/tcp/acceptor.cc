@@ -46,12 +46,16 @@ struct Acceptor::Incoming {
   asio::ip::tcp::socket socket;
   asio::steady_timer timer;
   wire::HelloBytes hello{};
+  wire::ChallengeBytes challenge{};
+  wire::ProofBytes proof{};
+  wire::AuthBytes acceptor_nonce{};
+  wire::Hello decoded;
   wire::AckBytes ack{};
   std::string remote;
 };
 
-Acceptor::Acceptor(const asio::ip::address& bind, const Config& cfg, int rank)
-    : cfg_(cfg), rank_(rank), acceptor_(io_), backoff_(io_) {
+Acceptor::Acceptor(const asio::ip::address& bind, const Config& cfg, int rank, auth::Key key)
+    : cfg_(cfg), rank_(rank), key_(std::move(key)), acceptor_(io_), backoff_(io_) {
   const asio::ip::tcp::endpoint where(bind, 0);
   std::error_code ec;
   acceptor_.open(where.protocol(), ec);
@@ -151,8 +155,8 @@ void Acceptor::on_accept(asio::ip::tcp::socket socket) {
       in->socket, asio::buffer(in->hello), [this, in](std::error_code rec, std::size_t) {
         if (rec) {
           if (rec != asio::error::operation_aborted) {
-            log(CHORUS_LOG_DEBUG,
-                "connection from " + in->remote + " ended before its handshake: " + rec.message());
+            log(CHORUS_LOG_WARN, "dropped connection from " + in->remote +
+                                     ": it ended before its handshake (" + rec.message() + ")");
           }
           finish(in);
           return;
@@ -162,10 +166,53 @@ void Acceptor::on_accept(asio::ip::tcp::socket socket) {
 }
 
 void Acceptor::on_hello(const std::shared_ptr<Incoming>& in) {
-  wire::Hello h;
-  if (!wire::decode(in->hello, h)) {
+  if (!wire::decode(in->hello, in->decoded)) {
     log(CHORUS_LOG_WARN, "dropped connection from " + in->remote +
                              ": not a Chorus TCP handshake (bad magic or version)");
+    finish(in);
+    return;
+  }
+  // Prove we hold the job key, then make the caller prove it. Until it has,
+  // it learns nothing about our endpoints.
+  in->acceptor_nonce = auth::random_nonce();
+  wire::encode(wire::Challenge{in->acceptor_nonce,
+                               auth::acceptor_proof(key_, in->hello, in->acceptor_nonce)},
+               in->challenge);
+  asio::async_write(in->socket, asio::buffer(in->challenge), [this, in](std::error_code wec,
+                                                                        std::size_t) {
+    if (wec) {
+      if (wec != asio::error::operation_aborted) {
+        log(CHORUS_LOG_WARN, "dropped connection from " + in->remote +
+                                 " during authentication: " + wec.message());
+      }
+      finish(in);
+      return;
+    }
+    asio::async_read(in->socket, asio::buffer(in->proof), [this, in](std::error_code rec,
+                                                                     std::size_t) {
+      if (rec) {
+        if (rec != asio::error::operation_aborted) {
+          log(CHORUS_LOG_WARN, "dropped connection from " + in->remote + " claiming rank " +
+                                   std::to_string(in->decoded.rank) +
+                                   ": it sent no proof of the job key (" + rec.message() +
+                                   "; a rank of another job refuses our proof and hangs up)");
+        }
+        finish(in);
+        return;
+      }
+      on_proof(in);
+    });
+  });
+}
+
+void Acceptor::on_proof(const std::shared_ptr<Incoming>& in) {
+  const wire::Hello& h = in->decoded;
+  wire::Proof proof;
+  if (!wire::decode(in->proof, proof) ||
+      !auth::same(proof.mac, auth::connector_proof(key_, in->hello, in->acceptor_nonce))) {
+    log(CHORUS_LOG_WARN, "dropped connection from " + in->remote + " claiming rank " +
+                             std::to_string(h.rank) + " channel " + std::to_string(h.channel) +
+                             ": authentication failed (it does not hold this job's key)");
     finish(in);
     return;
   }

@@ -2,6 +2,7 @@
 // connections its endpoints are waiting for.
 #pragma once
 
+#include "auth.h"
 #include "config.h"
 #include "deadline.h"
 #include "wire.h"
@@ -34,8 +35,9 @@ namespace chorus::tcp {
 /// `expected_`.
 class Acceptor {
  public:
-  /// Listens on `bind`:0 (ephemeral port). Throws Error(SYSTEM) on failure.
-  Acceptor(const asio::ip::address& bind, const Config& cfg, int rank);
+  /// Listens on `bind`:0 (ephemeral port) and admits only connectors that
+  /// prove they hold `key`. Throws Error(SYSTEM) on failure.
+  Acceptor(const asio::ip::address& bind, const Config& cfg, int rank, auth::Key key);
   ~Acceptor();
   Acceptor(const Acceptor&) = delete;
   Acceptor& operator=(const Acceptor&) = delete;
@@ -75,6 +77,7 @@ class Acceptor {
   void accept_next();
   void on_accept(asio::ip::tcp::socket socket);
   void on_hello(const std::shared_ptr<Incoming>& in);
+  void on_proof(const std::shared_ptr<Incoming>& in);
   void finish(const std::shared_ptr<Incoming>& in);
   wire::AckStatus admit(const wire::Hello& h);
   void unreserve(const wire::Hello& h);
@@ -86,6 +89,7 @@ class Acceptor {
 
   const Config cfg_;
   const int rank_;
+  const auth::Key key_;
   std::uint16_t port_ = 0;
 
   asio::io_context io_{1};

@@ -1,5 +1,6 @@
 #include "connector.h"
 
+#include "auth.h"
 #include "error.h"
 #include "socket_options.h"
 
@@ -53,8 +54,8 @@ std::string where(const asio::ip::tcp::endpoint& ep, const wire::Hello& h) {
 
 }  // namespace
 
-int connect_socket(const asio::ip::tcp::endpoint& remote, const wire::Hello& hello,
-                   const Config& cfg, const Deadline& deadline) {
+int connect_socket(const asio::ip::tcp::endpoint& remote, wire::Hello hello, const Config& cfg,
+                   const auth::Key& key, const Deadline& deadline) {
   asio::io_context io(1);
   asio::ip::tcp::socket socket(io);
   std::string last_error = "no attempt made";
@@ -85,11 +86,39 @@ int connect_socket(const asio::ip::tcp::endpoint& remote, const wire::Hello& hel
     backoff = std::min(backoff * 2, std::chrono::milliseconds(100));
   }
 
+  hello.connector_nonce = auth::random_nonce();
   wire::HelloBytes hello_bytes;
   wire::encode(hello, hello_bytes);
   std::error_code ec = run_bounded(io, socket, deadline, [&](auto handler) {
     asio::async_write(socket, asio::buffer(hello_bytes), std::move(handler));
   });
+  // The acceptor proves it holds the job key before we prove anything.
+  wire::ChallengeBytes challenge_bytes{};
+  if (!ec) {
+    ec = run_bounded(io, socket, deadline, [&](auto handler) {
+      asio::async_read(socket, asio::buffer(challenge_bytes), std::move(handler));
+    });
+  }
+  wire::ProofBytes proof_bytes{};
+  if (!ec) {
+    wire::Challenge challenge;
+    if (!wire::decode(challenge_bytes, challenge)) {
+      throw Error(CHORUS_ERR_PEER_LOST, where(remote, hello) +
+                                            " answered the handshake with garbage (not Chorus "
+                                            "TCP of this version?)");
+    }
+    if (!auth::same(challenge.mac, auth::acceptor_proof(key, hello_bytes, challenge.acceptor_nonce))) {
+      throw Error(CHORUS_ERR_PEER_LOST,
+                  where(remote, hello) +
+                      " failed authentication: it does not hold this job's key (the address is "
+                      "now someone else's, or the ranks were given different job tokens)");
+    }
+    wire::encode(wire::Proof{auth::connector_proof(key, hello_bytes, challenge.acceptor_nonce)},
+                 proof_bytes);
+    ec = run_bounded(io, socket, deadline, [&](auto handler) {
+      asio::async_write(socket, asio::buffer(proof_bytes), std::move(handler));
+    });
+  }
   wire::AckBytes ack_bytes{};
   if (!ec) {
     ec = run_bounded(io, socket, deadline, [&](auto handler) {

@@ -1,6 +1,7 @@
 // connect_socket: the active half of connection setup (the higher rank).
 #pragma once
 
+#include "auth.h"
 #include "config.h"
 #include "deadline.h"
 #include "wire.h"
@@ -11,11 +12,13 @@ namespace chorus::tcp {
 
 /// Connects socket `hello.index` of an endpoint to the peer's listener at
 /// `remote`, retrying (with back-off) while the connection is refused or
-/// unreachable, sends the Hello and waits for the Ack — all bounded by
-/// `deadline`. Returns the connected fd, owned by the caller.
-/// Throws Error: TIMEOUT at the deadline, PEER_LOST when the peer refuses or
-/// drops the handshake, INVALID_ARGUMENT on a configuration mismatch.
-int connect_socket(const asio::ip::tcp::endpoint& remote, const wire::Hello& hello,
-                   const Config& cfg, const Deadline& deadline);
+/// unreachable, runs the authenticated handshake over `key` (wire.h: Hello
+/// with a fresh nonce, check the acceptor's proof, send ours) and waits for
+/// the Ack — all bounded by `deadline`. Returns the connected fd, owned by the
+/// caller. Throws Error: TIMEOUT at the deadline, PEER_LOST when the peer
+/// refuses, fails authentication or drops the handshake, INVALID_ARGUMENT on
+/// a configuration mismatch.
+int connect_socket(const asio::ip::tcp::endpoint& remote, wire::Hello hello, const Config& cfg,
+                   const auth::Key& key, const Deadline& deadline);
 
 }  // namespace chorus::tcp

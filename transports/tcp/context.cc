@@ -80,6 +80,15 @@ Context::Context(const chorus_tp_context_info_t& info) : discard_(64 * 1024), ev
   rank_ = info.rank;
   size_ = info.size;
   cfg_ = Config::parse(info.config, info.config_count);
+  // Minor 2 appended the job key; an older caller's info is shorter.
+  if (info.struct_size >= offsetof(chorus_tp_context_info_t, job_key_len) + sizeof(size_t) &&
+      info.job_key != nullptr && info.job_key_len > 0) {
+    const auto* key = reinterpret_cast<const std::byte*>(info.job_key);
+    job_key_.assign(key, key + info.job_key_len);
+  } else {
+    log(CHORUS_LOG_DEBUG, "no job key from the caller: data connections are checked with an "
+                          "empty key (protocol only, no authentication)");
+  }
   const std::string bind = info.bind_address != nullptr && info.bind_address[0] != '\0'
                                ? info.bind_address
                                : "127.0.0.1";
@@ -97,7 +106,7 @@ Context::Context(const chorus_tp_context_info_t& info) : discard_(64 * 1024), ev
     throw Error(CHORUS_ERR_SYSTEM, "epoll_ctl(eventfd): " + errno_text(errno));
   }
   to_progress_.reserve(kMaxEvents);
-  acceptor_ = std::make_unique<Acceptor>(bind_address, cfg_, rank_);
+  acceptor_ = std::make_unique<Acceptor>(bind_address, cfg_, rank_, job_key_);
   log(CHORUS_LOG_DEBUG, "rank " + std::to_string(rank_) + " listening on " + listen_address() +
                             " (sockets=" + std::to_string(cfg_.sockets) +
                             ", nodelay=" + (cfg_.nodelay ? "true" : "false") +

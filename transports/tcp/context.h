@@ -39,6 +39,8 @@ class Context {
 
   int rank() const { return rank_; }
   const Config& config() const { return cfg_; }
+  /// The job key from context_open (empty when the core passed none).
+  const auth::Key& job_key() const { return job_key_; }
   CompletionQueue& cq() { return cq_; }
   Acceptor& acceptor() { return *acceptor_; }
   std::span<std::byte> discard_buffer() { return discard_; }
@@ -68,6 +70,7 @@ class Context {
   int rank_ = 0;
   int size_ = 1;
   Config cfg_;
+  auth::Key job_key_;
   asio::ip::address advertised_;
   std::vector<std::byte> discard_;
   CompletionQueue cq_;

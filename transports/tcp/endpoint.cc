@@ -103,7 +103,7 @@ void Endpoint::connect(const void* peer_blob, std::size_t length, int timeout_ms
         h.index = static_cast<std::uint16_t>(i);
         h.target_nonce = b.nonce;
         h.sender_nonce = nonce_;
-        fds.push_back(connect_socket(remote, h, ctx_.config(), deadline));
+        fds.push_back(connect_socket(remote, h, ctx_.config(), ctx_.job_key(), deadline));
       }
     } else {
       // Passive side: the acceptor thread has been collecting them.
@@ -398,8 +398,7 @@ void Endpoint::progress_rx() {
                          std::to_string(rx_seq_) + " was due");
           return;
         }
-        if (h.stripes < 1 || h.stripes > nsockets_ || h.length > wire::kMaxMessageSize ||
-            (h.stripes > 1 && h.length < wire::kStripeMinBytes)) {
+        if (wire::check_message_header(h, rx_seq_, nsockets_) != nullptr) {
           protocol_error("message header with length " + std::to_string(h.length) + " and " +
                          std::to_string(h.stripes) + " stripes is out of bounds");
           return;
@@ -524,8 +523,8 @@ void Endpoint::read_part(Socket& s) {
       }
       if (s.rx_hdr_off < kFrameHeaderSize) continue;
       wire::FrameHeader h;
-      if (!wire::decode(s.rx_hdr, h) || h.kind != wire::FrameKind::kStripe || h.index != s.index ||
-          h.seq != rx_seq_ || h.stripes != rx_stripes_ || h.length != s.rx_size) {
+      if (!wire::decode(s.rx_hdr, h) ||
+          !wire::stripe_header_matches(h, s.index, rx_seq_, rx_stripes_, s.rx_size)) {
         protocol_error("bad stripe header on socket " + std::to_string(s.index));
         return;
       }

@@ -1,6 +1,7 @@
 // Unit tests of the bootstrap side channel: ranks are threads of this process
 // talking over 127.0.0.1. Catch2 assertions are not thread-safe, so rank
 // threads only record what happened and the test thread checks it.
+#include "core/auth.h"
 #include "core/bootstrap.h"
 
 #include <catch2/catch.hpp>
@@ -224,6 +225,49 @@ class RawSocket {
 Bytes hello_frame(int rank, int size, std::string_view token) {
   const auto hello = frame::encode_hello({rank, size, frame::job_tag(token)});
   return frame::encode_frame(frame::Type::kHello, hello);
+}
+
+/// Plays a rank's side of the authentication by hand: auth-init, check rank
+/// 0's challenge, answer with a proof made from `token`. True when rank 0's
+/// proof verified (the proof is sent either way).
+bool authenticate(const RawSocket& s, std::string_view token) {
+  const auth::Nonce mine = auth::random_nonce();
+  frame::AuthInit init;
+  std::copy(mine.begin(), mine.end(), init.rank_nonce.begin());
+  s.send_all(frame::encode_frame(frame::Type::kAuthInit, frame::encode_auth_init(init)));
+  const Bytes reply = s.receive(frame::kHeaderSize + frame::kAuthChallengeSize, 5s);
+  const frame::Decoded d = frame::decode_frame(reply);
+  if (d.state != frame::DecodeState::kFrame) return false;
+  const auto challenge = frame::decode_auth_challenge(d.payload);
+  if (!challenge) return false;
+  auth::Nonce root{};
+  std::copy(challenge->root_nonce.begin(), challenge->root_nonce.end(), root.begin());
+  const bool verified =
+      auth::same_mac(challenge->proof, auth::coordinator_proof(token, mine, root));
+  frame::AuthProof proof;
+  const auth::Mac mac = auth::rank_proof(token, mine, root);
+  std::copy(mac.begin(), mac.end(), proof.proof.begin());
+  s.send_all(frame::encode_frame(frame::Type::kAuthProof, frame::encode_auth_proof(proof)));
+  return verified;
+}
+
+/// Plays rank 0's side by hand: reads the auth-init, answers with a
+/// challenge made from `token`, then reads the proof (not checked).
+void authenticate_as_root(const RawSocket& s, std::string_view token) {
+  const Bytes got = s.receive(frame::kHeaderSize + frame::kAuthInitSize, 5s);
+  const frame::Decoded d = frame::decode_frame(got);
+  if (d.state != frame::DecodeState::kFrame) return;
+  const auto init = frame::decode_auth_init(d.payload);
+  if (!init) return;
+  auth::Nonce rank_nonce{};
+  std::copy(init->rank_nonce.begin(), init->rank_nonce.end(), rank_nonce.begin());
+  const auth::Nonce root = auth::random_nonce();
+  frame::AuthChallenge c;
+  std::copy(root.begin(), root.end(), c.root_nonce.begin());
+  const auth::Mac mac = auth::coordinator_proof(token, rank_nonce, root);
+  std::copy(mac.begin(), mac.end(), c.proof.begin());
+  s.send_all(frame::encode_frame(frame::Type::kAuthChallenge, frame::encode_auth_challenge(c)));
+  s.receive(frame::kHeaderSize + frame::kAuthProofSize, 5s);
 }
 
 // ---------------------------------------------------------------------------
@@ -558,11 +602,25 @@ TEST_CASE("stray connections during the join never break the job", "[bootstrap]"
   // A frame type that is not allowed before the hello.
   RawSocket early = RawSocket::connect_to(port);
   early.send_all(frame::encode_frame(frame::Type::kContribute, Bytes(16)));
+  // A hello without authenticating first.
+  RawSocket unauthenticated = RawSocket::connect_to(port);
+  unauthenticated.send_all(hello_frame(1, kRanks, "job-1"));
+  // Authenticating with the wrong token: rank 0's proof fails here, and ours there.
+  RawSocket forger = RawSocket::connect_to(port);
+  CHECK_FALSE(authenticate(forger, "guess"));
+  forger.send_all(hello_frame(1, kRanks, "job-1"));
+  // Half an auth-init frame, then silence: the handshake deadline is 10 s, so
+  // it is still pending when the job joins and dropped then.
+  RawSocket truncated = RawSocket::connect_to(port);
+  const auto init_header = frame::encode_header(frame::Type::kAuthInit, 32);
+  truncated.send_all(std::span(init_header).first(7));
   // A well-formed hello with the wrong job size: told why, then dropped.
   RawSocket wrong_size = RawSocket::connect_to(port);
+  CHECK(authenticate(wrong_size, "job-1"));
   wrong_size.send_all(hello_frame(1, 5, "job-1"));
   // A hello claiming to be rank 0.
   RawSocket rank_zero = RawSocket::connect_to(port);
+  CHECK(authenticate(rank_zero, "job-1"));
   rank_zero.send_all(hello_frame(0, kRanks, "job-1"));
   // Someone who connects and says nothing at all, until the end.
   RawSocket silent = RawSocket::connect_to(port);
@@ -584,7 +642,7 @@ TEST_CASE("stray connections during the join never break the job", "[bootstrap]"
 
   // Rank 0 has dealt with every stray (one warning each) before the real
   // ranks arrive, so the strays really were part of the join.
-  CHECK(eventually([&] { return log.warnings >= 6; }));
+  CHECK(eventually([&] { return log.warnings >= 8; }));
   std::thread r1(rank_body, 1);
   std::thread r2(rank_body, 2);
   root.join();
@@ -596,6 +654,8 @@ TEST_CASE("stray connections during the join never break the job", "[bootstrap]"
   CHECK(log.contains("bad magic"));
   CHECK(log.contains("exceeds the limit"));
   CHECK(log.contains("unexpected contribute frame"));
+  CHECK(log.contains("sent a hello frame before authenticating"));
+  CHECK(log.contains("authentication failed"));
   CHECK(log.contains("claims rank 0"));
   CHECK(log.contains("job token differs"));
   CHECK(log.contains("never said hello"));
@@ -696,6 +756,7 @@ TEST_CASE("a peer stalling mid-frame cannot hang the job", "[bootstrap]") {
     if (r == 2) {
       // Joins properly, then sends half a contribution and stalls.
       impostor = RawSocket::connect_to(port);
+      if (!authenticate(impostor, "")) return me.fail("rank 0's proof did not verify");
       impostor.send_all(hello_frame(2, kRanks, ""));
       const Bytes welcome = impostor.receive(frame::kHeaderSize + frame::kWelcomeSize, 5s);
       if (frame::decode_frame(welcome).state != frame::DecodeState::kFrame) {
@@ -743,6 +804,7 @@ TEST_CASE("a coordinator stalling mid-frame cannot hang a rank", "[bootstrap]") 
     pollfd p{listener.fd(), POLLIN, 0};
     if (::poll(&p, 1, 5000) <= 0) return;
     RawSocket peer(::accept(listener.fd(), nullptr, nullptr));
+    authenticate_as_root(peer, "");
     peer.receive(frame::kHeaderSize + frame::kHelloSize, 5s);
     peer.send_all(
         frame::encode_frame(frame::Type::kWelcome, frame::encode_welcome({2, frame::job_tag("")})));

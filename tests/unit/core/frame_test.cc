@@ -69,7 +69,7 @@ TEST_CASE("frame header layout is little-endian and starts with CHRS", "[frame]"
   const auto h = encode_header(Type::kDeliver, 0x01020304u);
   const std::vector<std::byte> expect = {
       std::byte{'C'}, std::byte{'H'}, std::byte{'R'}, std::byte{'S'},  // magic
-      std::byte{1},   std::byte{0},                                    // version
+      std::byte{2},   std::byte{0},                                    // version
       std::byte{5},   std::byte{0},                                    // type
       std::byte{4},   std::byte{3},   std::byte{2},   std::byte{1}};   // length
   CHECK(std::vector<std::byte>(h.begin(), h.end()) == expect);
@@ -124,13 +124,13 @@ TEST_CASE("frame decoder refuses bad magic, version and type", "[frame]") {
     CHECK(describe(d.error, d.header) == "bad magic 0x20544547 (not a Chorus side-channel peer)");
   }
   SECTION("other protocol version") {
-    const Decoded d = decode_frame(raw_header(kMagic, 2, 1, 0));
+    const Decoded d = decode_frame(raw_header(kMagic, 1, 1, 0));
     REQUIRE(d.state == DecodeState::kError);
     CHECK(d.error == Error::kBadVersion);
-    CHECK_THAT(describe(d.error, d.header), Catch::Contains("version 2"));
+    CHECK_THAT(describe(d.error, d.header), Catch::Contains("version 1"));
   }
   SECTION("unknown types") {
-    for (const std::uint16_t type : {0, 6, 0xffff}) {
+    for (const std::uint16_t type : {0, 9, 0xffff}) {
       const Decoded d = decode_frame(raw_header(kMagic, kVersion, type, 0));
       REQUIRE(d.state == DecodeState::kError);
       CHECK(d.error == Error::kUnknownType);
@@ -140,7 +140,8 @@ TEST_CASE("frame decoder refuses bad magic, version and type", "[frame]") {
 
 TEST_CASE("frame decoder checks length against the type's maximum", "[frame]") {
   for (const Type type :
-       {Type::kHello, Type::kWelcome, Type::kAbort, Type::kContribute, Type::kDeliver}) {
+       {Type::kHello, Type::kWelcome, Type::kAbort, Type::kContribute, Type::kDeliver,
+        Type::kAuthInit, Type::kAuthChallenge, Type::kAuthProof}) {
     INFO(type_name(type));
     const auto max = static_cast<std::uint32_t>(max_payload(type));
     const Decoded at_max =
@@ -273,3 +274,20 @@ TEST_CASE("frame decoder survives random input", "[frame]") {
 
 }  // namespace
 }  // namespace chorus::core::frame
+
+TEST_CASE("authentication payloads round-trip and refuse short input", "[frame][auth]") {
+  using namespace chorus::core::frame;
+  AuthChallenge c;
+  for (std::size_t i = 0; i < c.root_nonce.size(); ++i) {
+    c.root_nonce[i] = static_cast<std::byte>(i);
+    c.proof[i] = static_cast<std::byte>(200 - i);
+  }
+  const auto wire = encode_auth_challenge(c);
+  const auto back = decode_auth_challenge(wire);
+  REQUIRE(back);
+  CHECK(back->root_nonce == c.root_nonce);
+  CHECK(back->proof == c.proof);
+  CHECK_FALSE(decode_auth_challenge(std::span(wire).first(kAuthChallengeSize - 1)));
+  CHECK_FALSE(decode_auth_init(std::span(wire).first(kAuthInitSize - 1)));
+  CHECK_FALSE(decode_auth_proof(std::span(wire).first(kAuthProofSize - 1)));
+}
