@@ -6,6 +6,7 @@
 #include "core/config.h"
 #include "core/log.h"
 
+#include <chrono>
 #include <cstring>
 #include <new>
 #include <string>
@@ -14,6 +15,11 @@
 
 struct chorus_comm {
   std::unique_ptr<chorus::core::Communicator> impl;
+};
+
+struct chorus_request {
+  std::shared_ptr<chorus::core::Request> impl;
+  chorus::core::Communicator* comm;  // only used while impl is not done
 };
 
 namespace {
@@ -149,35 +155,223 @@ CHORUS_API const char* chorus_comm_transport(const chorus_comm_t* comm) {
     return set_error(expr);                                       \
   })
 
+namespace {
+
+using chorus::core::Communicator;
+using chorus::core::Status;
+
+/// Blocking call: argument check on the caller, then the operation in issue
+/// order behind every earlier request.
+template <class Body>
+Status run_blocking(Communicator& c, const char* what, const Status& checked, Body body) {
+  if (!checked.is_ok()) return checked;
+  return c.execute(what, std::move(body));
+}
+
+/// Non-blocking call: argument check on the caller, then queue.
+template <class Body>
+int issue(chorus_comm_t* comm, const char* name, const char* what, chorus_request_t** req_out,
+          const Status& checked, Body body) {
+  return guarded([&] {
+    if (!comm) return invalid(std::string(name) + ": comm is NULL");
+    if (!req_out) return invalid(std::string(name) + ": req_out is NULL");
+    if (!checked.is_ok()) return set_error(checked);
+    auto* handle = new chorus_request{nullptr, comm->impl.get()};
+    handle->impl = comm->impl->submit(what, std::move(body));
+    *req_out = handle;
+    return int(CHORUS_OK);
+  });
+}
+
+}  // namespace
+
 CHORUS_API int chorus_all_reduce(chorus_comm_t* comm, const void* in, void* out, size_t count,
                                  int dtype, int op) {
-  CHORUS_COMM_CALL("chorus_all_reduce", comm->impl->all_reduce(in, out, count, dtype, op));
+  CHORUS_COMM_CALL("chorus_all_reduce",
+                   run_blocking(*comm->impl, "all_reduce",
+                                comm->impl->check_all_reduce(in, out, count, dtype, op),
+                                [=](Communicator& c) { return c.all_reduce(in, out, count, dtype, op); }));
 }
 
 CHORUS_API int chorus_all_gather(chorus_comm_t* comm, const void* in, void* out, size_t count,
                                  int dtype) {
-  CHORUS_COMM_CALL("chorus_all_gather", comm->impl->all_gather(in, out, count, dtype));
+  CHORUS_COMM_CALL("chorus_all_gather",
+                   run_blocking(*comm->impl, "all_gather",
+                                comm->impl->check_all_gather(in, out, count, dtype),
+                                [=](Communicator& c) { return c.all_gather(in, out, count, dtype); }));
 }
 
 CHORUS_API int chorus_reduce_scatter(chorus_comm_t* comm, const void* in, void* out, size_t count,
                                      int dtype, int op) {
-  CHORUS_COMM_CALL("chorus_reduce_scatter", comm->impl->reduce_scatter(in, out, count, dtype, op));
+  CHORUS_COMM_CALL("chorus_reduce_scatter",
+                   run_blocking(*comm->impl, "reduce_scatter",
+                                comm->impl->check_reduce_scatter(in, out, count, dtype, op),
+                                [=](Communicator& c) {
+                                  return c.reduce_scatter(in, out, count, dtype, op);
+                                }));
 }
 
 CHORUS_API int chorus_broadcast(chorus_comm_t* comm, void* buf, size_t count, int dtype, int root) {
-  CHORUS_COMM_CALL("chorus_broadcast", comm->impl->broadcast(buf, count, dtype, root));
+  CHORUS_COMM_CALL("chorus_broadcast",
+                   run_blocking(*comm->impl, "broadcast",
+                                comm->impl->check_broadcast(buf, count, dtype, root),
+                                [=](Communicator& c) { return c.broadcast(buf, count, dtype, root); }));
 }
 
 CHORUS_API int chorus_barrier(chorus_comm_t* comm) {
-  CHORUS_COMM_CALL("chorus_barrier", comm->impl->barrier());
+  CHORUS_COMM_CALL("chorus_barrier", run_blocking(*comm->impl, "barrier", Status::ok(),
+                                                  [](Communicator& c) { return c.barrier(); }));
 }
 
 CHORUS_API int chorus_send(chorus_comm_t* comm, const void* buf, size_t count, int dtype, int peer) {
-  CHORUS_COMM_CALL("chorus_send", comm->impl->send(buf, count, dtype, peer));
+  CHORUS_COMM_CALL("chorus_send",
+                   run_blocking(*comm->impl, "send", comm->impl->check_p2p("send", buf, count, dtype, peer),
+                                [=](Communicator& c) { return c.send(buf, count, dtype, peer); }));
 }
 
 CHORUS_API int chorus_recv(chorus_comm_t* comm, void* buf, size_t count, int dtype, int peer) {
-  CHORUS_COMM_CALL("chorus_recv", comm->impl->recv(buf, count, dtype, peer));
+  CHORUS_COMM_CALL("chorus_recv",
+                   run_blocking(*comm->impl, "recv", comm->impl->check_p2p("recv", buf, count, dtype, peer),
+                                [=](Communicator& c) { return c.recv(buf, count, dtype, peer); }));
+}
+
+// The checks below dereference `comm` only when it is not NULL; issue()
+// reports a NULL one.
+#define CHORUS_CHECK(expr) (comm ? comm->impl->expr : Status::ok())
+
+CHORUS_API int chorus_iall_reduce(chorus_comm_t* comm, const void* in, void* out, size_t count,
+                                  int dtype, int op, chorus_request_t** req_out) {
+  return issue(comm, "chorus_iall_reduce", "all_reduce", req_out,
+               CHORUS_CHECK(check_all_reduce(in, out, count, dtype, op)),
+               [=](Communicator& c) { return c.all_reduce(in, out, count, dtype, op); });
+}
+
+CHORUS_API int chorus_iall_gather(chorus_comm_t* comm, const void* in, void* out, size_t count,
+                                  int dtype, chorus_request_t** req_out) {
+  return issue(comm, "chorus_iall_gather", "all_gather", req_out,
+               CHORUS_CHECK(check_all_gather(in, out, count, dtype)),
+               [=](Communicator& c) { return c.all_gather(in, out, count, dtype); });
+}
+
+CHORUS_API int chorus_ireduce_scatter(chorus_comm_t* comm, const void* in, void* out, size_t count,
+                                      int dtype, int op, chorus_request_t** req_out) {
+  return issue(comm, "chorus_ireduce_scatter", "reduce_scatter", req_out,
+               CHORUS_CHECK(check_reduce_scatter(in, out, count, dtype, op)),
+               [=](Communicator& c) { return c.reduce_scatter(in, out, count, dtype, op); });
+}
+
+CHORUS_API int chorus_ibroadcast(chorus_comm_t* comm, void* buf, size_t count, int dtype, int root,
+                                 chorus_request_t** req_out) {
+  return issue(comm, "chorus_ibroadcast", "broadcast", req_out,
+               CHORUS_CHECK(check_broadcast(buf, count, dtype, root)),
+               [=](Communicator& c) { return c.broadcast(buf, count, dtype, root); });
+}
+
+CHORUS_API int chorus_ibarrier(chorus_comm_t* comm, chorus_request_t** req_out) {
+  return issue(comm, "chorus_ibarrier", "barrier", req_out, Status::ok(),
+               [](Communicator& c) { return c.barrier(); });
+}
+
+CHORUS_API int chorus_isend(chorus_comm_t* comm, const void* buf, size_t count, int dtype, int peer,
+                            chorus_request_t** req_out) {
+  return issue(comm, "chorus_isend", "send", req_out,
+               CHORUS_CHECK(check_p2p("send", buf, count, dtype, peer)),
+               [=](Communicator& c) { return c.send(buf, count, dtype, peer); });
+}
+
+CHORUS_API int chorus_irecv(chorus_comm_t* comm, void* buf, size_t count, int dtype, int peer,
+                            chorus_request_t** req_out) {
+  return issue(comm, "chorus_irecv", "recv", req_out,
+               CHORUS_CHECK(check_p2p("recv", buf, count, dtype, peer)),
+               [=](Communicator& c) { return c.recv(buf, count, dtype, peer); });
+}
+
+CHORUS_API int chorus_test(chorus_request_t* req, int* done_out) {
+  return guarded([&] {
+    if (!req || !done_out) return invalid("chorus_test: NULL argument");
+    if (!req->impl->done()) {
+      *done_out = 0;
+      return int(CHORUS_OK);
+    }
+    *done_out = 1;
+    return set_error(req->impl->status());
+  });
+}
+
+CHORUS_API int chorus_wait(chorus_request_t* req, int timeout_ms) {
+  return guarded([&] {
+    if (!req) return invalid("chorus_wait: req is NULL");
+    auto t0 = std::chrono::steady_clock::now();
+    bool done = req->impl->wait_for(timeout_ms);
+    uint64_t ns = uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                               std::chrono::steady_clock::now() - t0)
+                               .count());
+    if (!done) {
+      // The communicator is alive: a pending request means it was not finalized.
+      req->comm->add_request_wait(ns);
+      t_last_error = "chorus_wait: " + req->impl->what() + " still pending after " +
+                     std::to_string(timeout_ms) + " ms";
+      return int(CHORUS_ERR_AGAIN);
+    }
+    return set_error(req->impl->status());
+  });
+}
+
+CHORUS_API int chorus_request_free(chorus_request_t* req) {
+  return guarded([&] {
+    delete req;
+    return int(CHORUS_OK);
+  });
+}
+
+CHORUS_API int chorus_cancel(chorus_request_t* req) {
+  return guarded([&] {
+    if (!req) return invalid("chorus_cancel: req is NULL");
+    // A done request may belong to a finalized communicator: do not touch it.
+    if (req->impl->done())
+      return set_error({CHORUS_ERR_NOT_SUPPORTED,
+                        "chorus_cancel: " + req->impl->what() +
+                            " already complete; only a request that has not started can be cancelled"});
+    return set_error(req->comm->cancel(req->impl));
+  });
+}
+
+CHORUS_API int chorus_comm_split(chorus_comm_t* parent, int color, int key,
+                                 chorus_comm_t** child_out) {
+  return guarded([&] {
+    if (!parent) return invalid("chorus_comm_split: parent is NULL");
+    if (!child_out) return invalid("chorus_comm_split: child_out is NULL");
+    std::unique_ptr<Communicator> child;
+    Status st = parent->impl->execute("split", [&](Communicator& c) -> Status {
+      auto r = c.split(color, key);
+      if (!r.is_ok()) return r.status();
+      child = std::move(*r);
+      return Status::ok();
+    });
+    if (!st.is_ok()) return set_error(st);
+    *child_out = child ? new chorus_comm{std::move(child)} : nullptr;
+    return int(CHORUS_OK);
+  });
+}
+
+CHORUS_API const char* chorus_comm_id(const chorus_comm_t* comm) {
+  return comm ? comm->impl->id().c_str() : nullptr;
+}
+
+CHORUS_API int chorus_comm_counters(const chorus_comm_t* comm, chorus_counter_t* out, size_t max,
+                                    size_t* count_out) {
+  return guarded([&] {
+    if (!comm || !count_out) return invalid("chorus_comm_counters: NULL argument");
+    if (max > 0 && !out) return invalid("chorus_comm_counters: out is NULL with max > 0");
+    auto all = comm->impl->counters();
+    for (size_t i = 0; i < all.size() && i < max; ++i) {
+      std::memset(out[i].name, 0, sizeof(out[i].name));
+      std::strncpy(out[i].name, all[i].first.c_str(), sizeof(out[i].name) - 1);
+      out[i].value = all[i].second;
+    }
+    *count_out = all.size();
+    return int(CHORUS_OK);
+  });
 }
 
 CHORUS_API const char* chorus_last_error(void) { return t_last_error.c_str(); }

@@ -5,6 +5,8 @@
 #include "core/log.h"
 #include "core/reduce.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -93,6 +95,8 @@ Result<std::unique_ptr<Communicator>> Communicator::create(Config config,
 Status Communicator::init(Config config, std::unique_ptr<SideChannel> host_channel) {
   cfg_ = std::move(config);
   log_set_level(cfg_.log_level);
+  static std::atomic<int> world_count{0};
+  id_ = "w" + std::to_string(world_count.fetch_add(1));
   Deadline deadline = Deadline::after(seconds_ms(cfg_.timeout_init_s));
 
   if (cfg_.world_size < 0 && cfg_.rank < 0) {
@@ -147,6 +151,23 @@ Status Communicator::init(Config config, std::unique_ptr<SideChannel> host_chann
                 "bootstrap joined: " << size_ << " ranks via " << cfg_.coordinator);
   }
 
+  // Authenticates the transport's data connections (docs/reliability.md);
+  // split children inherit it with cfg_.
+  auto job_key = agree_transport_key(*bootstrap_, rank_, cfg_.job_token, deadline);
+  if (!job_key.is_ok()) return job_key.status();
+  cfg_.transport_key = std::move(*job_key);
+  if (auto st = open_context(); !st.is_ok()) return st;
+  if (auto st = connect_endpoints(deadline); !st.is_ok()) return st;
+  if (auto st = setup_staging(); !st.is_ok()) return st;
+  if (auto st = bootstrap_->barrier(deadline); !st.is_ok())
+    return st.with_context("rank " + std::to_string(rank_) + ": init barrier");
+  CHORUS_LOGF(CHORUS_LOG_INFO, rank_,
+              "comm " << id_ << ": communicator ready: " << size_ << " ranks, transport " << cfg_.transport << ", "
+                                     << cfg_.channels << " channel(s), config " << cfg_.source);
+  return Status::ok();
+}
+
+Status Communicator::open_context() {
   std::vector<chorus_kv_t> kv;
   if (auto it = cfg_.transport_settings.find(cfg_.transport); it != cfg_.transport_settings.end())
     for (const auto& s : it->second) kv.push_back({s.key.c_str(), s.value.c_str(), s.origin.c_str()});
@@ -157,6 +178,8 @@ Status Communicator::init(Config config, std::unique_ptr<SideChannel> host_chann
   info.bind_address = cfg_.bind_address.c_str();
   info.config = kv.empty() ? nullptr : kv.data();
   info.config_count = kv.size();
+  info.job_key = reinterpret_cast<const unsigned char*>(cfg_.transport_key.data());
+  info.job_key_len = cfg_.transport_key.size();
   if (int rc = tp_->context_open(&info, &ctx_); rc != CHORUS_OK)
     return {rc, "rank " + std::to_string(rank_) + ": transport '" + cfg_.transport +
                     "' could not open a context: " + tp_->last_error()};
@@ -173,13 +196,11 @@ Status Communicator::init(Config config, std::unique_ptr<SideChannel> host_chann
   proxy_.poll = &Communicator::proxy_poll;
   pending_sends_.assign(size_t(size_), 0);
   pending_recvs_.assign(size_t(size_), 0);
-  if (auto st = connect_endpoints(deadline); !st.is_ok()) return st;
-  if (auto st = setup_staging(); !st.is_ok()) return st;
-  if (auto st = bootstrap_->barrier(deadline); !st.is_ok())
-    return st.with_context("rank " + std::to_string(rank_) + ": init barrier");
-  CHORUS_LOGF(CHORUS_LOG_INFO, rank_,
-              "communicator ready: " << size_ << " ranks, transport " << cfg_.transport << ", "
-                                     << cfg_.channels << " channel(s), config " << cfg_.source);
+  peer_counters_ = std::make_unique<PeerCounters[]>(size_t(size_));
+  for (int c = 0; c < CHORUS_COLL_COUNT; ++c)
+    for (const Plugin* p : candidates_[c])
+      algo_ops_.emplace_back(std::string(chorus_collective_name(c)) + "." + p->name(),
+                             std::make_unique<std::atomic<uint64_t>>(0));
   return Status::ok();
 }
 
@@ -299,23 +320,26 @@ const chorus_algorithm_plugin_v1_t* Communicator::choose(int collective, uint64_
   return best;
 }
 
-Status Communicator::connect_endpoints(Deadline deadline) {
-  const int channels = cfg_.channels;
-  endpoints_.assign(size_t(size_) * size_t(channels), nullptr);
+std::string Communicator::fingerprint() const {
   // Every rank must agree on what shapes the wire traffic; a mismatch would
   // otherwise show up as a hang or garbage much later.
-  std::string fingerprint = "transport=" + cfg_.transport +
-                            " channels=" + std::to_string(channels) +
-                            " staging_slot_size=" + std::to_string(cfg_.staging_slot_size) +
-                            " staging_slots=" + std::to_string(cfg_.staging_slots) +
-                            " deterministic=" + std::to_string(cfg_.deterministic) +
-                            " switch_bytes=" + std::to_string(cfg_.switch_bytes);
+  std::string f = "transport=" + cfg_.transport + " channels=" + std::to_string(cfg_.channels) +
+                  " staging_slot_size=" + std::to_string(cfg_.staging_slot_size) +
+                  " staging_slots=" + std::to_string(cfg_.staging_slots) +
+                  " deterministic=" + std::to_string(cfg_.deterministic) +
+                  " switch_bytes=" + std::to_string(cfg_.switch_bytes);
   for (int c = 0; c < CHORUS_COLL_COUNT; ++c) {
-    fingerprint += std::string(" ") + chorus_collective_name(c) + "=" + cfg_.algorithm[c];
-    for (const Plugin* p : candidates_[c]) fingerprint += (p == candidates_[c].front() ? ":" : ",") + p->name();
+    f += std::string(" ") + chorus_collective_name(c) + "=" + cfg_.algorithm[c];
+    for (const Plugin* p : candidates_[c]) f += (p == candidates_[c].front() ? ":" : ",") + p->name();
   }
-  std::vector<std::byte> mine;
-  put_bytes(mine, fingerprint.data(), fingerprint.size());
+  return f;
+}
+
+Status Communicator::open_endpoints(std::vector<std::byte>& mine) {
+  const int channels = cfg_.channels;
+  endpoints_.assign(size_t(size_) * size_t(channels), nullptr);
+  std::string fp = fingerprint();
+  put_bytes(mine, fp.data(), fp.size());
   std::vector<std::byte> addr(caps_.max_address_size ? caps_.max_address_size : 1024);
   for (int p = 0; p < size_; ++p) {
     for (int c = 0; c < channels; ++c) {
@@ -334,9 +358,25 @@ Status Communicator::connect_endpoints(Deadline deadline) {
       put_bytes(mine, addr.data(), len);
     }
   }
+  return Status::ok();
+}
+
+Status Communicator::connect_endpoints(Deadline deadline) {
+  std::vector<std::byte> mine;
+  if (auto st = open_endpoints(mine); !st.is_ok()) return st;
   std::vector<std::vector<std::byte>> all;
   if (auto st = bootstrap_->all_gather(mine, all, deadline); !st.is_ok())
     return st.with_context("rank " + std::to_string(rank_) + ": exchanging endpoint addresses");
+  return connect_from(all, deadline);
+}
+
+Status Communicator::connect_from(const std::vector<std::vector<std::byte>>& all, Deadline deadline) {
+  const int channels = cfg_.channels;
+  const std::string fp = fingerprint();
+  if (all.size() != size_t(size_))
+    return {CHORUS_ERR_INTERNAL, "rank " + std::to_string(rank_) + ": address table has " +
+                                     std::to_string(all.size()) + " entries for " +
+                                     std::to_string(size_) + " ranks"};
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
     size_t pos = 0;
@@ -347,10 +387,10 @@ Status Communicator::connect_endpoints(Deadline deadline) {
                                                      std::to_string(p));
     if (!get_bytes(all[size_t(p)], pos, data, n)) return malformed;
     std::string theirs(reinterpret_cast<const char*>(data), n);
-    if (theirs != fingerprint)
+    if (theirs != fp)
       return {CHORUS_ERR_INVALID_ARGUMENT,
               "rank " + std::to_string(rank_) + " and rank " + std::to_string(p) +
-                  " disagree on the configuration (" + fingerprint + " vs " + theirs +
+                  " disagree on the configuration (" + fp + " vs " + theirs +
                   "); give every rank the same config file and CHORUS_* variables"};
     for (int q = 0; q < size_; ++q) {
       for (int c = 0; c < channels; ++c) {
@@ -389,6 +429,27 @@ Status Communicator::setup_staging() {
 }
 
 Communicator::~Communicator() {
+  {
+    std::unique_lock lock(q_mu_);
+    stopping_ = true;
+    if (busy_ || !queue_.empty()) {
+      lock.unlock();
+      log(CHORUS_LOG_WARN, "finalized with requests pending; aborting them");
+      finalizing_.store(true);
+      abort();
+      lock.lock();
+    }
+  }
+  q_cv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+  {
+    // Without a worker (never started), fail what is left here.
+    std::lock_guard lock(q_mu_);
+    for (auto& r : queue_)
+      r->finish({CHORUS_ERR_ABORTED, "rank " + std::to_string(rank_) + ": " + r->what() +
+                                         ": the communicator was finalized before it ran"});
+    queue_.clear();
+  }
   if (tp_ && ctx_) {
     for (auto*& ep : endpoints_)
       if (ep) tp_->endpoint_close(ep), ep = nullptr;
@@ -409,7 +470,7 @@ void Communicator::abort() {
 }
 
 Status Communicator::usable(const char* what) const {
-  std::string prefix = "rank " + std::to_string(rank_) + ": " + what;
+  std::string prefix = who() + ": " + what;
   if (aborted_.load())
     return {CHORUS_ERR_ABORTED, prefix + ": the communicator was aborted; finalize it and create a new one"};
   if (broken_)
@@ -420,6 +481,7 @@ Status Communicator::usable(const char* what) const {
 }
 
 void Communicator::mark_broken(const Status& why) {
+  errors_.fetch_add(1, std::memory_order_relaxed);
   broken_ = true;
   broken_status_ = why;
   // Outstanding receives may point into caller memory; closing the endpoints
@@ -475,7 +537,11 @@ Status Communicator::run(int collective, const char* what, uint64_t bytes, Call&
   env.fail = &Communicator::env_fail;
   env.log = &Communicator::env_log;
 
-  CHORUS_LOGF(CHORUS_LOG_DEBUG, rank_, what << ": " << bytes << " bytes via algorithm '" << algo->name << "'");
+  if (auto* counter = algo_counter(collective, algo->name))
+    counter->fetch_add(1, std::memory_order_relaxed);
+  if (log_enabled(CHORUS_LOG_DEBUG))
+    log(CHORUS_LOG_DEBUG, std::string(what) + ": " + std::to_string(bytes) + " bytes via algorithm '" +
+                              algo->name + "'");
   int rc = call(algo, &env);
   release_call_registrations();
   if (rc == CHORUS_OK) return Status::ok();
@@ -484,7 +550,8 @@ Status Communicator::run(int collective, const char* what, uint64_t bytes, Call&
                                    algo->name + "' failed with " + chorus_status_name(rc))
                   : call_error_;
   if (st.code() != CHORUS_ERR_INVALID_ARGUMENT) mark_broken(st);
-  CHORUS_LOGF(CHORUS_LOG_DEBUG, rank_, st.message());
+  else errors_.fetch_add(1, std::memory_order_relaxed);
+  log(CHORUS_LOG_DEBUG, st.message());
   return st;
 }
 
@@ -566,6 +633,7 @@ Status Communicator::p2p(bool is_send, void* buf, size_t count, int dtype, int p
     ~Reset() { t_running = nullptr; }
   } reset;
 
+  (is_send ? send_ops_ : recv_ops_).fetch_add(1, std::memory_order_relaxed);
   size_t bytes = count * chorus_dtype_size(dtype);
   chorus_tp_endpoint_t* ep = endpoints_[size_t(peer) * size_t(cfg_.channels)];
   chorus_tp_mr_t* mr = nullptr;
@@ -586,7 +654,10 @@ Status Communicator::p2p(bool is_send, void* buf, size_t count, int dtype, int p
       size_t len = std::min(max_msg, bytes - off);
       int prc = is_send ? proxy_post_send(ep, base + off, len, mr, posted)
                         : proxy_post_recv(ep, base + off, len, mr, posted);
-      if (prc == CHORUS_ERR_AGAIN) break;
+      if (prc == CHORUS_ERR_AGAIN) {
+        retries_.fetch_add(1, std::memory_order_relaxed);
+        break;
+      }
       if (prc != CHORUS_OK) {
         rc = env_fail(this, prc, (std::string("posting to rank ") + std::to_string(peer) +
                                   " failed: " + tp_->last_error()).c_str());
@@ -615,6 +686,7 @@ Status Communicator::p2p(bool is_send, void* buf, size_t count, int dtype, int p
   release_call_registrations();
   if (rc == CHORUS_OK) return Status::ok();
   if (call_error_.code() != CHORUS_ERR_INVALID_ARGUMENT) mark_broken(call_error_);
+  else errors_.fetch_add(1, std::memory_order_relaxed);
   return call_error_;
 }
 
@@ -627,6 +699,14 @@ void Communicator::note_posted(chorus_tp_endpoint_t* ep, bool send) {
 void Communicator::note_completed(const chorus_tp_completion_t& c) {
   auto it = endpoint_peer_.find(c.endpoint);
   if (it == endpoint_peer_.end()) return;
+  PeerCounters& pc = peer_counters_[size_t(it->second)];
+  if (c.opcode == CHORUS_TP_SEND) {
+    pc.bytes_sent.fetch_add(c.byte_len, std::memory_order_relaxed);
+    pc.msgs_sent.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    pc.bytes_recv.fetch_add(c.byte_len, std::memory_order_relaxed);
+    pc.msgs_recv.fetch_add(1, std::memory_order_relaxed);
+  }
   auto& counts = c.opcode == CHORUS_TP_SEND ? pending_sends_ : pending_recvs_;
   if (counts[size_t(it->second)] > 0) --counts[size_t(it->second)];
 }
@@ -651,6 +731,7 @@ int Communicator::proxy_post_send(chorus_tp_endpoint_t* ep, const void* buf, siz
   if (!self) return CHORUS_ERR_INTERNAL;
   int rc = self->tp_->post_send(ep, buf, length, mr, wr_id);
   if (rc == CHORUS_OK) self->note_posted(ep, true);
+  else if (rc == CHORUS_ERR_AGAIN) self->retries_.fetch_add(1, std::memory_order_relaxed);
   return rc;
 }
 
@@ -660,6 +741,7 @@ int Communicator::proxy_post_recv(chorus_tp_endpoint_t* ep, void* buf, size_t le
   if (!self) return CHORUS_ERR_INTERNAL;
   int rc = self->tp_->post_recv(ep, buf, length, mr, wr_id);
   if (rc == CHORUS_OK) self->note_posted(ep, false);
+  else if (rc == CHORUS_ERR_AGAIN) self->retries_.fetch_add(1, std::memory_order_relaxed);
   return rc;
 }
 
@@ -695,7 +777,10 @@ int Communicator::env_progress(void* core, chorus_tp_completion_t* out, size_t m
   auto* self = static_cast<Communicator*>(core);
   for (;;) {
     if (self->aborted_.load())
-      return env_fail(core, CHORUS_ERR_ABORTED, "aborted by chorus_comm_abort()");
+      return env_fail(core, CHORUS_ERR_ABORTED,
+                      self->finalizing_.load()
+                          ? "aborted: the communicator was finalized with this operation pending"
+                          : "aborted by chorus_comm_abort()");
     int n = self->tp_->poll(self->ctx_, out, max);
     if (n > 0) {
       for (int i = 0; i < n; ++i) self->note_completed(out[i]);
@@ -728,7 +813,11 @@ int Communicator::env_progress(void* core, chorus_tp_completion_t* out, size_t m
     }
     // Sleep in the transport; wake at least every 200 ms to re-check abort
     // for transports without interrupt().
+    auto t0 = std::chrono::steady_clock::now();
     int rc = self->tp_->wait(self->ctx_, self->call_deadline_.remaining_ms(200));
+    self->transport_wait_ns_.fetch_add(
+        uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count()),
+        std::memory_order_relaxed);
     if (rc != CHORUS_OK && rc != CHORUS_ERR_TIMEOUT)
       return env_fail(core, rc, (std::string("wait failed: ") + self->tp_->last_error()).c_str());
   }
@@ -737,14 +826,391 @@ int Communicator::env_progress(void* core, chorus_tp_completion_t* out, size_t m
 int Communicator::env_fail(void* core, int status, const char* message) {
   auto* self = static_cast<Communicator*>(core);
   if (self->call_error_.is_ok())
-    self->call_error_ = Status(status, "rank " + std::to_string(self->rank_) + ": " +
-                                           self->call_what_ + ": " + (message ? message : ""));
+    self->call_error_ = Status(status, self->who() + ": " + self->call_what_ + ": " +
+                                           (message ? message : ""));
   return status;
 }
 
 void Communicator::env_log(void* core, int level, const char* message) {
   auto* self = static_cast<Communicator*>(core);
-  if (log_enabled(level)) log_line(level, self->rank_, message ? message : "");
+  if (log_enabled(level)) self->log(level, message ? message : "");
+}
+
+std::string Communicator::who() const {
+  // World communicators keep the short form that existing messages use.
+  if (id_.empty() || id_[0] != 'w' || id_.find('.') == std::string::npos)
+    return "rank " + std::to_string(rank_);
+  return "rank " + std::to_string(rank_) + " of comm " + id_;
+}
+
+void Communicator::log(int level, const std::string& message) const {
+  if (log_enabled(level)) log_line(level, rank_, "comm " + id_ + ": " + message);
+}
+
+// ---------------------------------------------------------------------------
+// Requests and the execution stream
+
+bool Request::wait_for(int timeout_ms) {
+  std::unique_lock lock(mu_);
+  auto is_done = [&] { return state_ == State::kDone; };
+  if (timeout_ms < 0) {
+    cv_.wait(lock, is_done);
+    return true;
+  }
+  return cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), is_done);
+}
+
+bool Request::done() const {
+  std::lock_guard lock(mu_);
+  return state_ == State::kDone;
+}
+
+Request::State Request::state() const {
+  std::lock_guard lock(mu_);
+  return state_;
+}
+
+Status Request::status() const {
+  std::lock_guard lock(mu_);
+  return status_;
+}
+
+void Request::set_running() {
+  std::lock_guard lock(mu_);
+  state_ = State::kRunning;
+}
+
+void Request::finish(Status st) {
+  std::function<Status(Communicator&)> drop;
+  {
+    std::lock_guard lock(mu_);
+    if (state_ == State::kDone) return;
+    state_ = State::kDone;
+    status_ = std::move(st);
+    drop.swap(body_);
+  }
+  cv_.notify_all();
+}
+
+void Communicator::run_request(Request& req) {
+  req.set_running();
+  Status st;
+  uint64_t cut;
+  std::string cut_what;
+  {
+    std::lock_guard lock(q_mu_);
+    cut = cut_after_;
+    cut_what = cut_what_;
+  }
+  if (req.seq() > cut) {
+    st = {CHORUS_ERR_ABORTED, who() + ": " + req.what() + ": an earlier request (" + cut_what +
+                                  ") was cancelled on this rank, so later operations no longer "
+                                  "match the other ranks; finalize this communicator"};
+  } else {
+    try {
+      st = req.body_(*this);
+    } catch (const std::bad_alloc&) {
+      st = {CHORUS_ERR_SYSTEM, who() + ": " + req.what() + ": out of memory"};
+    } catch (const std::exception& e) {
+      st = {CHORUS_ERR_INTERNAL, who() + ": " + req.what() + ": internal error: " + e.what()};
+    }
+  }
+  req.finish(std::move(st));
+}
+
+Status Communicator::execute(const char* what, std::function<Status(Communicator&)> body) {
+  std::unique_lock lock(q_mu_);
+  if (stopping_)
+    return {CHORUS_ERR_ABORTED, who() + ": " + what + ": the communicator is being finalized"};
+  auto req = std::make_shared<Request>(next_seq_++, what, std::move(body));
+  if (!busy_ && queue_.empty()) {
+    // Nothing ahead of this call: run it here, without a thread hop.
+    busy_ = true;
+    lock.unlock();
+    inline_ops_.fetch_add(1, std::memory_order_relaxed);
+    run_request(*req);
+    lock.lock();
+    busy_ = false;
+    lock.unlock();
+    q_cv_.notify_all();
+    return req->status();
+  }
+  queue_.push_back(req);
+  queued_ops_.fetch_add(1, std::memory_order_relaxed);
+  if (!worker_.joinable()) worker_ = std::thread([this] { worker_main(); });
+  lock.unlock();
+  q_cv_.notify_all();
+  auto t0 = std::chrono::steady_clock::now();
+  req->wait_for(-1);
+  add_request_wait(uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                std::chrono::steady_clock::now() - t0)
+                                .count()));
+  return req->status();
+}
+
+std::shared_ptr<Request> Communicator::submit(const char* what,
+                                              std::function<Status(Communicator&)> body) {
+  std::unique_lock lock(q_mu_);
+  auto req = std::make_shared<Request>(next_seq_++, what, std::move(body));
+  requests_issued_.fetch_add(1, std::memory_order_relaxed);
+  queued_ops_.fetch_add(1, std::memory_order_relaxed);
+  if (stopping_) {
+    req->finish({CHORUS_ERR_ABORTED, who() + ": " + what + ": the communicator is being finalized"});
+    return req;
+  }
+  queue_.push_back(req);
+  if (!worker_.joinable()) worker_ = std::thread([this] { worker_main(); });
+  lock.unlock();
+  q_cv_.notify_all();
+  return req;
+}
+
+Status Communicator::cancel(const std::shared_ptr<Request>& req) {
+  std::unique_lock lock(q_mu_);
+  auto it = std::find(queue_.begin(), queue_.end(), req);
+  if (it == queue_.end())
+    return {CHORUS_ERR_NOT_SUPPORTED,
+            who() + ": " + req->what() + ": " +
+                (req->done() ? "already complete" : "already started; wait for it, or abort the communicator") +
+                "; only a request that has not started can be cancelled"};
+  queue_.erase(it);
+  if (req->seq() < cut_after_) {
+    cut_after_ = req->seq();
+    cut_what_ = req->what() + " #" + std::to_string(req->seq());
+  }
+  requests_cancelled_.fetch_add(1, std::memory_order_relaxed);
+  lock.unlock();
+  log(CHORUS_LOG_INFO, "request " + req->what() + " #" + std::to_string(req->seq()) +
+                           " cancelled; later operations on this communicator will fail");
+  req->finish({CHORUS_ERR_ABORTED, who() + ": " + req->what() + ": cancelled by chorus_cancel()"});
+  return Status::ok();
+}
+
+void Communicator::worker_main() {
+  std::unique_lock lock(q_mu_);
+  for (;;) {
+    q_cv_.wait(lock, [&] { return stopping_ || (!busy_ && !queue_.empty()); });
+    if (stopping_) {
+      // Finalizing: whatever is still queued completes as aborted without
+      // running (the destructor already aborted a running one).
+      auto left = std::move(queue_);
+      queue_.clear();
+      lock.unlock();
+      for (auto& r : left)
+        r->finish({CHORUS_ERR_ABORTED, who() + ": " + r->what() +
+                                           ": the communicator was finalized before it ran"});
+      return;
+    }
+    auto req = std::move(queue_.front());
+    queue_.pop_front();
+    busy_ = true;
+    lock.unlock();
+    run_request(*req);
+    req.reset();
+    lock.lock();
+    busy_ = false;
+    q_cv_.notify_all();
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Issue-time argument checks
+
+Status Communicator::check_all_reduce(const void* in, const void* out, size_t count, int dtype,
+                                      int op) const {
+  if (auto st = check_buffer(in, count, 1, dtype, "input"); !st.is_ok()) return st;
+  if (auto st = check_buffer(out, count, 1, dtype, "output"); !st.is_ok()) return st;
+  return check_op(dtype, op);
+}
+
+Status Communicator::check_all_gather(const void* in, const void* out, size_t count, int dtype) const {
+  if (auto st = check_buffer(in, count, 1, dtype, "input"); !st.is_ok()) return st;
+  return check_buffer(out, count, size_t(size_), dtype, "output");
+}
+
+Status Communicator::check_reduce_scatter(const void* in, const void* out, size_t count, int dtype,
+                                          int op) const {
+  if (auto st = check_buffer(in, count, size_t(size_), dtype, "input"); !st.is_ok()) return st;
+  if (auto st = check_buffer(out, count, 1, dtype, "output"); !st.is_ok()) return st;
+  return check_op(dtype, op);
+}
+
+Status Communicator::check_broadcast(const void* buf, size_t count, int dtype, int root) const {
+  if (auto st = check_buffer(buf, count, 1, dtype, "buffer"); !st.is_ok()) return st;
+  if (root < 0 || root >= size_)
+    return {CHORUS_ERR_INVALID_ARGUMENT, "broadcast root " + std::to_string(root) +
+                                             " is out of range for " + std::to_string(size_) +
+                                             " ranks"};
+  return Status::ok();
+}
+
+Status Communicator::check_p2p(const char* what, const void* buf, size_t count, int dtype,
+                               int peer) const {
+  if (auto st = check_buffer(buf, count, 1, dtype, "buffer"); !st.is_ok()) return st;
+  if (peer < 0 || peer >= size_ || peer == rank_)
+    return {CHORUS_ERR_INVALID_ARGUMENT,
+            std::string(what) + ": peer " + std::to_string(peer) + " is not another rank (rank " +
+                std::to_string(rank_) + " of " + std::to_string(size_) + ")"};
+  return Status::ok();
+}
+
+// ---------------------------------------------------------------------------
+// Counters
+
+std::atomic<uint64_t>* Communicator::algo_counter(int collective, const char* algo) {
+  std::string key = std::string(chorus_collective_name(collective)) + "." + algo;
+  for (auto& [name, value] : algo_ops_)
+    if (name == key) return value.get();
+  return nullptr;
+}
+
+std::vector<std::pair<std::string, uint64_t>> Communicator::counters() const {
+  std::vector<std::pair<std::string, uint64_t>> out;
+  auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+  uint64_t bs = 0, ms = 0, br = 0, mr = 0;
+  for (int p = 0; p < size_ && peer_counters_; ++p) {
+    const PeerCounters& c = peer_counters_[size_t(p)];
+    bs += get(c.bytes_sent), ms += get(c.msgs_sent), br += get(c.bytes_recv), mr += get(c.msgs_recv);
+  }
+  out.emplace_back("bytes_sent", bs);
+  out.emplace_back("messages_sent", ms);
+  out.emplace_back("bytes_received", br);
+  out.emplace_back("messages_received", mr);
+  for (const auto& [name, value] : algo_ops_) out.emplace_back("ops." + name, get(*value));
+  out.emplace_back("ops.send", get(send_ops_));
+  out.emplace_back("ops.recv", get(recv_ops_));
+  out.emplace_back("ops.inline", get(inline_ops_));
+  out.emplace_back("ops.queued", get(queued_ops_));
+  out.emplace_back("requests.issued", get(requests_issued_));
+  out.emplace_back("requests.cancelled", get(requests_cancelled_));
+  out.emplace_back("wait.transport_ns", get(transport_wait_ns_));
+  out.emplace_back("wait.request_ns", get(request_wait_ns_));
+  out.emplace_back("retries", get(retries_));
+  out.emplace_back("errors", get(errors_));
+  for (int p = 0; p < size_ && peer_counters_; ++p) {
+    if (p == rank_) continue;
+    const PeerCounters& c = peer_counters_[size_t(p)];
+    std::string base = "peer." + std::to_string(p) + ".";
+    out.emplace_back(base + "bytes_sent", get(c.bytes_sent));
+    out.emplace_back(base + "messages_sent", get(c.msgs_sent));
+    out.emplace_back(base + "bytes_received", get(c.bytes_recv));
+    out.emplace_back(base + "messages_received", get(c.msgs_recv));
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// split
+
+Status Communicator::init_child(const Config& cfg, int rank, int size, std::string id,
+                                std::vector<std::byte>& blob_out) {
+  cfg_ = cfg;
+  cfg_.rank = rank;
+  cfg_.world_size = size;
+  rank_ = rank;
+  size_ = size;
+  id_ = std::move(id);
+  auto search = plugin_search_path(cfg_.plugin_path);
+  auto tp = load_plugin(PluginKind::kTransport, cfg_.transport, search);
+  if (!tp.is_ok()) return tp.status().with_context(who());
+  transport_ = *tp;
+  tp_ = transport_->transport();
+  if (auto st = select_algorithms(); !st.is_ok()) return st;
+  if (auto st = open_context(); !st.is_ok()) return st;
+  return open_endpoints(blob_out);
+}
+
+namespace {
+
+/// Variable-size all-gather over a communicator's fixed-size one: sizes
+/// first, then every blob padded to the largest.
+Status gather_blobs(Communicator& comm, const std::vector<std::byte>& mine,
+                    std::vector<std::vector<std::byte>>& all) {
+  uint64_t my_size = mine.size();
+  std::vector<uint64_t> sizes(size_t(comm.size()));
+  if (auto st = comm.all_gather(&my_size, sizes.data(), 1, CHORUS_UINT64); !st.is_ok()) return st;
+  uint64_t max = 1;
+  for (uint64_t v : sizes) max = std::max(max, v);
+  std::vector<std::byte> padded(max);
+  std::copy(mine.begin(), mine.end(), padded.begin());
+  std::vector<std::byte> gathered(size_t(max) * size_t(comm.size()));
+  if (auto st = comm.all_gather(padded.data(), gathered.data(), size_t(max), CHORUS_UINT8);
+      !st.is_ok())
+    return st;
+  all.assign(size_t(comm.size()), {});
+  for (int r = 0; r < comm.size(); ++r) {
+    auto* b = gathered.data() + size_t(r) * size_t(max);
+    all[size_t(r)].assign(b, b + sizes[size_t(r)]);
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key) {
+  const uint64_t split_no = splits_++;
+  // 1. Who goes where: every rank learns every (color, key).
+  int32_t mine[2] = {color < 0 ? -1 : color, key};
+  std::vector<int32_t> all_ck(size_t(size_) * 2);
+  if (auto st = all_gather(mine, all_ck.data(), 2, CHORUS_INT32); !st.is_ok())
+    return st.with_context("split");
+  std::vector<int> members;  // parent ranks of this rank's child, in child order
+  if (color >= 0) {
+    for (int r = 0; r < size_; ++r)
+      if (all_ck[size_t(r) * 2] == color) members.push_back(r);
+    std::stable_sort(members.begin(), members.end(), [&](int a, int b) {
+      return all_ck[size_t(a) * 2 + 1] < all_ck[size_t(b) * 2 + 1];
+    });
+  }
+  int child_rank = -1;
+  for (size_t i = 0; i < members.size(); ++i)
+    if (members[i] == rank_) child_rank = int(i);
+
+  // 2. The child opens its context and endpoints locally. A failure here is
+  //    not returned yet: every rank must still take part in the exchanges
+  //    below, or the others would wait for it until their deadline.
+  std::unique_ptr<Communicator> child;
+  Status local;
+  std::vector<std::byte> blob;
+  if (color >= 0) {
+    child.reset(new Communicator());
+    local = child->init_child(cfg_, child_rank, int(members.size()),
+                              id_ + ".s" + std::to_string(split_no) + "c" + std::to_string(color),
+                              blob);
+    if (!local.is_ok()) blob.clear();
+  }
+  // 3. Exchange the address tables over this communicator; each child keeps
+  //    its members' tables in child-rank order.
+  std::vector<std::vector<std::byte>> tables;
+  if (auto st = gather_blobs(*this, blob, tables); !st.is_ok())
+    return st.with_context("split: exchanging the child's endpoint addresses");
+  if (local.is_ok() && child) {
+    std::vector<std::vector<std::byte>> child_tables;
+    for (int r : members) {
+      if (tables[size_t(r)].empty()) {
+        local = {CHORUS_ERR_PEER_LOST, who() + ": split: rank " + std::to_string(r) +
+                                           " could not set up its part of the new communicator"};
+        break;
+      }
+      child_tables.push_back(std::move(tables[size_t(r)]));
+    }
+    Deadline deadline = Deadline::after(seconds_ms(cfg_.timeout_init_s));
+    if (local.is_ok()) local = child->connect_from(child_tables, deadline);
+    if (local.is_ok()) local = child->setup_staging();
+  }
+  // 4. Agree: the split succeeds only if it succeeded everywhere.
+  int32_t ok = local.is_ok() ? 1 : 0;
+  if (auto st = all_reduce(&ok, &ok, 1, CHORUS_INT32, CHORUS_MIN); !st.is_ok())
+    return st.with_context("split: agreeing on the outcome");
+  if (!local.is_ok()) return local;
+  if (!ok)
+    return Status{CHORUS_ERR_PEER_LOST, who() + ": split: another rank failed to set up its new "
+                                              "communicator (see that rank's error)"};
+  if (child)
+    child->log(CHORUS_LOG_INFO, "split from comm " + id_ + ": rank " + std::to_string(child_rank) +
+                                    " of " + std::to_string(members.size()) + " (color " +
+                                    std::to_string(color) + ", key " + std::to_string(key) + ")");
+  return child;
 }
 
 }  // namespace chorus::core

@@ -15,12 +15,64 @@
 
 #include <array>
 #include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace chorus::core {
+
+class Communicator;
+
+/// One operation issued on a communicator: queued, then run in issue order by
+/// whichever thread executes the communicator's stream (the caller of a
+/// blocking call when nothing is ahead of it, else the progress thread).
+/// Shared between the queue and the host's handle, so either may drop it
+/// first. Thread-safe.
+class Request {
+ public:
+  enum class State { kQueued, kRunning, kDone };
+
+  Request(uint64_t seq, std::string what, std::function<Status(Communicator&)> body)
+      : seq_(seq), what_(std::move(what)), body_(std::move(body)) {}
+
+  /// Blocks until done or `timeout_ms` passes (< 0: no limit). True when done.
+  bool wait_for(int timeout_ms);
+  /// Never blocks.
+  bool done() const;
+  State state() const;
+  /// The final status; only meaningful once done().
+  Status status() const;
+  uint64_t seq() const { return seq_; }
+  const std::string& what() const { return what_; }
+
+ private:
+  friend class Communicator;
+  void set_running();
+  void finish(Status st);
+
+  const uint64_t seq_;
+  const std::string what_;
+  std::function<Status(Communicator&)> body_;  // cleared once run, releasing captures
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  State state_ = State::kQueued;
+  Status status_;
+};
+
+/// Counters of one communicator, updated by the executing thread and read by
+/// any thread (relaxed atomics: each value is exact, a snapshot is not atomic
+/// across values).
+struct PeerCounters {
+  std::atomic<uint64_t> bytes_sent{0}, msgs_sent{0}, bytes_recv{0}, msgs_recv{0};
+};
 
 class Communicator {
  public:
@@ -29,18 +81,27 @@ class Communicator {
   /// `host_channel` (optional) replaces Chorus's own bootstrap.
   static Result<std::unique_ptr<Communicator>> create(Config config,
                                                       std::unique_ptr<SideChannel> host_channel = nullptr);
+  /// Pending requests are aborted (queued ones complete with ABORTED without
+  /// running, the running one is interrupted); the progress thread is joined,
+  /// so nothing touches host memory after this returns.
   ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+  /// Same on every member rank: "w<n>" for the n-th world communicator of the
+  /// process, "<parent>.s<k>c<color>" for a child of the parent's k-th split.
+  const std::string& id() const { return id_; }
   const Config& config() const { return cfg_; }
   const std::string& transport_name() const { return transport_->name(); }
 
   /// Algorithm chosen for `collective` at `bytes` per rank, or nullptr.
   const chorus_algorithm_plugin_v1_t* choose(int collective, uint64_t bytes) const;
 
+  // Collectives, executed at once on the calling thread. Only the thread
+  // executing this communicator's stream may call them: the host API goes
+  // through execute()/submit().
   Status all_reduce(const void* in, void* out, size_t count, int dtype, int op);
   Status all_gather(const void* in, void* out, size_t count, int dtype);
   Status reduce_scatter(const void* in, void* out, size_t count, int dtype, int op);
@@ -49,13 +110,62 @@ class Communicator {
   Status send(const void* buf, size_t count, int dtype, int peer);
   Status recv(void* buf, size_t count, int dtype, int peer);
 
+  /// Argument checks of each call, done at issue time so that a non-blocking
+  /// call with bad arguments fails at once and queues nothing.
+  Status check_all_reduce(const void* in, const void* out, size_t count, int dtype, int op) const;
+  Status check_all_gather(const void* in, const void* out, size_t count, int dtype) const;
+  Status check_reduce_scatter(const void* in, const void* out, size_t count, int dtype, int op) const;
+  Status check_broadcast(const void* buf, size_t count, int dtype, int root) const;
+  Status check_p2p(const char* what, const void* buf, size_t count, int dtype, int peer) const;
+
+  /// Blocking: runs `body` after every operation issued before it, then
+  /// returns its status. Runs on the calling thread when nothing is queued or
+  /// running, else waits for the progress thread. Any thread.
+  Status execute(const char* what, std::function<Status(Communicator&)> body);
+  /// Non-blocking: queues `body` behind everything issued before it; the
+  /// progress thread (started on first use) runs it. Any thread.
+  std::shared_ptr<Request> submit(const char* what, std::function<Status(Communicator&)> body);
+  /// Removes `req` if it has not started. Because the other ranks still expect
+  /// it, every operation issued after it then fails with ABORTED. Returns
+  /// NOT_SUPPORTED when it already started or finished.
+  Status cancel(const std::shared_ptr<Request>& req);
+  /// Adds `ns` to the time host threads spent blocked waiting for requests.
+  void add_request_wait(uint64_t ns) { request_wait_ns_.fetch_add(ns, std::memory_order_relaxed); }
+
+  /// Collective over this communicator (run it through execute()): ranks with
+  /// the same `color` >= 0 form a child ordered by (key, rank here); a negative
+  /// color yields a null child. The child has its own transport context and
+  /// endpoints, wired up through this communicator's collectives.
+  Result<std::unique_ptr<Communicator>> split(int color, int key);
+
+  /// Snapshot of the counters as (name, value) pairs; any thread.
+  std::vector<std::pair<std::string, uint64_t>> counters() const;
+
   /// Any thread, any time: the running and every later call fail with ABORTED.
   void abort();
 
  private:
   Communicator() = default;
   Status init(Config config, std::unique_ptr<SideChannel> host_channel);
+  /// Child side of split(): transport context, algorithms and endpoint
+  /// blobs; the parent then exchanges `blob_out` and calls connect_from().
+  Status init_child(const Config& cfg, int rank, int size, std::string id,
+                    std::vector<std::byte>& blob_out);
+  Status open_context();
   Status connect_endpoints(Deadline deadline);
+  /// Opens one endpoint per (peer, channel) and serialises the fingerprint and
+  /// the address blobs into `mine`.
+  Status open_endpoints(std::vector<std::byte>& mine);
+  /// Connects every endpoint from the gathered tables (all[r] from rank r).
+  Status connect_from(const std::vector<std::vector<std::byte>>& all, Deadline deadline);
+  std::string fingerprint() const;
+  /// Runs one queued request on the calling thread (the stream's executor).
+  void run_request(Request& req);
+  void worker_main();
+  /// Log with rank and communicator id.
+  void log(int level, const std::string& message) const;
+  /// "rank r", or "rank r of comm <id>" for a child communicator.
+  std::string who() const;
   Status setup_staging();
   Status select_algorithms();
 
@@ -122,8 +232,33 @@ class Communicator {
   Status call_error_;
 
   std::atomic<bool> aborted_{false};
+  std::atomic<bool> finalizing_{false};
   bool broken_ = false;
   Status broken_status_;
+
+  std::string id_;
+  uint64_t splits_ = 0;  // splits done so far, part of each child's id
+
+  // The stream: operations run one at a time in issue order. `busy_` is true
+  // while one runs (inline on a blocking caller or on the worker).
+  std::mutex q_mu_;
+  std::condition_variable q_cv_;
+  std::deque<std::shared_ptr<Request>> queue_;
+  bool busy_ = false;
+  bool stopping_ = false;
+  uint64_t next_seq_ = 0;
+  // Operations with a sequence number above this fail (set by cancel()).
+  uint64_t cut_after_ = UINT64_MAX;
+  std::string cut_what_;
+  std::thread worker_;
+
+  // Counters (see counters()).
+  std::unique_ptr<PeerCounters[]> peer_counters_;
+  std::vector<std::pair<std::string, std::unique_ptr<std::atomic<uint64_t>>>> algo_ops_;  // "all_reduce.ring"
+  std::atomic<uint64_t> send_ops_{0}, recv_ops_{0}, requests_issued_{0}, requests_cancelled_{0};
+  std::atomic<uint64_t> errors_{0}, retries_{0}, transport_wait_ns_{0}, request_wait_ns_{0};
+  std::atomic<uint64_t> inline_ops_{0}, queued_ops_{0};
+  std::atomic<uint64_t>* algo_counter(int collective, const char* algo);
 };
 
 }  // namespace chorus::core

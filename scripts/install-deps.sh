@@ -10,6 +10,8 @@ packages=(
   slurmctld slurmd slurm-client munge
   libibverbs-dev libfabric-dev
   iproute2 procps
+  libgloo-dev libbenchmark-dev python3-matplotlib
+  python3-torch python3-pytest
 )
 
 missing=()

@@ -4,8 +4,13 @@
  *        chorus_last_error() gives the message for the calling thread. No
  *        exception ever crosses this boundary.
  *
- * Threading: a communicator is used by one thread at a time, except
- * chorus_comm_abort(), which any thread may call at any time.
+ * Threading: calls on one communicator may come from any thread; they are
+ * executed one at a time, in the order they were issued (blocking and
+ * non-blocking alike). The issue order must be the same on every rank, so a
+ * host that issues from several threads must order those threads itself.
+ * chorus_comm_abort() may be called from any thread at any time. Different
+ * communicators (a parent and the children of chorus_comm_split) progress
+ * independently and may be used concurrently.
  */
 #ifndef CHORUS_CHORUS_H_
 #define CHORUS_CHORUS_H_
@@ -77,7 +82,15 @@ void chorus_options_init(chorus_options_t* opts);
  */
 int chorus_comm_init(const chorus_options_t* opts, chorus_comm_t** comm_out);
 
-/** Destroy a communicator. Never hangs; safe on a failed or aborted one. NULL is ignored. */
+/**
+ * Destroy a communicator. Never hangs; safe on a failed or aborted one. NULL is
+ * ignored. Requests still pending are aborted: queued ones complete with
+ * CHORUS_ERR_ABORTED without running, a running one is interrupted as by
+ * chorus_comm_abort() (its peers then fail too). Their handles stay valid
+ * until chorus_request_free(). Once this returns, Chorus no longer touches any
+ * request buffer. Children from chorus_comm_split() are independent and must
+ * be finalized on their own.
+ */
 int chorus_comm_finalize(chorus_comm_t* comm);
 
 /**
@@ -115,6 +128,146 @@ int chorus_barrier(chorus_comm_t* comm);
 int chorus_send(chorus_comm_t* comm, const void* buf, size_t count, int dtype, int peer);
 /** Blocking receive of exactly `count` elements from `peer`. */
 int chorus_recv(chorus_comm_t* comm, void* buf, size_t count, int dtype, int peer);
+
+/* ------------------------------------------------------------------------- */
+/* Non-blocking operations                                                   */
+/* ------------------------------------------------------------------------- */
+
+/**
+ * Handle of a non-blocking operation. Created by the chorus_i* calls, released
+ * by chorus_request_free().
+ *
+ * Ordering: every operation on a communicator, blocking or not, runs in issue
+ * order on that communicator, one at a time, as in MPI and NCCL; the issue
+ * order must match across ranks. Non-blocking operations are progressed by a
+ * per-communicator progress thread, started on the first non-blocking call, so
+ * they advance without the host calling chorus_test(). A blocking call
+ * returns after every earlier operation and itself have completed.
+ *
+ * Buffers: the caller must not touch (or free) the buffers of a request until
+ * it is complete (chorus_test() reports done, or chorus_wait() returns
+ * something other than CHORUS_ERR_AGAIN).
+ *
+ * Deadlines: each operation gets `timeout.collective` from the moment it
+ * starts running; waiting in the queue does not count.
+ */
+typedef struct chorus_request chorus_request_t;
+
+/** Non-blocking chorus_all_reduce(); `*req_out` is set only on success. */
+int chorus_iall_reduce(chorus_comm_t* comm, const void* in, void* out, size_t count, int dtype,
+                       int op, chorus_request_t** req_out);
+/** Non-blocking chorus_all_gather(). */
+int chorus_iall_gather(chorus_comm_t* comm, const void* in, void* out, size_t count, int dtype,
+                       chorus_request_t** req_out);
+/** Non-blocking chorus_reduce_scatter(). */
+int chorus_ireduce_scatter(chorus_comm_t* comm, const void* in, void* out, size_t count,
+                           int dtype, int op, chorus_request_t** req_out);
+/** Non-blocking chorus_broadcast(). */
+int chorus_ibroadcast(chorus_comm_t* comm, void* buf, size_t count, int dtype, int root,
+                      chorus_request_t** req_out);
+/** Non-blocking chorus_barrier(). */
+int chorus_ibarrier(chorus_comm_t* comm, chorus_request_t** req_out);
+/**
+ * Non-blocking chorus_send() / chorus_recv(). They run in issue order with
+ * everything else on the communicator, one at a time: a send does not
+ * complete before the peer has posted the matching receive, so a pattern
+ * where two ranks both isend to each other first and irecv second can wait
+ * for its deadline with large messages. Order pairs so that one side
+ * receives first (e.g. even ranks send first, odd ranks receive first).
+ */
+int chorus_isend(chorus_comm_t* comm, const void* buf, size_t count, int dtype, int peer,
+                 chorus_request_t** req_out);
+int chorus_irecv(chorus_comm_t* comm, void* buf, size_t count, int dtype, int peer,
+                 chorus_request_t** req_out);
+
+/**
+ * Never blocks. When the request is still pending: `*done_out` = 0 and
+ * CHORUS_OK. When it is complete: `*done_out` = 1 and the operation's own
+ * status (with chorus_last_error() set on failure); may be asked again.
+ */
+int chorus_test(chorus_request_t* req, int* done_out);
+
+/**
+ * Blocks until the request completes or `timeout_ms` passes (< 0: no limit
+ * besides the operation's own deadline). Returns the operation's status once
+ * complete, or CHORUS_ERR_AGAIN if it is still pending when `timeout_ms`
+ * passes (the request stays valid; wait again, test, or free it). Any thread.
+ */
+int chorus_wait(chorus_request_t* req, int timeout_ms);
+
+/**
+ * Releases the handle. A pending request is not cancelled: it still runs in
+ * order, its result is discarded, and its buffers must stay valid until it
+ * completes (a later request completing, or chorus_comm_finalize returning,
+ * proves that). NULL is ignored.
+ */
+int chorus_request_free(chorus_request_t* req);
+
+/**
+ * Cancels a request that has not started running: it completes at once with
+ * CHORUS_ERR_ABORTED and never touches its buffers. Because the other ranks
+ * still expect that operation, every operation issued on this communicator
+ * after it fails with CHORUS_ERR_ABORTED too (the ones issued before it run
+ * normally): cancellation is meant for teardown, before chorus_comm_finalize.
+ * A request that has started (or finished) cannot be cancelled: returns
+ * CHORUS_ERR_NOT_SUPPORTED and changes nothing; wait for it, or
+ * chorus_comm_abort() the communicator.
+ */
+int chorus_cancel(chorus_request_t* req);
+
+/* ------------------------------------------------------------------------- */
+/* Sub-communicators                                                          */
+/* ------------------------------------------------------------------------- */
+
+/** Colour of a rank that wants no communicator from chorus_comm_split(). */
+#define CHORUS_UNDEFINED (-1)
+
+/**
+ * Collective over `parent` (issued in order like any other operation): the
+ * ranks passing the same `color` >= 0 form a new communicator, ranked by
+ * (`key`, rank in `parent`). A negative color (CHORUS_UNDEFINED) takes part
+ * but gets `*child_out` = NULL. The child has its own transport context and
+ * connections (set up through `parent`), its own progress thread and its own
+ * counters; it may be used concurrently with `parent`, from other threads,
+ * and outlives it if finalized later.
+ */
+int chorus_comm_split(chorus_comm_t* parent, int color, int key, chorus_comm_t** child_out);
+
+/**
+ * Identifier of `comm`, the same on every member rank: "w0" for the first
+ * world communicator of the process, "w0.s0c1" for the color-1 child of its
+ * first split. Log lines carry it. Valid while `comm` lives.
+ */
+const char* chorus_comm_id(const chorus_comm_t* comm);
+
+/* ------------------------------------------------------------------------- */
+/* Counters                                                                  */
+/* ------------------------------------------------------------------------- */
+
+/** One counter: a dotted name and its value. Frozen. */
+typedef struct chorus_counter {
+  char name[64];
+  uint64_t value;
+} chorus_counter_t;
+
+/**
+ * Snapshot of `comm`'s counters (each value exact, the set not atomic).
+ * Writes up to `max` entries to `out` (`out` may be NULL when `max` is 0) and
+ * sets `*count_out` to the number of counters available, so a first call with
+ * max = 0 sizes the array. Names (more may be added; never rely on order):
+ *  - bytes_sent, messages_sent, bytes_received, messages_received (totals)
+ *  - peer.<r>.bytes_sent / .messages_sent / .bytes_received / .messages_received
+ *  - ops.<collective>.<algorithm> (e.g. ops.all_reduce.ring), ops.send, ops.recv
+ *  - ops.inline / ops.queued: operations run on the caller's thread / queued
+ *    for the progress thread; requests.issued, requests.cancelled
+ *  - wait.transport_ns: time blocked in the transport's wait;
+ *    wait.request_ns: time host threads spent blocked in chorus_wait() and in
+ *    blocking calls waiting for earlier requests
+ *  - retries (posts refused with a full queue and retried), errors (failed calls)
+ * Any thread, any time while `comm` lives.
+ */
+int chorus_comm_counters(const chorus_comm_t* comm, chorus_counter_t* out, size_t max,
+                         size_t* count_out);
 
 /** Message of the last failed call on this thread ("" if none). Valid until the next call. */
 const char* chorus_last_error(void);

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace chorus {
@@ -46,7 +47,50 @@ template <> constexpr int dtype_of<uint64_t>() { return CHORUS_UINT64; }
 template <> constexpr int dtype_of<float>() { return CHORUS_FLOAT32; }
 template <> constexpr int dtype_of<double>() { return CHORUS_FLOAT64; }
 
-/// Owns a chorus_comm_t; move-only. Not thread-safe except abort().
+/// Owns a chorus_request_t; move-only. Destroying a pending request does not
+/// cancel it (see chorus_request_free): wait() first unless the communicator
+/// is being torn down.
+class Request {
+ public:
+  Request() = default;
+  explicit Request(chorus_request_t* req) : req_(req) {}
+  ~Request() { chorus_request_free(req_); }
+  Request(Request&& o) noexcept : req_(std::exchange(o.req_, nullptr)) {}
+  Request& operator=(Request&& o) noexcept {
+    if (this != &o) {
+      chorus_request_free(req_);
+      req_ = std::exchange(o.req_, nullptr);
+    }
+    return *this;
+  }
+  Request(const Request&) = delete;
+  Request& operator=(const Request&) = delete;
+
+  /// True once complete; throws chorus::Error if it completed with an error.
+  bool test() {
+    int done = 0;
+    check(chorus_test(req_, &done));
+    return done != 0;
+  }
+  /// Blocks until complete; throws chorus::Error if it failed.
+  void wait() { check(chorus_wait(req_, -1)); }
+  /// False if still pending after `timeout_ms`; throws if it failed.
+  bool wait_for(int timeout_ms) {
+    int rc = chorus_wait(req_, timeout_ms);
+    if (rc == CHORUS_ERR_AGAIN) return false;
+    check(rc);
+    return true;
+  }
+  /// True if cancelled; false if it had already started or finished.
+  bool cancel() { return chorus_cancel(req_) == CHORUS_OK; }
+  chorus_request_t* handle() const { return req_; }
+
+ private:
+  chorus_request_t* req_ = nullptr;
+};
+
+/// Owns a chorus_comm_t; move-only. Calls may come from several threads and
+/// run in issue order (see chorus.h).
 class Communicator {
  public:
   /// Everything from the config file / environment (chorusrun, CHORUS_*).
@@ -116,7 +160,68 @@ class Communicator {
   }
   void abort() { chorus_comm_abort(comm_); }
 
+  Request iall_reduce(const void* in, void* out, size_t count, int dtype, int op) {
+    chorus_request_t* r = nullptr;
+    check(chorus_iall_reduce(comm_, in, out, count, dtype, op, &r));
+    return Request(r);
+  }
+  template <class T>
+  Request iall_reduce(const T* in, T* out, size_t count, int op = CHORUS_SUM) {
+    return iall_reduce(in, out, count, dtype_of<T>(), op);
+  }
+  Request iall_gather(const void* in, void* out, size_t count, int dtype) {
+    chorus_request_t* r = nullptr;
+    check(chorus_iall_gather(comm_, in, out, count, dtype, &r));
+    return Request(r);
+  }
+  Request ireduce_scatter(const void* in, void* out, size_t count, int dtype, int op) {
+    chorus_request_t* r = nullptr;
+    check(chorus_ireduce_scatter(comm_, in, out, count, dtype, op, &r));
+    return Request(r);
+  }
+  Request ibroadcast(void* buf, size_t count, int dtype, int root) {
+    chorus_request_t* r = nullptr;
+    check(chorus_ibroadcast(comm_, buf, count, dtype, root, &r));
+    return Request(r);
+  }
+  Request ibarrier() {
+    chorus_request_t* r = nullptr;
+    check(chorus_ibarrier(comm_, &r));
+    return Request(r);
+  }
+  Request isend(const void* buf, size_t count, int dtype, int peer) {
+    chorus_request_t* r = nullptr;
+    check(chorus_isend(comm_, buf, count, dtype, peer, &r));
+    return Request(r);
+  }
+  Request irecv(void* buf, size_t count, int dtype, int peer) {
+    chorus_request_t* r = nullptr;
+    check(chorus_irecv(comm_, buf, count, dtype, peer, &r));
+    return Request(r);
+  }
+
+  /// Collective: the child for `color`, or an empty Communicator (handle() ==
+  /// nullptr) for a negative color.
+  Communicator split(int color, int key) {
+    chorus_comm_t* child = nullptr;
+    check(chorus_comm_split(comm_, color, key, &child));
+    return Communicator(Adopt{}, child);
+  }
+  const char* id() const { return chorus_comm_id(comm_); }
+  /// Snapshot of the counters as (name, value), in the library's order.
+  std::vector<std::pair<std::string, uint64_t>> counters() const {
+    size_t n = 0;
+    check(chorus_comm_counters(comm_, nullptr, 0, &n));
+    std::vector<chorus_counter_t> raw(n + 8);  // room for counters added meanwhile
+    check(chorus_comm_counters(comm_, raw.data(), raw.size(), &n));
+    std::vector<std::pair<std::string, uint64_t>> out;
+    for (size_t i = 0; i < n && i < raw.size(); ++i) out.emplace_back(raw[i].name, raw[i].value);
+    return out;
+  }
+
  private:
+  struct Adopt {};
+  Communicator(Adopt, chorus_comm_t* comm) : comm_(comm) {}
   chorus_comm_t* comm_ = nullptr;
 };
 

@@ -34,6 +34,7 @@ struct Options {
   int warmup = 5;
   bool check = false;
   bool json = false;
+  bool stats = false;
   int root = 0;
 };
 
@@ -86,6 +87,9 @@ int main(int argc, char** argv) {
   app.add_option("-r,--root", o.root, "broadcast root");
   app.add_flag("-c,--check", o.check, "check every element on every rank");
   app.add_flag("--json", o.json, "one JSON object per size instead of the table");
+  app.add_flag("--stats", o.stats,
+               "at the end, print every rank's communicator counters (lines \"# stats r<rank> "
+               "<comm> <name> <value>\")");
   CLI11_PARSE(app, argc, argv);
 
   int dtype = 0, op = 0;
@@ -246,6 +250,25 @@ int main(int argc, char** argv) {
                     count, algo ? algo : "?", us, algbw, busbw,
                     o.check ? std::to_string(wrong).c_str() : "-");
       std::fflush(stdout);
+    }
+  }
+  if (o.stats) {
+    // Snapshot first: every rank has finished the same collectives here, so
+    // the per-peer numbers of all ranks are consistent with each other. The
+    // barriers that order the printing come after it.
+    size_t n = 0;
+    chorus_comm_counters(comm, nullptr, 0, &n);
+    std::vector<chorus_counter_t> counters(n);
+    if (int rc = chorus_comm_counters(comm, counters.data(), n, &n); rc != CHORUS_OK)
+      return fail("reading counters", rc);
+    for (int r = 0; r < nranks; ++r) {
+      if (r == rank) {
+        for (size_t i = 0; i < n && i < counters.size(); ++i)
+          std::printf("# stats r%d %s %s %llu\n", rank, chorus_comm_id(comm), counters[i].name,
+                      (unsigned long long)counters[i].value);
+        std::fflush(stdout);
+      }
+      if (int rc = chorus_barrier(comm); rc != CHORUS_OK) return fail("barrier", rc);
     }
   }
   if (rank == 0 && !o.json) {

@@ -1,0 +1,31 @@
+# Builds the chorus_torch extension against an installed or built Chorus:
+#   CHORUS_INCLUDE_DIR=<src>/include CHORUS_LIBRARY_DIR=<build>/lib \
+#     /usr/bin/python3 setup.py build_ext --build-lib <out>
+# Without the variables it expects Chorus installed where the compiler and
+# linker look by default.
+import os
+
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CppExtension
+
+here = os.path.dirname(os.path.abspath(__file__))
+include_dirs = [d for d in [os.environ.get("CHORUS_INCLUDE_DIR")] if d]
+library_dirs = [d for d in [os.environ.get("CHORUS_LIBRARY_DIR")] if d]
+
+setup(
+    name="chorus_torch",
+    version="0.1.0",
+    packages=["chorus_torch"],
+    ext_modules=[
+        CppExtension(
+            "chorus_torch._C",
+            [os.path.join("csrc", "process_group_chorus.cc")],
+            include_dirs=include_dirs,
+            library_dirs=library_dirs,
+            runtime_library_dirs=library_dirs,
+            libraries=["chorus"],
+            extra_compile_args=["-O2", "-std=c++17"],
+        )
+    ],
+    cmdclass={"build_ext": BuildExtension},
+)
