@@ -552,6 +552,13 @@ int mesh_init(const chorus_host_v1_t*) { return CHORUS_OK; }
 int mesh_preference(int collective, int size, uint64_t bytes) {
   (void)size;
   if (collective == CHORUS_COLL_BARRIER) return 150;
+  // all_gather and reduce_scatter move the same (n-1)/n of the data either
+  // way; the mesh's n-1 concurrent streams beat the ring's n-1 sequential
+  // steps up to 1 MiB per rank at 4 ranks over TCP (docs/benchmarks.md).
+  // all_reduce one shot sends the whole buffer to every peer, so it stops
+  // paying off much earlier.
+  if (collective == CHORUS_COLL_ALL_GATHER || collective == CHORUS_COLL_REDUCE_SCATTER)
+    return bytes <= (1u << 20) ? 150 : 10;
   return bytes <= (64u << 10) ? 150 : 10;
 }
 

@@ -9,10 +9,12 @@
 #include <chorus/algorithm.h>
 
 #include "algorithms/ring/ring_schedule.h"
+#include "algorithms/ring/ring_settings.h"
 
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -31,14 +33,22 @@ int fail(const chorus_algo_env_v1_t* env, int status, const std::string& message
 
 struct Plan {
   int steps = 0;
-  std::function<Step(int)> step;
+  /// Step u in the forward (false) or reverse (true) ring.
+  std::function<Step(int, bool)> step;
   std::function<Range(int)> chunk;
 };
 
+int load_settings(const chorus_algo_env_v1_t* env, Settings& settings) {
+  std::string error;
+  if (!parse_settings(env->config, env->config_count, settings, error))
+    return fail(env, CHORUS_ERR_INVALID_ARGUMENT, "ring: " + error);
+  return CHORUS_OK;
+}
+
 class Executor {
  public:
-  Executor(const chorus_algo_env_v1_t* env, std::byte* work, chorus_tp_mr_t* work_mr,
-           size_t esize, chorus_reduce_fn_t kernel, Plan plan)
+  Executor(const chorus_algo_env_v1_t* env, const Settings& settings, std::byte* work,
+           chorus_tp_mr_t* work_mr, size_t esize, chorus_reduce_fn_t kernel, Plan plan)
       : env_(env),
         work_(work),
         work_mr_(work_mr),
@@ -46,7 +56,13 @@ class Executor {
         kernel_(kernel),
         plan_(std::move(plan)) {
     piece_ = env->staging_slot_size / esize;
-    int lanes = std::max(1, std::min<int>(env->channels, int(env->staging_slots)));
+    // Lanes: one per channel, or a forward and a reverse one per channel when
+    // running both ways (pointless with two ranks: both neighbours are one
+    // peer, and the two directions would share its endpoints' receive order).
+    bool both_ways = settings.bidirectional && env->size > 2;
+    int wanted = both_ways ? 2 * env->channels : env->channels;
+    int lanes = std::max(1, std::min<int>(wanted, int(env->staging_slots)));
+    n_lanes_ = size_t(lanes);
     size_t slots_per_lane = env->staging_slots / size_t(lanes);
     int right = mod(env->rank + 1, env->size);
     int left = mod(env->rank - 1, env->size);
@@ -55,14 +71,18 @@ class Executor {
     for (int l = 0; l < lanes; ++l) {
       Lane lane;
       lane.id = l;
-      lane.ep_send = env->endpoint(env->core, right, l);
-      lane.ep_recv = env->endpoint(env->core, left, l);
+      lane.reverse = both_ways && l % 2 == 1;
+      int channel = both_ways ? l / 2 : l;
+      lane.to = lane.reverse ? left : right;
+      lane.from = lane.reverse ? right : left;
+      lane.ep_send = env->endpoint(env->core, lane.to, channel);
+      lane.ep_recv = env->endpoint(env->core, lane.from, channel);
       for (size_t s = 0; s < slots_per_lane; ++s) lane.free_slots.push_back(size_t(l) * slots_per_lane + s);
       lane.send_window = std::min<size_t>(2 * slots_per_lane, send_cap);
       lane.recv_window = std::min<size_t>(2 * slots_per_lane, recv_cap);
       lane.recv_start.assign(size_t(plan_.steps) + 1, 0);
       for (int u = 0; u < plan_.steps; ++u) {
-        Step st = plan_.step(u);
+        Step st = plan_.step(u, lane.reverse);
         size_t n = st.recv_chunk >= 0 ? piece_count(sub(lane, st.recv_chunk).count, piece_) : 0;
         lane.recv_start[size_t(u) + 1] = lane.recv_start[size_t(u)] + n;
         if (st.send_chunk >= 0) lane.send_total += piece_count(sub(lane, st.send_chunk).count, piece_);
@@ -106,6 +126,8 @@ class Executor {
   };
   struct Lane {
     int id = 0;
+    bool reverse = false;  // sends left and receives from the right
+    int to = 0, from = 0;  // the neighbours it sends to and receives from
     chorus_tp_endpoint_t* ep_send = nullptr;
     chorus_tp_endpoint_t* ep_recv = nullptr;
     std::vector<size_t> free_slots;
@@ -121,11 +143,8 @@ class Executor {
   /// This lane's slice of chunk `c`.
   Range sub(const Lane& lane, int c) const {
     Range whole = plan_.chunk(c);
-    Range part = split(whole.count, int(lanes_count()), lane.id);
+    Range part = split(whole.count, int(n_lanes_), lane.id);
     return {whole.offset + part.offset, part.count};
-  }
-  size_t lanes_count() const {
-    return size_t(std::max(1, std::min<int>(env_->channels, int(env_->staging_slots))));
   }
   Range piece_range(const Lane& lane, int c, size_t k) const {
     Range s = sub(lane, c);
@@ -136,7 +155,7 @@ class Executor {
   /// Advances a (step, piece) cursor past steps with nothing to move in `dir`.
   void settle(int& step, size_t& piece, bool send, const Lane& lane) const {
     while (step < plan_.steps) {
-      Step st = plan_.step(step);
+      Step st = plan_.step(step, lane.reverse);
       int c = send ? st.send_chunk : st.recv_chunk;
       if (c >= 0 && piece < piece_count(sub(lane, c).count, piece_)) return;
       ++step;
@@ -151,7 +170,7 @@ class Executor {
       settle(lane.recv_step, lane.recv_piece, false, lane);
       if (lane.recv_step >= plan_.steps || lane.recv_posted - lane.recv_done >= lane.recv_window)
         break;
-      Step st = plan_.step(lane.recv_step);
+      Step st = plan_.step(lane.recv_step, lane.reverse);
       Range r = piece_range(lane, st.recv_chunk, lane.recv_piece);
       void* buf = work_ + r.offset * esize_;
       chorus_tp_mr_t* mr = work_mr_;
@@ -166,8 +185,7 @@ class Executor {
       int rc = tp->post_recv(lane.ep_recv, buf, r.count * esize_, mr, wr);
       if (rc == CHORUS_ERR_AGAIN) break;
       if (rc != CHORUS_OK)
-        return fail(env_, rc, "ring: post_recv from rank " +
-                                  std::to_string(mod(env_->rank - 1, env_->size)) +
+        return fail(env_, rc, "ring: post_recv from rank " + std::to_string(lane.from) +
                                   " failed: " + tp->last_error());
       if (slot >= 0) lane.free_slots.pop_back();
       lane.posted.push_back({lane.recv_step, lane.recv_piece, slot});
@@ -178,7 +196,7 @@ class Executor {
       settle(lane.send_step, lane.send_piece, true, lane);
       if (lane.send_step >= plan_.steps || lane.send_posted - lane.send_done >= lane.send_window)
         break;
-      Step st = plan_.step(lane.send_step);
+      Step st = plan_.step(lane.send_step, lane.reverse);
       if (st.send_after >= 0 &&
           lane.recv_done <= lane.recv_start[size_t(st.send_after)] + lane.send_piece)
         break;  // the data this piece forwards has not landed yet
@@ -187,8 +205,7 @@ class Executor {
       int rc = tp->post_send(lane.ep_send, work_ + r.offset * esize_, r.count * esize_, work_mr_, wr);
       if (rc == CHORUS_ERR_AGAIN) break;
       if (rc != CHORUS_OK)
-        return fail(env_, rc, "ring: post_send to rank " +
-                                  std::to_string(mod(env_->rank + 1, env_->size)) +
+        return fail(env_, rc, "ring: post_send to rank " + std::to_string(lane.to) +
                                   " failed: " + tp->last_error());
       ++lane.send_posted;
       ++lane.send_piece;
@@ -209,7 +226,7 @@ class Executor {
       return fail(env_, CHORUS_ERR_INTERNAL, "ring: receive completion with none posted");
     PostedRecv p = lane.posted.front();
     lane.posted.pop_front();
-    Step st = plan_.step(p.step);
+    Step st = plan_.step(p.step, lane.reverse);
     Range r = piece_range(lane, st.recv_chunk, p.piece);
     if (c.byte_len != r.count * esize_)
       return fail(env_, CHORUS_ERR_INTERNAL,
@@ -231,6 +248,7 @@ class Executor {
   chorus_reduce_fn_t kernel_;
   Plan plan_;
   size_t piece_ = 1;
+  size_t n_lanes_ = 1;
   std::vector<Lane> lanes_;
 };
 
@@ -242,6 +260,8 @@ int register_work(const chorus_algo_env_v1_t* env, void* buf, size_t bytes, chor
 
 int ring_all_reduce(const chorus_algo_env_v1_t* env, const void* in, void* out, size_t count,
                     int dtype, int op) {
+  Settings settings;
+  if (int rc = load_settings(env, settings); rc != CHORUS_OK) return rc;
   size_t esize = chorus_dtype_size(dtype);
   if (count == 0) return CHORUS_OK;
   if (in != out) std::memmove(out, in, count * esize);
@@ -251,13 +271,16 @@ int ring_all_reduce(const chorus_algo_env_v1_t* env, const void* in, void* out, 
   chorus_tp_mr_t* mr = nullptr;
   if (int rc = register_work(env, out, count * esize, &mr); rc != CHORUS_OK) return rc;
   int rank = env->rank, size = env->size;
-  Plan plan{all_reduce_steps(size), [=](int u) { return all_reduce_step(rank, size, u); },
+  Plan plan{all_reduce_steps(size),
+            [=](int u, bool rev) { return directed_step(all_reduce_step, rank, size, u, rev); },
             [=](int c) { return split(count, size, c); }};
-  return Executor(env, static_cast<std::byte*>(out), mr, esize, kernel, std::move(plan)).run();
+  return Executor(env, settings, static_cast<std::byte*>(out), mr, esize, kernel, std::move(plan)).run();
 }
 
 int ring_all_gather(const chorus_algo_env_v1_t* env, const void* in, void* out, size_t count,
                     int dtype) {
+  Settings settings;
+  if (int rc = load_settings(env, settings); rc != CHORUS_OK) return rc;
   size_t esize = chorus_dtype_size(dtype);
   if (count == 0) return CHORUS_OK;
   auto* base = static_cast<std::byte*>(out);
@@ -268,13 +291,33 @@ int ring_all_gather(const chorus_algo_env_v1_t* env, const void* in, void* out, 
   if (int rc = register_work(env, out, size_t(env->size) * count * esize, &mr); rc != CHORUS_OK)
     return rc;
   int rank = env->rank, size = env->size;
-  Plan plan{all_gather_steps(size), [=](int u) { return all_gather_step(rank, size, u); },
+  Plan plan{all_gather_steps(size),
+            [=](int u, bool rev) { return directed_step(all_gather_step, rank, size, u, rev); },
             [=](int c) { return Range{size_t(c) * count, count}; }};
-  return Executor(env, base, mr, esize, nullptr, std::move(plan)).run();
+  return Executor(env, settings, base, mr, esize, nullptr, std::move(plan)).run();
+}
+
+/// Scratch memory for reduce_scatter, kept per thread and grown on demand.
+/// Freshly mapped pages cost a fault each on first touch, which on a
+/// virtualised host is tens of microseconds per 4 KiB page: allocating the
+/// scratch per call made 64 MiB reduce_scatters ten times slower than the
+/// transfer itself. A thread runs one collective at a time, so one buffer per
+/// thread is never shared by two calls.
+std::byte* scratch_buffer(size_t bytes) {
+  thread_local std::unique_ptr<std::byte[]> buffer;
+  thread_local size_t capacity = 0;
+  if (bytes > capacity) {
+    buffer.reset();
+    buffer.reset(new std::byte[bytes]);
+    capacity = bytes;
+  }
+  return buffer.get();
 }
 
 int ring_reduce_scatter(const chorus_algo_env_v1_t* env, const void* in, void* out, size_t count,
                         int dtype, int op) {
+  Settings settings;
+  if (int rc = load_settings(env, settings); rc != CHORUS_OK) return rc;
   size_t esize = chorus_dtype_size(dtype);
   if (count == 0) return CHORUS_OK;
   size_t block = count * esize;
@@ -286,27 +329,35 @@ int ring_reduce_scatter(const chorus_algo_env_v1_t* env, const void* in, void* o
   if (!kernel) return fail(env, CHORUS_ERR_INVALID_ARGUMENT, "ring: no kernel for dtype/op");
   // Partial sums travel around the ring and accumulate in a scratch copy of
   // the input: the caller's input stays untouched.
-  std::vector<std::byte> scratch(static_cast<const std::byte*>(in),
-                                 static_cast<const std::byte*>(in) + size_t(env->size) * block);
+  size_t total = size_t(env->size) * block;
+  std::byte* scratch = scratch_buffer(total);
+  std::memcpy(scratch, in, total);
   chorus_tp_mr_t* mr = nullptr;
-  if (int rc = register_work(env, scratch.data(), scratch.size(), &mr); rc != CHORUS_OK) return rc;
+  if (int rc = register_work(env, scratch, total, &mr); rc != CHORUS_OK) return rc;
   int rank = env->rank, size = env->size;
-  Plan plan{reduce_scatter_steps(size), [=](int u) { return reduce_scatter_step(rank, size, u); },
+  Plan plan{reduce_scatter_steps(size),
+            [=](int u, bool rev) { return directed_step(reduce_scatter_step, rank, size, u, rev); },
             [=](int c) { return Range{size_t(c) * count, count}; }};
-  int rc = Executor(env, scratch.data(), mr, esize, kernel, std::move(plan)).run();
-  if (rc == CHORUS_OK) std::memcpy(out, scratch.data() + size_t(rank) * block, block);
+  int rc = Executor(env, settings, scratch, mr, esize, kernel, std::move(plan)).run();
+  if (rc == CHORUS_OK) std::memcpy(out, scratch + size_t(rank) * block, block);
   return rc;
 }
 
 int ring_broadcast(const chorus_algo_env_v1_t* env, void* buf, size_t count, int dtype, int root) {
+  Settings settings;
+  if (int rc = load_settings(env, settings); rc != CHORUS_OK) return rc;
   size_t esize = chorus_dtype_size(dtype);
   if (count == 0 || env->size == 1) return CHORUS_OK;
   chorus_tp_mr_t* mr = nullptr;
   if (int rc = register_work(env, buf, count * esize, &mr); rc != CHORUS_OK) return rc;
   int rank = env->rank, size = env->size;
-  Plan plan{broadcast_steps(size), [=](int) { return broadcast_step(rank, size, root); },
+  Plan plan{broadcast_steps(size),
+            [=](int, bool rev) {
+              return rev ? mirror_chunks(broadcast_step(mirror(rank, size), size, mirror(root, size)), size)
+                         : broadcast_step(rank, size, root);
+            },
             [=](int) { return Range{0, count}; }};
-  return Executor(env, static_cast<std::byte*>(buf), mr, esize, nullptr, std::move(plan)).run();
+  return Executor(env, settings, static_cast<std::byte*>(buf), mr, esize, nullptr, std::move(plan)).run();
 }
 
 /// Posts one message and progresses until it (and anything else) completes.
@@ -327,6 +378,8 @@ int one_message(const chorus_algo_env_v1_t* env, bool send, int peer, size_t slo
 /// Two laps of a one-byte token: after the first, rank 0 knows everyone has
 /// arrived; the second lap releases the ranks.
 int ring_barrier(const chorus_algo_env_v1_t* env) {
+  Settings settings;
+  if (int rc = load_settings(env, settings); rc != CHORUS_OK) return rc;
   if (env->size == 1) return CHORUS_OK;
   int right = mod(env->rank + 1, env->size);
   int left = mod(env->rank - 1, env->size);

@@ -79,4 +79,21 @@ constexpr Step broadcast_step(int rank, int size, int root) {
   return s;
 }
 
+/// The same schedules run the other way round the ring (send left, receive
+/// right) by relabelling: position p of the mirrored ring is rank -p, and its
+/// chunk c is chunk -c (mod size). The relabelling maps neighbours to
+/// neighbours and each rank's own block to itself, so reduce_scatter and
+/// all_gather still end with block r on rank r.
+constexpr int mirror(int x, int size) { return mod(-x, size); }
+constexpr Step mirror_chunks(Step s, int size) {
+  if (s.send_chunk >= 0) s.send_chunk = mirror(s.send_chunk, size);
+  if (s.recv_chunk >= 0) s.recv_chunk = mirror(s.recv_chunk, size);
+  return s;
+}
+/// Step `u` of schedule `f` for `rank`, in the forward or the reverse ring.
+template <class F>
+constexpr Step directed_step(F f, int rank, int size, int u, bool reverse) {
+  return reverse ? mirror_chunks(f(mirror(rank, size), size, u), size) : f(rank, size, u);
+}
+
 }  // namespace chorus::ring

@@ -120,3 +120,89 @@ TEST_CASE("broadcast pipeline: root sends, the last rank only receives", "[ring]
     }
   }
 }
+
+// The reverse ring: every rank receives from its right neighbour, and the
+// schedules still end with the same blocks in the same places.
+TEST_CASE("reverse ring: all_gather delivers every block, received from the right", "[ring]") {
+  for (int size : {3, 4, 5}) {
+    std::vector<std::set<int>> have(static_cast<size_t>(size));
+    for (int r = 0; r < size; ++r) have[size_t(r)] = {r};
+    for (int u = 0; u < all_gather_steps(size); ++u) {
+      auto before = have;
+      for (int r = 0; r < size; ++r) {
+        Step st = directed_step(all_gather_step, r, size, u, true);
+        int right = mod(r + 1, size);
+        CHECK(st.recv_chunk == directed_step(all_gather_step, right, size, u, true).send_chunk);
+        CHECK(before[size_t(right)].count(st.recv_chunk) == 1);
+        have[size_t(r)].insert(st.recv_chunk);
+      }
+    }
+    for (int r = 0; r < size; ++r) CHECK(have[size_t(r)].size() == size_t(size));
+  }
+}
+
+TEST_CASE("reverse ring: reduce_scatter ends with the own block fully reduced", "[ring]") {
+  for (int size : {3, 4, 6}) {
+    std::vector<std::vector<std::set<int>>> held(static_cast<size_t>(size),
+                                                 std::vector<std::set<int>>(static_cast<size_t>(size)));
+    for (int r = 0; r < size; ++r)
+      for (int c = 0; c < size; ++c) held[size_t(r)][size_t(c)] = {r};
+    for (int u = 0; u < reduce_scatter_steps(size); ++u) {
+      auto before = held;
+      for (int r = 0; r < size; ++r) {
+        Step st = directed_step(reduce_scatter_step, r, size, u, true);
+        int right = mod(r + 1, size);
+        CHECK(st.recv_chunk == directed_step(reduce_scatter_step, right, size, u, true).send_chunk);
+        for (int x : before[size_t(right)][size_t(st.recv_chunk)])
+          held[size_t(r)][size_t(st.recv_chunk)].insert(x);
+        if (u > 0)
+          CHECK(st.send_chunk == directed_step(reduce_scatter_step, r, size, u - 1, true).recv_chunk);
+      }
+    }
+    for (int r = 0; r < size; ++r) CHECK(held[size_t(r)][size_t(r)].size() == size_t(size));
+  }
+}
+
+TEST_CASE("reverse ring: all_reduce reduces every chunk over every rank", "[ring]") {
+  for (int size : {3, 5}) {
+    // held[r][c]: the ranks whose contribution chunk c on rank r contains.
+    std::vector<std::vector<std::set<int>>> held(static_cast<size_t>(size),
+                                                 std::vector<std::set<int>>(static_cast<size_t>(size)));
+    for (int r = 0; r < size; ++r)
+      for (int c = 0; c < size; ++c) held[size_t(r)][size_t(c)] = {r};
+    for (int u = 0; u < all_reduce_steps(size); ++u) {
+      auto before = held;
+      for (int r = 0; r < size; ++r) {
+        Step st = directed_step(all_reduce_step, r, size, u, true);
+        int right = mod(r + 1, size);
+        CHECK(st.recv_chunk == directed_step(all_reduce_step, right, size, u, true).send_chunk);
+        auto& mine = held[size_t(r)][size_t(st.recv_chunk)];
+        const auto& incoming = before[size_t(right)][size_t(st.recv_chunk)];
+        if (st.reduce) {
+          for (int x : incoming) {
+            CHECK(mine.count(x) == 0);  // nobody's contribution is added twice
+            mine.insert(x);
+          }
+        } else {
+          mine = incoming;
+        }
+      }
+    }
+    for (int r = 0; r < size; ++r)
+      for (int c = 0; c < size; ++c) CHECK(held[size_t(r)][size_t(c)].size() == size_t(size));
+  }
+}
+
+TEST_CASE("reverse ring: broadcast flows from the root to its left", "[ring]") {
+  for (int size : {3, 4}) {
+    for (int root = 0; root < size; ++root) {
+      for (int r = 0; r < size; ++r) {
+        Step st = mirror_chunks(broadcast_step(mirror(r, size), size, mirror(root, size)), size);
+        if (r == root) CHECK(st.recv_chunk == -1);
+        // In the reverse ring the last rank of the pipeline is the root's right neighbour.
+        if (r == mod(root + 1, size)) CHECK(st.send_chunk == -1);
+        if (r != root && r != mod(root + 1, size)) CHECK((st.send_chunk == 0 && st.recv_chunk == 0));
+      }
+    }
+  }
+}
