@@ -8,8 +8,8 @@ packages=(
   libasio-dev libtomlplusplus-dev libcli11-dev libfmt-dev nlohmann-json3-dev
   catch2 libssl-dev openmpi-bin libopenmpi-dev
   slurmctld slurmd slurm-client munge
-  libibverbs-dev libfabric-dev
-  iproute2 procps
+  libibverbs-dev libfabric-dev libfabric-bin
+  iproute2 procps nftables
   libgloo-dev libbenchmark-dev python3-matplotlib
   python3-torch python3-pytest
 )

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # guest-suite.sh BUILD_DIR [GROUP...] — the verbs test suite, run INSIDE the
 # soft-RoCE guest (ci.sh starts it through run-in-guest.sh, one boot for all).
-# Groups (default: all): conformance, collectives, errors, kill.
+# Groups (default: all): conformance, collectives, errors, kill, ofi.
 # Prints "PASS|FAIL <name> (<seconds> s)" per step and "N passed, M failed"
 # at the end; exits non-zero on any failure.
 set -uo pipefail
 build="$(cd "${1:?usage: $0 BUILD_DIR [GROUP...]}" && pwd)"
 shift
 groups=("$@")
-[ ${#groups[@]} -eq 0 ] && groups=(conformance collectives errors kill)
+[ ${#groups[@]} -eq 0 ] && groups=(conformance collectives errors kill ofi)
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 src="$(cd "$here/../.." && pwd)"
 bin="$build/bin"
@@ -125,6 +125,26 @@ if want kill; then
   # non-zero with a peer-lost error within 60 s instead of hanging.
   step "SIGKILLed rank: survivors fail within 60 s (verbs, n=3)" 200 \
     env CHORUS_TRANSPORT=verbs bash "$src/tests/faults/kill_rank.sh" "$bin/chorus-bench" 3 2 60 20
+fi
+
+if want ofi && [ -f "$plugins/libchorus-transport-ofi.so" ]; then
+  # The libfabric transport over verbs;ofi_rxm on rxe0, when Debian's
+  # libfabric offers that provider here (fi_info decides; its answer is
+  # printed either way, as the evidence the libfabric issue asks for).
+  echo "== fi_info -p 'verbs;ofi_rxm' -t FI_EP_RDM:"
+  if fi_info -p 'verbs;ofi_rxm' -t FI_EP_RDM 2>&1 | tee "$work/fi_info.txt" | head -n 12 &&
+     grep -q 'provider: verbs;ofi_rxm' "$work/fi_info.txt"; then
+    step "conformance (ofi verbs;ofi_rxm on rxe0)" 900 \
+      env CHORUS_CONFORMANCE_TRANSPORT=ofi 'CHORUS_CONFORMANCE_CONFIG=provider=verbs;ofi_rxm' \
+      CHORUS_CONFORMANCE_REQUIRE_AVAILABLE=1 "$bin/chorus-conformance"
+    for n in 2 3; do
+      step "collective_check -a ring n=$n (ofi verbs;ofi_rxm)" 600 \
+        env CHORUS_TRANSPORT=ofi 'CHORUS_TRANSPORT_OFI_PROVIDER=verbs;ofi_rxm' \
+        "$bin/chorusrun" -n "$n" --timeout 550 -- "$bin/collective_check" -a ring --every 4 --offset $((n % 4))
+    done
+  else
+    echo "note: libfabric offers no verbs;ofi_rxm RDM endpoint in this guest; ofi over verbs not run"
+  fi
 fi
 
 rm -rf "$work"
