@@ -1,0 +1,123 @@
+// kernels-bench: the reduction kernels of core/reduce.h against memcpy of the
+// same number of bytes, with Google Benchmark. Not part of ctest.
+//
+//   build-shm/bin/kernels-bench --benchmark_filter=float32
+//
+// A kernel reads two arrays and writes one (inout op= src), memcpy reads one
+// and writes one, so "bytes_per_second" counts the bytes of one operand (what
+// a collective moves) and memcpy's rate is the bound to compare against.
+// Each size is run at the best instruction set level this CPU has and at the
+// baseline, to show what the vector code buys.
+#include <benchmark/benchmark.h>
+
+#include "core/reduce.h"
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+using chorus::core::ReduceIsa;
+
+// Sizes in bytes of one operand: L1-resident, L2, and well beyond the caches.
+constexpr std::int64_t kSizes[] = {4 << 10, 256 << 10, 4 << 20, 64 << 20};
+
+void fill(std::vector<unsigned char>& v, int dtype) {
+  // Small values of every type, so sums stay finite and take the fast path.
+  const std::size_t esize = chorus_dtype_size(dtype);
+  for (std::size_t i = 0; i < v.size() / esize; ++i) {
+    unsigned char* p = v.data() + i * esize;
+    switch (dtype) {
+      case CHORUS_FLOAT32: {
+        const float f = static_cast<float>(i % 17) * 0.25f;
+        std::memcpy(p, &f, 4);
+        break;
+      }
+      case CHORUS_INT32: {
+        const std::int32_t x = static_cast<std::int32_t>(i % 1000);
+        std::memcpy(p, &x, 4);
+        break;
+      }
+      case CHORUS_BFLOAT16: {
+        const std::uint16_t x = static_cast<std::uint16_t>(0x3f80 + (i % 64));  // ~1.0 .. 1.5
+        std::memcpy(p, &x, 2);
+        break;
+      }
+      case CHORUS_FLOAT16: {
+        const std::uint16_t x = static_cast<std::uint16_t>(0x3c00 + (i % 64));  // ~1.0 .. 1.06
+        std::memcpy(p, &x, 2);
+        break;
+      }
+      default:
+        std::memset(p, 0, esize);
+    }
+  }
+}
+
+void BM_reduce(benchmark::State& state, int dtype, int op, ReduceIsa isa) {
+  const auto bytes = static_cast<std::size_t>(state.range(0));
+  const chorus_reduce_fn_t fn = chorus::core::reduce_kernel_for_isa(dtype, op, isa);
+  if (fn == nullptr) {
+    state.SkipWithError("kernel not available at this instruction set level");
+    return;
+  }
+  std::vector<unsigned char> src(bytes), inout(bytes);
+  fill(src, dtype);
+  fill(inout, dtype);
+  const std::size_t count = bytes / chorus_dtype_size(dtype);
+  for (auto _ : state) {
+    fn(src.data(), inout.data(), count);
+    benchmark::DoNotOptimize(inout.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *
+                          static_cast<std::int64_t>(bytes));
+}
+
+void BM_memcpy(benchmark::State& state) {
+  const auto bytes = static_cast<std::size_t>(state.range(0));
+  std::vector<unsigned char> src(bytes, 1), dst(bytes, 2);
+  for (auto _ : state) {
+    std::memcpy(dst.data(), src.data(), bytes);
+    benchmark::DoNotOptimize(dst.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *
+                          static_cast<std::int64_t>(bytes));
+}
+
+void apply_sizes(benchmark::internal::Benchmark* b) {
+  for (const std::int64_t s : kSizes) b->Arg(s);
+}
+
+const int kRegistered = [] {
+  benchmark::RegisterBenchmark("memcpy", BM_memcpy)->Apply(apply_sizes);
+  struct Dtype {
+    int id;
+    const char* name;
+  };
+  const Dtype dtypes[] = {{CHORUS_FLOAT32, "float32"},
+                          {CHORUS_BFLOAT16, "bfloat16"},
+                          {CHORUS_FLOAT16, "float16"},
+                          {CHORUS_INT32, "int32"}};
+  const std::pair<int, const char*> ops[] = {{CHORUS_SUM, "sum"}, {CHORUS_MAX, "max"}};
+  const ReduceIsa best = chorus::core::reduce_best_isa();
+  std::vector<ReduceIsa> isas = {best};
+  if (best != ReduceIsa::kBaseline) isas.push_back(ReduceIsa::kBaseline);
+  for (const Dtype& d : dtypes) {
+    for (const auto& [op, op_name] : ops) {
+      for (const ReduceIsa isa : isas) {
+        const std::string name = std::string(d.name) + "/" + op_name + "/" +
+                                 chorus::core::reduce_isa_name(isa);
+        benchmark::RegisterBenchmark(name.c_str(), BM_reduce, d.id, op, isa)->Apply(apply_sizes);
+      }
+    }
+  }
+  return 0;
+}();
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,39 @@
+// Config: the `transport.shm.*` keys, parsed and validated.
+#pragma once
+
+#include <chorus/types.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace chorus::shm {
+
+/// When large messages are copied once with process_vm_readv (cross-memory
+/// attach) instead of in fragments through the ring.
+enum class CmaMode { kAuto, kOn, kOff };
+
+/// Settings of one context; defaults as documented in docs/shm.md.
+struct Config {
+  /// Microseconds wait() polls the rings before it sleeps on the futexes.
+  int spin_us = 20;
+  /// Bytes of each receive ring (power of two). One ring per endpoint and
+  /// direction lives in the receiver's segment.
+  std::uint64_t ring_size = std::uint64_t{256} << 10;
+  CmaMode cma = CmaMode::kAuto;
+  /// Messages of at least this many bytes go by cross-memory attach when it
+  /// is usable; smaller ones are copied through the ring.
+  std::uint64_t cma_threshold = std::uint64_t{64} << 10;
+  /// How often, while work is outstanding, a peer's process is checked for
+  /// having exited (pidfd); a closed endpoint is seen at once.
+  int peer_check_ms = 100;
+
+  static constexpr int kMaxSpinUs = 1'000'000;
+  static constexpr std::uint64_t kMinRing = std::uint64_t{64} << 10;
+  static constexpr std::uint64_t kMaxRing = std::uint64_t{256} << 20;
+
+  /// Parses the keys below `transport.shm.`. Throws Error(INVALID_ARGUMENT)
+  /// naming the key, its origin and the valid keys or values.
+  static Config parse(const chorus_kv_t* entries, std::size_t count);
+};
+
+}  // namespace chorus::shm
