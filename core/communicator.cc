@@ -97,6 +97,7 @@ Status Communicator::init(Config config, std::unique_ptr<SideChannel> host_chann
   log_set_level(cfg_.log_level);
   static std::atomic<int> world_count{0};
   id_ = "w" + std::to_string(world_count.fetch_add(1));
+  LogCommScope log_scope(&id_);  // transport lines logged during init name this communicator
   Deadline deadline = Deadline::after(seconds_ms(cfg_.timeout_init_s));
 
   if (cfg_.world_size < 0 && cfg_.rank < 0) {
@@ -510,8 +511,9 @@ Status Communicator::run(int collective, const char* what, uint64_t bytes, Call&
   std::fill(pending_sends_.begin(), pending_sends_.end(), 0);
   std::fill(pending_recvs_.begin(), pending_recvs_.end(), 0);
   struct Running {
-    explicit Running(Communicator* c) { t_running = c; }
+    explicit Running(Communicator* c) : log_scope(&c->id_) { t_running = c; }
     ~Running() { t_running = nullptr; }
+    LogCommScope log_scope;
   } running(this);
 
   chorus_algo_env_v1_t env{};
@@ -632,6 +634,7 @@ Status Communicator::p2p(bool is_send, void* buf, size_t count, int dtype, int p
   struct Reset {
     ~Reset() { t_running = nullptr; }
   } reset;
+  LogCommScope log_scope(&id_);
 
   (is_send ? send_ops_ : recv_ops_).fetch_add(1, std::memory_order_relaxed);
   size_t bytes = count * chorus_dtype_size(dtype);
@@ -1110,6 +1113,7 @@ Status Communicator::init_child(const Config& cfg, int rank, int size, std::stri
   rank_ = rank;
   size_ = size;
   id_ = std::move(id);
+  LogCommScope log_scope(&id_);
   auto search = plugin_search_path(cfg_.plugin_path);
   auto tp = load_plugin(PluginKind::kTransport, cfg_.transport, search);
   if (!tp.is_ok()) return tp.status().with_context(who());

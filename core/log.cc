@@ -30,6 +30,13 @@ void log_set_rank(int rank) { g_rank.store(rank, std::memory_order_relaxed); }
 
 int log_rank() { return g_rank.load(std::memory_order_relaxed); }
 
+namespace {
+thread_local const std::string* t_comm = nullptr;
+}  // namespace
+
+void log_set_thread_comm(const std::string* id) { t_comm = id; }
+const std::string* log_thread_comm() { return t_comm; }
+
 void log_set_level(int level) { level_ref().store(level, std::memory_order_relaxed); }
 
 int log_level() { return level_ref().load(std::memory_order_relaxed); }

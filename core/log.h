@@ -18,6 +18,24 @@ inline bool log_enabled(int level) { return level <= log_level(); }
 void log_set_rank(int rank);
 int log_rank();
 
+/// The communicator that plugin log lines written on this thread belong to
+/// (its id, e.g. "w0" or "w0.s1c3"), or nullptr. Set while a communicator
+/// calls into its transport and algorithms, so their lines name it.
+void log_set_thread_comm(const std::string* id);
+const std::string* log_thread_comm();
+
+/// Scoped log_set_thread_comm that restores the previous value.
+class LogCommScope {
+ public:
+  explicit LogCommScope(const std::string* id) : saved_(log_thread_comm()) { log_set_thread_comm(id); }
+  ~LogCommScope() { log_set_thread_comm(saved_); }
+  LogCommScope(const LogCommScope&) = delete;
+  LogCommScope& operator=(const LogCommScope&) = delete;
+
+ private:
+  const std::string* saved_;
+};
+
 /// Writes one line "[chorus r<rank> LEVEL] message" to stderr atomically.
 /// `rank` < 0 prints no rank. Thread-safe.
 void log_line(int level, int rank, const std::string& message);

@@ -37,7 +37,10 @@ bool is_file(const std::string& p) {
 }
 
 void host_log(void*, int level, const char* message) {
-  if (log_enabled(level)) log_line(level, log_rank(), message ? message : "");
+  if (!log_enabled(level)) return;
+  const std::string* comm = log_thread_comm();
+  std::string text = message ? message : "";
+  log_line(level, log_rank(), comm ? "comm " + *comm + ": " + text : text);
 }
 
 /// Looks `symbol` up in the plugin file itself: a symbol that dlsym finds in
