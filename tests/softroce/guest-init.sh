@@ -34,11 +34,25 @@ mount -t devtmpfs devtmpfs /newroot/dev || fail "mount devtmpfs"
 mkdir -p /newroot/dev/pts /newroot/dev/shm
 mount -t devpts devpts /newroot/dev/pts
 mount -t tmpfs -o mode=1777 tmpfs /newroot/dev/shm
-mount -t tmpfs -o mode=1777 tmpfs /newroot/tmp || fail "mount /tmp"
 mount -t tmpfs -o mode=755 tmpfs /newroot/run || fail "mount /run"
+# Keep a handle on the host's /tmp before the guest's own tmpfs hides it: a
+# checkout under /tmp (a CI clone, say) is put back in place below.
+mkdir -p /newroot/run/hosttmp
+mount -o bind /newroot/tmp /newroot/run/hosttmp || fail "bind the host's /tmp"
+mount -t tmpfs -o mode=1777 tmpfs /newroot/tmp || fail "mount /tmp"
 mkdir -p /newroot/run/softroce
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 chorusio /newroot/run/softroce ||
   fail "mounting the run's I/O folder over 9p failed"
+cwd="$(cat /newroot/run/softroce/cwd)"
+case "$cwd" in
+  /tmp/?*)
+    top="${cwd#/tmp/}"
+    top="${top%%/*}"
+    mkdir -p "/newroot/tmp/$top"
+    mount -o bind "/newroot/run/hosttmp/$top" "/newroot/tmp/$top" ||
+      fail "bind the host's /tmp/$top into the guest"
+    ;;
+esac
 
 echo "CHORUS-SOFTROCE-BOOTED" >/dev/console
 chroot /newroot /bin/bash /run/softroce/guest-setup.sh
@@ -46,4 +60,5 @@ rc=$?
 sync
 echo "CHORUS-SOFTROCE-EXIT=$rc" >/dev/console
 umount /newroot/run/softroce 2>/dev/null
+umount /newroot/run/hosttmp 2>/dev/null
 poweroff -f

@@ -6,7 +6,8 @@
 # GID 1 the IPv4-mapped 169.254.10.1, rdma_ucm loaded). The guest's root is
 # the host's / shared read-only over 9p, so the build tree and the host's
 # binaries and libraries are all there at the same paths; /tmp, /run and
-# /dev/shm are guest-private tmpfs. COMMAND runs as root with this script's
+# /dev/shm are guest-private tmpfs, except that a working directory under
+# /tmp (its top folder) is shared read-only too. COMMAND runs as root with this script's
 # environment and working directory. Its stdout and stderr come out here as
 # they are written, and this script exits with COMMAND's exit status.
 #
