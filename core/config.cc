@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <sstream>
 #include <unistd.h>
@@ -111,6 +113,31 @@ Result<double> get_number(const Entry& e) {
   if (e.node->type() == toml::node_type::integer) return double(*e.node->value<int64_t>());
   if (e.node->type() == toml::node_type::floating_point) return *e.node->value<double>();
   return bad(e, "expected a number, got " + type_name(e));
+}
+
+/// Config text must be ASCII (a UTF-8 byte-order mark at the start is
+/// allowed). Debian 12's toml++ (3.2) reaches a __builtin_unreachable on some
+/// non-ASCII characters where it checks for whitespace (found by
+/// tests/fuzz/config_fuzz), which is undefined behaviour on hostile input.
+Status ascii_only(std::string_view text, const std::string& where) {
+  size_t start = text.rfind("\xEF\xBB\xBF", 0) == 0 ? 3 : 0;
+  size_t line = 1, column = 1;
+  for (size_t i = 0; i < text.size(); ++i) {
+    unsigned char c = static_cast<unsigned char>(text[i]);
+    if (i >= start && c >= 0x80)
+      return Status(CHORUS_ERR_INVALID_ARGUMENT,
+                    where + ":" + std::to_string(line) + ":" + std::to_string(column) +
+                        ": non-ASCII byte 0x" + "0123456789ABCDEF"[c >> 4] + "0123456789ABCDEF"[c & 15] +
+                        "; Chorus configuration must be ASCII (write other characters as \\u escapes "
+                        "inside quoted strings)");
+    if (c == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
+  return Status::ok();
 }
 
 /// A plugin setting rendered as text: plugins receive scalars only.
@@ -480,8 +507,16 @@ Result<Config> load_config(const ConfigInputs& inputs) {
       return Status(CHORUS_ERR_INVALID_ARGUMENT,
                     "config file '" + path + "' cannot be read: " + std::strerror(errno) +
                         " (set CHORUS_CONFIG or the API's config_path to a readable TOML file)");
+    std::string text;
+    {
+      std::ifstream in(path, std::ios::binary);
+      text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+      if (!in.good() && !in.eof())
+        return Status(CHORUS_ERR_INVALID_ARGUMENT, "config file '" + path + "' cannot be read");
+    }
+    if (auto st = ascii_only(text, path); !st.is_ok()) return st;
     try {
-      docs.push_back(std::make_unique<toml::table>(toml::parse_file(path)));
+      docs.push_back(std::make_unique<toml::table>(toml::parse(text, path)));
     } catch (const toml::parse_error& err) {
       const auto& where = err.source().begin;
       return Status(CHORUS_ERR_INVALID_ARGUMENT,
@@ -521,6 +556,7 @@ Result<Config> load_config(const ConfigInputs& inputs) {
     if (s.find('=') == std::string::npos)
       return Status(CHORUS_ERR_INVALID_ARGUMENT,
                     "API setting '" + s + "' is not key=value (e.g. timeout.collective=30)");
+    if (auto st = ascii_only(s, "API setting '" + s + "'"); !st.is_ok()) return st;
     try {
       docs.push_back(std::make_unique<toml::table>(toml::parse(s)));
     } catch (const toml::parse_error& err) {
