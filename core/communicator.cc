@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -195,6 +196,7 @@ Status Communicator::open_context() {
   proxy_.post_send = &Communicator::proxy_post_send;
   proxy_.post_recv = &Communicator::proxy_post_recv;
   proxy_.poll = &Communicator::proxy_poll;
+  proxy_.read_error = &Communicator::proxy_read_error;
   pending_sends_.assign(size_t(size_), 0);
   pending_recvs_.assign(size_t(size_), 0);
   peer_counters_ = std::make_unique<PeerCounters[]>(size_t(size_));
@@ -359,6 +361,22 @@ Status Communicator::open_endpoints(std::vector<std::byte>& mine) {
       put_bytes(mine, addr.data(), len);
     }
   }
+  // The notice endpoints (channel index `channels`), after every data one.
+  notice_eps_.assign(size_t(size_), nullptr);
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) {
+      put_u32(mine, 0);
+      continue;
+    }
+    size_t len = addr.size();
+    chorus_tp_endpoint_t* ep = nullptr;
+    if (int rc = tp_->endpoint_open(ctx_, p, channels, addr.data(), &len, &ep); rc != CHORUS_OK)
+      return {rc, "rank " + std::to_string(rank_) + ": opening the notice endpoint to rank " +
+                      std::to_string(p) + " failed: " + tp_->last_error()};
+    notice_eps_[size_t(p)] = ep;
+    notice_peer_[ep] = p;
+    put_bytes(mine, addr.data(), len);
+  }
   return Status::ok();
 }
 
@@ -406,7 +424,29 @@ Status Communicator::connect_from(const std::vector<std::vector<std::byte>>& all
       }
     }
   }
-  return Status::ok();
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    size_t pos = 0;
+    const std::byte* data = nullptr;
+    size_t n = 0;
+    // Skip the fingerprint and every data endpoint's blob.
+    for (size_t i = 0; i < 1 + size_t(size_) * size_t(channels); ++i)
+      if (!get_bytes(all[size_t(p)], pos, data, n)) return malformed_table(p);
+    for (int q = 0; q < size_; ++q) {
+      if (!get_bytes(all[size_t(p)], pos, data, n)) return malformed_table(p);
+      if (q != rank_) continue;
+      int rc = tp_->endpoint_connect(notice_eps_[size_t(p)], data, n, deadline.remaining_ms());
+      if (rc != CHORUS_OK)
+        return {rc, "rank " + std::to_string(rank_) + ": connecting to rank " + std::to_string(p) +
+                        " (notice endpoint) over " + cfg_.transport + " failed: " + tp_->last_error()};
+    }
+  }
+  return arm_notices();
+}
+
+Status Communicator::malformed_table(int peer) const {
+  return {CHORUS_ERR_INTERNAL,
+          "rank " + std::to_string(rank_) + ": malformed address table from rank " + std::to_string(peer)};
 }
 
 Status Communicator::setup_staging() {
@@ -454,6 +494,9 @@ Communicator::~Communicator() {
   if (tp_ && ctx_) {
     for (auto*& ep : endpoints_)
       if (ep) tp_->endpoint_close(ep), ep = nullptr;
+    for (auto*& ep : notice_eps_)
+      if (ep) tp_->endpoint_close(ep), ep = nullptr;
+    if (notice_mr_) tp_->mem_deregister(ctx_, notice_mr_);
     release_call_registrations();
     for (auto* mr : staging_mr_)
       if (mr) tp_->mem_deregister(ctx_, mr);
@@ -461,6 +504,7 @@ Communicator::~Communicator() {
     ctx_ = nullptr;
   }
   std::free(staging_block_);
+  std::free(notice_block_);
 }
 
 void Communicator::abort() {
@@ -485,6 +529,7 @@ void Communicator::mark_broken(const Status& why) {
   errors_.fetch_add(1, std::memory_order_relaxed);
   broken_ = true;
   broken_status_ = why;
+  if (why.code() == CHORUS_ERR_PEER_LOST && lost_rank_ >= 0) send_notices();
   // Outstanding receives may point into caller memory; closing the endpoints
   // guarantees nothing lands there after the call returns.
   for (auto*& ep : endpoints_)
@@ -508,6 +553,7 @@ Status Communicator::run(int collective, const char* what, uint64_t bytes, Call&
   call_deadline_ = Deadline::after(seconds_ms(cfg_.timeout_collective_s));
   call_what_ = what;
   call_error_ = Status::ok();
+  post_lost_peer_ = -1;
   std::fill(pending_sends_.begin(), pending_sends_.end(), 0);
   std::fill(pending_recvs_.begin(), pending_recvs_.end(), 0);
   struct Running {
@@ -628,6 +674,7 @@ Status Communicator::p2p(bool is_send, void* buf, size_t count, int dtype, int p
   call_deadline_ = Deadline::after(seconds_ms(cfg_.timeout_collective_s));
   call_what_ = std::string(what) + (is_send ? " to rank " : " from rank ") + std::to_string(peer);
   call_error_ = Status::ok();
+  post_lost_peer_ = -1;
   std::fill(pending_sends_.begin(), pending_sends_.end(), 0);
   std::fill(pending_recvs_.begin(), pending_recvs_.end(), 0);
   t_running = this;
@@ -714,6 +761,170 @@ void Communicator::note_completed(const chorus_tp_completion_t& c) {
   if (counts[size_t(it->second)] > 0) --counts[size_t(it->second)];
 }
 
+// ---------------------------------------------------------------------------
+// Peer-loss notices
+
+namespace {
+
+constexpr uint32_t kNoticeMagic = 0x4e53'4843;  // "CHSN" in memory on little-endian hosts
+constexpr uint32_t kNoticePeerLost = 1;
+constexpr size_t kNoticeBytes = 16;
+// How long a rank that saw a peer's connections close waits for that peer's
+// notice, and how long a failing rank spends sending its own.
+constexpr int kNoticeGraceMs = 100;
+constexpr uint64_t kNoticeWrId = 0x6e6f'7469'6365'0000ull;  // "notice"
+
+struct NoticeWire {
+  uint32_t magic;
+  uint32_t kind;
+  int32_t lost_rank;
+  int32_t reporter;
+};
+static_assert(sizeof(NoticeWire) == kNoticeBytes);
+
+}  // namespace
+
+Status Communicator::arm_notices() {
+  notice_lost_.assign(size_t(size_), -1);
+  if (size_ < 2) return Status::ok();
+  // [peer] receive slots, then one send slot.
+  const size_t bytes = (size_t(size_) + 1) * kNoticeBytes;
+  notice_block_ = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  if (!notice_block_) return {CHORUS_ERR_SYSTEM, who() + ": cannot allocate the notice buffers"};
+  std::memset(notice_block_, 0, bytes);
+  if (caps_.flags & CHORUS_TP_CAP_NEEDS_REGISTRATION) {
+    if (int rc = tp_->mem_register(ctx_, notice_block_, bytes, CHORUS_MEM_HOST, &notice_mr_);
+        rc != CHORUS_OK)
+      return {rc, who() + ": registering the notice buffers failed: " + tp_->last_error()};
+  }
+  auto* base = static_cast<std::byte*>(notice_block_);
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    int rc = tp_->post_recv(notice_eps_[size_t(p)], base + size_t(p) * kNoticeBytes, kNoticeBytes,
+                            notice_mr_, kNoticeWrId + uint64_t(p));
+    if (rc != CHORUS_OK)
+      return {rc, who() + ": posting the notice receive for rank " + std::to_string(p) +
+                      " failed: " + tp_->last_error()};
+  }
+  return Status::ok();
+}
+
+int Communicator::filter_notices(chorus_tp_completion_t* out, int n) {
+  if (notice_peer_.empty()) return n;
+  int kept = 0;
+  for (int i = 0; i < n; ++i) {
+    auto it = notice_peer_.find(out[i].endpoint);
+    if (it == notice_peer_.end()) {
+      out[kept++] = out[i];
+      continue;
+    }
+    if (out[i].opcode != CHORUS_TP_RECV) continue;  // one of our own notices went out
+    const int peer = it->second;
+    NoticeWire w{};
+    std::memcpy(&w, static_cast<std::byte*>(notice_block_) + size_t(peer) * kNoticeBytes, sizeof(w));
+    if (out[i].byte_len != kNoticeBytes || w.magic != kNoticeMagic || w.kind != kNoticePeerLost ||
+        w.reporter != peer || w.lost_rank < 0 || w.lost_rank >= size_) {
+      log(CHORUS_LOG_WARN, "ignoring a malformed peer-loss notice from rank " + std::to_string(peer));
+      continue;
+    }
+    notice_lost_[size_t(peer)] = w.lost_rank;
+    if (notice_first_from_ < 0) notice_first_from_ = peer;
+    log(CHORUS_LOG_INFO, "rank " + std::to_string(peer) + " reports that it lost rank " +
+                             std::to_string(w.lost_rank) + " and is leaving");
+  }
+  return kept;
+}
+
+void Communicator::resolve_lost(int peer) {
+  lost_rank_ = peer;
+  lost_via_ = -1;
+  if (notice_lost_.empty()) return;
+  // A peer that left because it lost another rank sent its notice before
+  // closing its connections; it may still be in flight on another connection.
+  const Deadline grace = Deadline::after(std::chrono::milliseconds(call_deadline_.remaining_ms(kNoticeGraceMs)));
+  chorus_tp_completion_t comps[16];
+  while (notice_lost_[size_t(peer)] < 0 && !grace.expired() && !aborted_.load()) {
+    int n = tp_->poll(ctx_, comps, 16);
+    if (n > 0) {
+      filter_notices(comps, n);  // the failing call's own completions no longer matter
+      continue;
+    }
+    if (n == CHORUS_ERR_PENDING) {
+      chorus_tp_error_t e{};
+      if (tp_->read_error(ctx_, &e) != CHORUS_OK) break;
+      continue;
+    }
+    if (n < 0) break;
+    tp_->wait(ctx_, std::max(1, grace.remaining_ms(kNoticeGraceMs)));
+  }
+  const int reported = notice_lost_[size_t(peer)];
+  if (reported >= 0 && reported != peer && reported != rank_) {
+    lost_rank_ = reported;
+    lost_via_ = peer;
+  }
+}
+
+void Communicator::note_post_lost(const chorus_tp_endpoint_t* ep) {
+  if (post_lost_peer_ >= 0) return;
+  if (auto it = endpoint_peer_.find(ep); it != endpoint_peer_.end()) post_lost_peer_ = it->second;
+}
+
+std::string Communicator::lost_suffix(int peer) {
+  resolve_lost(peer);
+  if (lost_via_ < 0)
+    return " (rank " + std::to_string(peer) + " is lost; the communicator must be rebuilt)";
+  return " (rank " + std::to_string(lost_rank_) + " is lost: rank " + std::to_string(peer) +
+         " reported losing it before it left; the communicator must be rebuilt)";
+}
+
+std::string Communicator::notice_message() const {
+  const int from = notice_first_from_;
+  const int lost = notice_lost_[size_t(from)];
+  if (lost == rank_)
+    return "rank " + std::to_string(from) + " lost its connection to this rank and left (rank " +
+           std::to_string(from) + " is lost; the communicator must be rebuilt)";
+  return "rank " + std::to_string(from) + " reported losing rank " + std::to_string(lost) +
+         " and left (rank " + std::to_string(lost) + " is lost; the communicator must be rebuilt)";
+}
+
+void Communicator::send_notices() {
+  if (!notice_block_ || size_ < 2) return;
+  NoticeWire w{kNoticeMagic, kNoticePeerLost, lost_rank_, rank_};
+  void* slot = static_cast<std::byte*>(notice_block_) + size_t(size_) * kNoticeBytes;
+  std::memcpy(slot, &w, sizeof(w));
+  int posted = 0;
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_ || p == lost_rank_ || !notice_eps_[size_t(p)]) continue;
+    if (tp_->post_send(notice_eps_[size_t(p)], slot, kNoticeBytes, notice_mr_, kNoticeWrId) == CHORUS_OK)
+      ++posted;
+  }
+  // Push them out before the caller can exit and close the connections; a
+  // peer that is gone fails its send at once, and none may take longer than
+  // the grace.
+  const Deadline grace = Deadline::after(std::chrono::milliseconds(kNoticeGraceMs));
+  chorus_tp_completion_t comps[16];
+  int done = 0;
+  while (done < posted && !grace.expired()) {
+    int n = tp_->poll(ctx_, comps, 16);
+    if (n > 0) {
+      for (int i = 0; i < n; ++i)
+        if (comps[i].opcode == CHORUS_TP_SEND && notice_peer_.count(comps[i].endpoint)) ++done;
+      filter_notices(comps, n);
+      continue;
+    }
+    if (n == CHORUS_ERR_PENDING) {
+      chorus_tp_error_t e{};
+      if (tp_->read_error(ctx_, &e) != CHORUS_OK) break;
+      if (e.opcode == CHORUS_TP_SEND && notice_peer_.count(e.endpoint)) ++done;
+      continue;
+    }
+    if (n < 0) break;
+    tp_->wait(ctx_, std::max(1, grace.remaining_ms(kNoticeGraceMs)));
+  }
+  log(CHORUS_LOG_DEBUG, "told " + std::to_string(done) + " of " + std::to_string(posted) +
+                            " peers that rank " + std::to_string(lost_rank_) + " is lost");
+}
+
 std::string Communicator::outstanding_peers() const {
   auto list = [](const std::vector<int>& counts) {
     std::string s;
@@ -735,6 +946,7 @@ int Communicator::proxy_post_send(chorus_tp_endpoint_t* ep, const void* buf, siz
   int rc = self->tp_->post_send(ep, buf, length, mr, wr_id);
   if (rc == CHORUS_OK) self->note_posted(ep, true);
   else if (rc == CHORUS_ERR_AGAIN) self->retries_.fetch_add(1, std::memory_order_relaxed);
+  else if (rc == CHORUS_ERR_PEER_LOST) self->note_post_lost(ep);
   return rc;
 }
 
@@ -745,15 +957,52 @@ int Communicator::proxy_post_recv(chorus_tp_endpoint_t* ep, void* buf, size_t le
   int rc = self->tp_->post_recv(ep, buf, length, mr, wr_id);
   if (rc == CHORUS_OK) self->note_posted(ep, false);
   else if (rc == CHORUS_ERR_AGAIN) self->retries_.fetch_add(1, std::memory_order_relaxed);
+  else if (rc == CHORUS_ERR_PEER_LOST) self->note_post_lost(ep);
   return rc;
 }
 
 int Communicator::proxy_poll(chorus_tp_context_t* ctx, chorus_tp_completion_t* out, size_t max) {
   Communicator* self = t_running;
   if (!self) return CHORUS_ERR_INTERNAL;
-  int n = self->tp_->poll(ctx, out, max);
+  if (ctx != self->ctx_) return self->tp_->poll(ctx, out, max);
+  int n = self->poll_data(out, max);
   for (int i = 0; i < n; ++i) self->note_completed(out[i]);
   return n;
+}
+
+int Communicator::proxy_read_error(chorus_tp_context_t* ctx, chorus_tp_error_t* err_out) {
+  Communicator* self = t_running;
+  if (!self) return CHORUS_ERR_INTERNAL;
+  if (ctx == self->ctx_ && self->has_pending_error_) {
+    *err_out = self->pending_error_;
+    self->has_pending_error_ = false;
+    return CHORUS_OK;
+  }
+  return self->tp_->read_error(ctx, err_out);
+}
+
+int Communicator::poll_data(chorus_tp_completion_t* out, size_t max) {
+  for (;;) {
+    if (has_pending_error_) return CHORUS_ERR_PENDING;
+    int n = tp_->poll(ctx_, out, max);
+    if (n > 0) return filter_notices(out, n);
+    if (n != CHORUS_ERR_PENDING) return n;
+    chorus_tp_error_t e{};
+    if (int rc = tp_->read_error(ctx_, &e); rc != CHORUS_OK) {
+      e = {};
+      e.status = CHORUS_ERR_INTERNAL;
+      e.peer_rank = -1;
+      std::snprintf(e.message, sizeof(e.message), "poll reported an error but read_error failed: %s",
+                    tp_->last_error());
+    } else if (notice_peer_.count(e.endpoint)) {
+      // A peer closed its notice endpoint: it finished or died. Its data
+      // endpoints tell whether the running call still needed it.
+      continue;
+    }
+    pending_error_ = e;
+    has_pending_error_ = true;
+    return CHORUS_ERR_PENDING;
+  }
 }
 
 chorus_tp_endpoint_t* Communicator::env_endpoint(void* core, int peer, int channel) {
@@ -784,24 +1033,27 @@ int Communicator::env_progress(void* core, chorus_tp_completion_t* out, size_t m
                       self->finalizing_.load()
                           ? "aborted: the communicator was finalized with this operation pending"
                           : "aborted by chorus_comm_abort()");
-    int n = self->tp_->poll(self->ctx_, out, max);
+    int n = self->poll_data(out, max);
     if (n > 0) {
       for (int i = 0; i < n; ++i) self->note_completed(out[i]);
       return n;
     }
+    if (n == 0 && self->notice_first_from_ >= 0) {
+      // Another rank left because it lost a peer: this call cannot complete.
+      const int from = self->notice_first_from_, lost = self->notice_lost_[size_t(from)];
+      self->lost_rank_ = lost == self->rank_ ? from : lost;
+      self->lost_via_ = from;
+      return env_fail(core, CHORUS_ERR_PEER_LOST, self->notice_message().c_str());
+    }
     if (n == CHORUS_ERR_PENDING) {
-      chorus_tp_error_t err{};
-      int rc = self->tp_->read_error(self->ctx_, &err);
-      if (rc != CHORUS_OK)
-        return env_fail(core, CHORUS_ERR_INTERNAL,
-                        (std::string("poll reported an error but read_error failed: ") +
-                         self->tp_->last_error()).c_str());
+      chorus_tp_error_t err = self->pending_error_;
+      self->has_pending_error_ = false;
       err.message[sizeof(err.message) - 1] = '\0';
       std::string msg = std::string("transport '") + self->cfg_.transport + "' failed a " +
                         (err.opcode == CHORUS_TP_SEND ? "send to" : "receive from") + " rank " +
                         std::to_string(err.peer_rank) + ": " + err.message;
-      if (err.status == CHORUS_ERR_PEER_LOST)
-        msg += " (rank " + std::to_string(err.peer_rank) + " is lost; the communicator must be rebuilt)";
+      if (err.status == CHORUS_ERR_PEER_LOST && err.peer_rank >= 0 && err.peer_rank < self->size_)
+        msg += self->lost_suffix(err.peer_rank);
       return env_fail(core, err.status < 0 ? err.status : CHORUS_ERR_SYSTEM, msg.c_str());
     }
     if (n < 0)
@@ -828,9 +1080,14 @@ int Communicator::env_progress(void* core, chorus_tp_completion_t* out, size_t m
 
 int Communicator::env_fail(void* core, int status, const char* message) {
   auto* self = static_cast<Communicator*>(core);
-  if (self->call_error_.is_ok())
-    self->call_error_ = Status(status, self->who() + ": " + self->call_what_ + ": " +
-                                           (message ? message : ""));
+  if (self->call_error_.is_ok()) {
+    std::string text = message ? message : "";
+    // A post the transport refused because the peer is gone: same verdict
+    // as a lost-peer completion (the algorithm's message lacks the suffix).
+    if (status == CHORUS_ERR_PEER_LOST && self->post_lost_peer_ >= 0 && self->lost_rank_ < 0)
+      text += self->lost_suffix(self->post_lost_peer_);
+    self->call_error_ = Status(status, self->who() + ": " + self->call_what_ + ": " + text);
+  }
   return status;
 }
 

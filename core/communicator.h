@@ -182,6 +182,30 @@ class Communicator {
   void release_call_registrations();
   Status call_timeout_status() const;
 
+  // Peer-loss notices (docs/reliability.md §4.4). Every pair of ranks has
+  // one endpoint more than the data channels (channel index cfg_.channels)
+  // with a 16-byte receive always posted. A rank whose call fails because
+  // it lost a peer sends every other rank a notice naming the rank it lost
+  // before it closes its connections, so a survivor that then sees this
+  // rank's connections close can name the rank that really died.
+  Status malformed_table(int peer) const;
+  /// Posts the standing notice receives; the end of connect_from().
+  Status arm_notices();
+  /// Takes notice completions out of out[0..n); returns how many are left.
+  int filter_notices(chorus_tp_completion_t* out, int n);
+  /// After the transport reported `peer` lost: waits up to the notice grace
+  /// for `peer`'s notice and returns the rank to blame (the reported one,
+  /// or `peer` itself when it left without one) in lost_rank_.
+  void resolve_lost(int peer);
+  /// resolve_lost(peer), then the "(rank X is lost ...)" text for the message.
+  std::string lost_suffix(int peer);
+  /// A post to `ep` failed with PEER_LOST: remembers the peer for env_fail.
+  void note_post_lost(const chorus_tp_endpoint_t* ep);
+  /// Tells every other rank that this one lost lost_rank_; bounded.
+  void send_notices();
+  /// The PEER_LOST message for a notice that arrived in the running call.
+  std::string notice_message() const;
+
   /// Which peers still owe completions in the running call, for timeout messages.
   std::string outstanding_peers() const;
   void note_posted(chorus_tp_endpoint_t* ep, bool send);
@@ -194,6 +218,11 @@ class Communicator {
   static int proxy_post_recv(chorus_tp_endpoint_t* ep, void* buf, size_t length,
                              chorus_tp_mr_t* mr, uint64_t wr_id);
   static int proxy_poll(chorus_tp_context_t* ctx, chorus_tp_completion_t* out, size_t max);
+  static int proxy_read_error(chorus_tp_context_t* ctx, chorus_tp_error_t* err_out);
+  /// The transport's poll without the notice traffic: completions on notice
+  /// endpoints are consumed, their errors dropped; a data error is kept in
+  /// pending_error_ and reported as CHORUS_ERR_PENDING until read.
+  int poll_data(chorus_tp_completion_t* out, size_t max);
 
   // Callbacks of chorus_algo_env_v1_t; `core` is the Communicator.
   static chorus_tp_endpoint_t* env_endpoint(void* core, int peer, int channel);
@@ -213,6 +242,17 @@ class Communicator {
   std::vector<chorus_tp_endpoint_t*> endpoints_;  // [peer * channels + channel]
   std::unordered_map<const chorus_tp_endpoint_t*, int> endpoint_peer_;
   chorus_transport_plugin_v1_t proxy_{};
+  std::vector<chorus_tp_endpoint_t*> notice_eps_;  // [peer]; nullptr for self
+  std::unordered_map<const chorus_tp_endpoint_t*, int> notice_peer_;
+  void* notice_block_ = nullptr;  // [peer] receive buffers, then the send buffer
+  chorus_tp_mr_t* notice_mr_ = nullptr;
+  std::vector<int> notice_lost_;  // [peer]: the rank that peer reported lost, or -1
+  int notice_first_from_ = -1;    // the peer whose notice arrived first
+  int lost_rank_ = -1;            // whom this communicator's failure blames
+  int lost_via_ = -1;             // the peer that reported lost_rank_, -1: seen here
+  int post_lost_peer_ = -1;       // the peer a post failed for with PEER_LOST, this call
+  chorus_tp_error_t pending_error_{};  // read by poll_data, not yet reported
+  bool has_pending_error_ = false;
   std::vector<int> pending_sends_;  // per peer, in the running call
   std::vector<int> pending_recvs_;
 

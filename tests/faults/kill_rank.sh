@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Starts N ranks by hand (the chorusrun contract: CHORUS_RANK, CHORUS_WORLD_SIZE,
 # CHORUS_COORDINATOR), lets them run a long all_reduce loop, SIGKILLs one rank
-# mid-collective, and requires every survivor to exit non-zero with an error
-# naming a lost peer within BOUND seconds. Nothing may be left running.
+# mid-collective, and requires every survivor to exit non-zero within BOUND
+# seconds with a peer-lost error naming the killed rank. Nothing may be left running.
 # usage: kill_rank.sh BENCH NRANKS VICTIM [BOUND_S] [DELAY_S]
 set -uo pipefail
 bench="$1"; n="$2"; victim="$3"; bound="${4:-15}"; delay="${5:-2}"
@@ -42,7 +42,15 @@ for r in $(seq 0 $((n - 1))); do
     echo "FAIL: rank $r exited 0 after a peer died"; failed=$((failed + 1)); continue
   fi
   if grep -qE "failed: CHORUS_ERR_PEER_LOST" "$dir/err.$r"; then
-    echo "ok: rank $r exited $rc after ${took_ms} ms: $(grep -m1 -E "failed: CHORUS_ERR_PEER_LOST" "$dir/err.$r" | cut -c1-240)"
+    line=$(grep -m1 -E "failed: CHORUS_ERR_PEER_LOST" "$dir/err.$r")
+    # Every survivor must name the killed rank, also those that saw a
+    # neighbour leave first (that neighbour's peer-loss notice names it).
+    blamed=$(sed -nE 's/.*\(rank ([0-9]+) is lost.*/\1/p' <<<"$line" | head -n1)
+    if [ "$blamed" != "$victim" ]; then
+      echo "FAIL: rank $r blames rank '${blamed}', not the killed rank $victim: $line"
+      failed=$((failed + 1)); continue
+    fi
+    echo "ok: rank $r exited $rc after ${took_ms} ms: $(cut -c1-300 <<<"$line")"
     passed=$((passed + 1))
   else
     echo "FAIL: rank $r exited $rc without a peer-lost error:"; cat "$dir/err.$r"; failed=$((failed + 1))

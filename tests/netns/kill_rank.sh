@@ -83,7 +83,10 @@ for ((it = 1; it <= iterations; ++it)); do
       named_victim=$((named_victim + 1))
     elif [ -n "$blamed" ] && [ "$blamed" != "$r" ] && [ "$blamed" != "$victim" ] &&
          netns_rank_done "$blamed" && [ "$(netns_rank_rc "$blamed")" != 0 ]; then
+      # A survivor that failed first: its peer-loss notice should have
+      # named the victim (docs/reliability.md §4.4).
       named_cascade=$((named_cascade + 1))
+      verdict="FAIL(blames rank ${blamed}, a survivor that failed first, not the victim ${victim})"
     else
       verdict="FAIL(blames rank '${blamed}', which is not gone)"
     fi
