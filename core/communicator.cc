@@ -786,6 +786,7 @@ static_assert(sizeof(NoticeWire) == kNoticeBytes);
 
 Status Communicator::arm_notices() {
   notice_lost_.assign(size_t(size_), -1);
+  notice_closed_.assign(size_t(size_), 0);
   if (size_ < 2) return Status::ok();
   // [peer] receive slots, then one send slot.
   const size_t bytes = (size_t(size_) + 1) * kNoticeBytes;
@@ -843,7 +844,11 @@ void Communicator::resolve_lost(int peer) {
   // closing its connections; it may still be in flight on another connection.
   const Deadline grace = Deadline::after(std::chrono::milliseconds(call_deadline_.remaining_ms(kNoticeGraceMs)));
   chorus_tp_completion_t comps[16];
-  while (notice_lost_[size_t(peer)] < 0 && !grace.expired() && !aborted_.load()) {
+  // The notice travels on the notice connection ahead of that connection's
+  // close, so once the peer's notice endpoint failed without one, none is
+  // coming: the peer itself is gone, and the grace is not spent.
+  while (notice_lost_[size_t(peer)] < 0 && !notice_closed_[size_t(peer)] && !grace.expired() &&
+         !aborted_.load()) {
     int n = tp_->poll(ctx_, comps, 16);
     if (n > 0) {
       filter_notices(comps, n);  // the failing call's own completions no longer matter
@@ -852,6 +857,7 @@ void Communicator::resolve_lost(int peer) {
     if (n == CHORUS_ERR_PENDING) {
       chorus_tp_error_t e{};
       if (tp_->read_error(ctx_, &e) != CHORUS_OK) break;
+      note_notice_error(e);
       continue;
     }
     if (n < 0) break;
@@ -862,6 +868,13 @@ void Communicator::resolve_lost(int peer) {
     lost_rank_ = reported;
     lost_via_ = peer;
   }
+}
+
+bool Communicator::note_notice_error(const chorus_tp_error_t& e) {
+  auto it = notice_peer_.find(e.endpoint);
+  if (it == notice_peer_.end()) return false;
+  if (e.opcode == CHORUS_TP_RECV && !notice_closed_.empty()) notice_closed_[size_t(it->second)] = 1;
+  return true;
 }
 
 void Communicator::note_post_lost(const chorus_tp_endpoint_t* ep) {
@@ -916,6 +929,7 @@ void Communicator::send_notices() {
       chorus_tp_error_t e{};
       if (tp_->read_error(ctx_, &e) != CHORUS_OK) break;
       if (e.opcode == CHORUS_TP_SEND && notice_peer_.count(e.endpoint)) ++done;
+      note_notice_error(e);
       continue;
     }
     if (n < 0) break;
@@ -994,7 +1008,7 @@ int Communicator::poll_data(chorus_tp_completion_t* out, size_t max) {
       e.peer_rank = -1;
       std::snprintf(e.message, sizeof(e.message), "poll reported an error but read_error failed: %s",
                     tp_->last_error());
-    } else if (notice_peer_.count(e.endpoint)) {
+    } else if (note_notice_error(e)) {
       // A peer closed its notice endpoint: it finished or died. Its data
       // endpoints tell whether the running call still needed it.
       continue;

@@ -199,6 +199,9 @@ class Communicator {
   void resolve_lost(int peer);
   /// resolve_lost(peer), then the "(rank X is lost ...)" text for the message.
   std::string lost_suffix(int peer);
+  /// An error on a notice endpoint: records that the peer's notice
+  /// connection ended (no notice will follow); false for data endpoints.
+  bool note_notice_error(const chorus_tp_error_t& e);
   /// A post to `ep` failed with PEER_LOST: remembers the peer for env_fail.
   void note_post_lost(const chorus_tp_endpoint_t* ep);
   /// Tells every other rank that this one lost lost_rank_; bounded.
@@ -247,6 +250,7 @@ class Communicator {
   void* notice_block_ = nullptr;  // [peer] receive buffers, then the send buffer
   chorus_tp_mr_t* notice_mr_ = nullptr;
   std::vector<int> notice_lost_;  // [peer]: the rank that peer reported lost, or -1
+  std::vector<char> notice_closed_;  // [peer]: its notice receive failed (connection ended)
   int notice_first_from_ = -1;    // the peer whose notice arrived first
   int lost_rank_ = -1;            // whom this communicator's failure blames
   int lost_via_ = -1;             // the peer that reported lost_rank_, -1: seen here
