@@ -182,7 +182,7 @@ class Communicator {
   void release_call_registrations();
   Status call_timeout_status() const;
 
-  // Peer-loss notices (docs/reliability.md §4.4). Every pair of ranks has
+  // Peer-loss notices (docs/reliability.md §4.3). Every pair of ranks has
   // one endpoint more than the data channels (channel index cfg_.channels)
   // with a 16-byte receive always posted. A rank whose call fails because
   // it lost a peer sends every other rank a notice naming the rank it lost

@@ -84,7 +84,7 @@ for ((it = 1; it <= iterations; ++it)); do
     elif [ -n "$blamed" ] && [ "$blamed" != "$r" ] && [ "$blamed" != "$victim" ] &&
          netns_rank_done "$blamed" && [ "$(netns_rank_rc "$blamed")" != 0 ]; then
       # A survivor that failed first: its peer-loss notice should have
-      # named the victim (docs/reliability.md §4.4).
+      # named the victim (docs/reliability.md §4.3).
       named_cascade=$((named_cascade + 1))
       verdict="FAIL(blames rank ${blamed}, a survivor that failed first, not the victim ${victim})"
     else
