@@ -2,18 +2,23 @@
 
 #include <chorus/chorus.h>
 
+#include <pthread.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <fstream>
 #include <limits.h>
 #include <map>
 #include <set>
+#include <mutex>
 #include <sstream>
+#include <thread>
 #include <unordered_map>
 
 namespace chorus::core {
@@ -67,6 +72,125 @@ struct Sub {
   }
 };
 
+/// Sleeps in one sub-context's wait on its own thread while the caller sleeps
+/// in the other's, so a rank with peers on both sub-transports blocks on both
+/// at once. Whichever wakes first, other than by timeout, interrupts the
+/// other; the caller returns only once the helper is out of its wait again,
+/// so outside a wait() call the helper never touches a sub-context and the
+/// one-thread-per-context rule of the ABI holds. A stale interrupt (both woke
+/// at the same moment) costs the next wait one spurious wake-up, which the
+/// ABI allows; interrupts latch (docs/transport-abi.md §1.10), so neither
+/// side can miss its wake-up.
+class DualWait {
+ public:
+  DualWait() = default;
+  DualWait(const DualWait&) = delete;
+  DualWait& operator=(const DualWait&) = delete;
+  ~DualWait() {
+    if (!thread_.joinable()) return;
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  /// Blocks in `first`'s wait here and `second`'s on the helper thread. OK if
+  /// either woke, TIMEOUT if both timed out, else the first error.
+  int wait(Sub& first, Sub& second, int timeout_ms) {
+    if (broken_) return fail(CHORUS_ERR_INTERNAL, broken_message_);
+    if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+    uint64_t gen = 0;
+    {
+      std::lock_guard lock(mu_);
+      gen = ++requested_;
+      helper_sub_ = &second;
+      helper_timeout_ = timeout_ms;
+      caller_back_.store(false);
+    }
+    cv_.notify_all();
+    int rc = first.tp->wait(first.ctx, timeout_ms);
+    std::string message = rc == CHORUS_OK || rc == CHORUS_ERR_TIMEOUT ? "" : first.tp->last_error();
+    caller_back_.store(true);
+    std::unique_lock lock(mu_);
+    // After a timeout the helper, with the same timeout, is about to time
+    // out too: give it a moment rather than leave an interrupt behind that
+    // would cut the next wait short. Otherwise wake it now.
+    if (rc == CHORUS_ERR_TIMEOUT)
+      done_cv_.wait_for(lock, std::chrono::milliseconds(20), [&] { return finished_ == gen; });
+    if (finished_ != gen) {
+      lock.unlock();
+      second.tp->interrupt(second.ctx);
+      lock.lock();
+    }
+    // The helper has returned or was just interrupted; this bound only
+    // catches a sub-transport whose wait ignores its interrupt.
+    const auto limit = std::chrono::milliseconds(10000);
+    if (!done_cv_.wait_for(lock, limit, [&] { return finished_ == gen; })) {
+      broken_ = true;
+      broken_message_ = "wait: sub-transport '" + second.name + "' did not return from wait within " +
+                        std::to_string(limit.count()) + " ms of its " + std::to_string(timeout_ms) +
+                        " ms timeout; this context cannot be used any more";
+      return fail(CHORUS_ERR_INTERNAL, broken_message_);
+    }
+    if (rc != CHORUS_OK && rc != CHORUS_ERR_TIMEOUT) return fail(rc, "wait (" + first.name + "): " + message);
+    if (helper_rc_ != CHORUS_OK && helper_rc_ != CHORUS_ERR_TIMEOUT)
+      return fail(helper_rc_, "wait (" + second.name + "): " + helper_message_);
+    if (rc == CHORUS_OK || helper_rc_ == CHORUS_OK) return CHORUS_OK;
+    return fail(CHORUS_ERR_TIMEOUT, "wait: no completion within " + std::to_string(timeout_ms) + " ms");
+  }
+
+  /// Who to interrupt when the helper wakes first.
+  Sub* caller_sub = nullptr;
+
+ private:
+  void run() {
+    // Signals stay with the host's threads.
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, nullptr);
+    uint64_t seen = 0;
+    std::unique_lock lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [&] { return stop_ || requested_ != seen; });
+      if (stop_) return;
+      seen = requested_;
+      Sub* sub = helper_sub_;
+      int timeout_ms = helper_timeout_;
+      lock.unlock();
+      int rc = sub->tp->wait(sub->ctx, timeout_ms);
+      std::string message = rc == CHORUS_OK || rc == CHORUS_ERR_TIMEOUT ? "" : sub->tp->last_error();
+      lock.lock();
+      helper_rc_ = rc;
+      helper_message_ = std::move(message);
+      finished_ = seen;
+      lock.unlock();
+      done_cv_.notify_all();
+      // Only a real wake-up is passed on: after a timeout the caller times
+      // out by itself.
+      if (rc != CHORUS_ERR_TIMEOUT && !caller_back_.load() && caller_sub)
+        caller_sub->tp->interrupt(caller_sub->ctx);
+      lock.lock();
+    }
+  }
+
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;       // caller -> helper: a new request or stop
+  std::condition_variable done_cv_;  // helper -> caller: request finished
+  bool stop_ = false;
+  uint64_t requested_ = 0;
+  uint64_t finished_ = 0;
+  Sub* helper_sub_ = nullptr;
+  int helper_timeout_ = 0;
+  int helper_rc_ = CHORUS_OK;
+  std::string helper_message_;
+  std::atomic<bool> caller_back_{true};
+  bool broken_ = false;  // caller thread only
+  std::string broken_message_;
+};
+
 struct AutoContext;
 
 struct AutoEndpoint {
@@ -95,6 +219,7 @@ struct AutoContext {
   int pending_error = -1;  // slot whose poll reported PENDING, until read_error
   int poll_first = 0;      // slot polled first, alternating so neither starves
   std::atomic<bool> interrupted{false};
+  DualWait dual;  // declared last: its thread is joined before the rest goes
 
   ~AutoContext() {
     for (AutoMr* m : mrs) delete m;
@@ -595,9 +720,20 @@ int auto_wait(chorus_tp_context_t* c, int timeout_ms) {
   if (active.size() == 1 && ctx->subs[active[0]].can_interrupt()) return sub_wait(active[0], timeout_ms);
 
   // Both in use (a job spanning hosts with several ranks per host): sleep in
-  // slices of at most 1 ms in the first and check the other without
-  // blocking in between. A completion on the second is therefore seen up to
-  // 1 ms late while this rank is otherwise idle.
+  // both at once, the fabric's wait on a helper thread.
+  if (active.size() == 2 && ctx->subs[kLocal].can_interrupt() && ctx->subs[kFabric].can_interrupt()) {
+    if (timeout_ms == 0) {
+      int rc = sub_wait(kLocal, 0);
+      return rc != CHORUS_ERR_TIMEOUT ? rc : sub_wait(kFabric, 0);
+    }
+    ctx->dual.caller_sub = &ctx->subs[kLocal];
+    int rc = ctx->dual.wait(ctx->subs[kLocal], ctx->subs[kFabric], timeout_ms);
+    ctx->interrupted.store(false);  // the interrupt, if any, has woken this wait
+    return rc;
+  }
+  // A sub-transport without interrupt: sleep in slices of at most 1 ms in
+  // the first and check the other without blocking in between, so a
+  // completion on the second is seen up to 1 ms late while the rank is idle.
   using Clock = std::chrono::steady_clock;
   const auto deadline = Clock::now() + std::chrono::milliseconds(std::max(timeout_ms, 0));
   for (;;) {

@@ -162,11 +162,11 @@ namespace {
 
 /// A composite context opened through the ABI table with `kv`.
 struct Ctx {
-  Ctx(int rank, std::vector<chorus_kv_t> kv) {
+  Ctx(int rank, std::vector<chorus_kv_t> kv, int size = 2) {
     chorus_tp_context_info_t info{};
     info.struct_size = sizeof info;
     info.rank = rank;
-    info.size = 2;
+    info.size = size;
     info.bind_address = "127.0.0.1";
     info.config = kv.data();
     info.config_count = kv.size();
@@ -276,4 +276,106 @@ TEST_CASE("the composite refuses bad settings and names a missing sub-transport"
     CHECK(c.rc == CHORUS_ERR_INVALID_ARGUMENT);
     CHECK(std::string(c.tp->last_error()).find("no_such_key") != std::string::npos);
   }
+}
+
+namespace {
+
+/// An endpoint pair between two composite contexts, connected.
+void connect(Ctx& x, int x_peer, Ctx& y, int y_peer, chorus_tp_endpoint_t*& ex, chorus_tp_endpoint_t*& ey) {
+  const auto* tp = x.tp;
+  std::vector<unsigned char> bx(4096), by(4096);
+  size_t lx = bx.size(), ly = by.size();
+  REQUIRE(tp->endpoint_open(x.ctx, x_peer, 0, bx.data(), &lx, &ex) == CHORUS_OK);
+  REQUIRE(tp->endpoint_open(y.ctx, y_peer, 0, by.data(), &ly, &ey) == CHORUS_OK);
+  int rc_y = -1;
+  std::thread t([&] { rc_y = tp->endpoint_connect(ey, bx.data(), lx, 10000); });
+  int rc_x = tp->endpoint_connect(ex, by.data(), ly, 10000);
+  t.join();
+  REQUIRE(rc_x == CHORUS_OK);
+  REQUIRE(rc_y == CHORUS_OK);
+}
+
+struct Ctx3 : Ctx {
+  Ctx3(int rank, const char* host) : Ctx(rank, {{"host_id", host, "test"}}, 3) {}
+};
+
+}  // namespace
+
+TEST_CASE("with peers on both sub-transports, wait sleeps on both and wakes for either", "[auto]") {
+  using Clock = std::chrono::steady_clock;
+  auto ms_since = [](Clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
+  };
+  Ctx3 a(0, "host-x"), b(1, "host-x"), c(2, "host-y");
+  REQUIRE(a.rc == CHORUS_OK);
+  REQUIRE(b.rc == CHORUS_OK);
+  REQUIRE(c.rc == CHORUS_OK);
+  const auto* tp = a.tp;
+  chorus_tp_endpoint_t *ab = nullptr, *ba = nullptr, *ac = nullptr, *ca = nullptr;
+  connect(a, 1, b, 0, ab, ba);
+  connect(a, 2, c, 0, ac, ca);
+  auto peers = auto_transport_peers(a.ctx);
+  REQUIRE(peers.size() == 2);
+  CHECK(peers[0] == std::pair<std::string, std::vector<int>>{"shm", {1}});
+  CHECK(peers[1] == std::pair<std::string, std::vector<int>>{"tcp", {2}});
+
+  // Idle: sleeps out the timeout. Spurious wake-ups are allowed (connection
+  // set-up may leave a wake-up behind) but not a spin: at most a few calls.
+  auto t0 = Clock::now();
+  int calls = 0, last = CHORUS_OK;
+  while (ms_since(t0) < 150 && calls < 10) {
+    last = tp->wait(a.ctx, 150 - int(ms_since(t0)));
+    ++calls;
+  }
+  INFO("wait calls: " << calls);
+  CHECK(last == CHORUS_ERR_TIMEOUT);
+  CHECK(calls <= 3);
+  CHECK(ms_since(t0) >= 140);
+
+  char in[2][8] = {};
+  REQUIRE(tp->post_recv(ab, in[0], sizeof in[0], nullptr, 1) == CHORUS_OK);
+  REQUIRE(tp->post_recv(ac, in[1], sizeof in[1], nullptr, 2) == CHORUS_OK);
+  // A peer sends after 100 ms, driving its own context on its own thread;
+  // `a` must wake for it well before its 3 s timeout, whichever
+  // sub-transport carries it.
+  for (Ctx* sender : {static_cast<Ctx*>(&c), static_cast<Ctx*>(&b)}) {
+    chorus_tp_endpoint_t* ep = sender == &c ? ca : ba;
+    const uint64_t want = sender == &c ? 2 : 1;
+    std::thread peer([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      const char msg[] = "wake";
+      if (tp->post_send(ep, msg, sizeof msg, nullptr, 9) != CHORUS_OK) return;
+      chorus_tp_completion_t comp[2];
+      auto until = Clock::now() + std::chrono::seconds(5);
+      while (Clock::now() < until && tp->poll(sender->ctx, comp, 2) == 0) tp->wait(sender->ctx, 10);
+    });
+    t0 = Clock::now();
+    bool got = false;
+    while (!got && ms_since(t0) < 3000) {
+      int rc = tp->wait(a.ctx, 3000);
+      REQUIRE((rc == CHORUS_OK || rc == CHORUS_ERR_TIMEOUT));
+      chorus_tp_completion_t comp[2];
+      int n = tp->poll(a.ctx, comp, 2);
+      REQUIRE(n >= 0);
+      for (int i = 0; i < n; ++i) got = got || comp[i].wr_id == want;
+    }
+    auto took = ms_since(t0);
+    peer.join();
+    CHECK(got);
+    CHECK(took >= 80);
+    CHECK(took < 1500);
+  }
+  CHECK(std::string(in[0]) == "wake");
+  CHECK(std::string(in[1]) == "wake");
+
+  // interrupt from another thread ends a wait on both.
+  std::thread waker([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    tp->interrupt(a.ctx);
+  });
+  t0 = Clock::now();
+  int rc = tp->wait(a.ctx, 3000);
+  waker.join();
+  CHECK(rc == CHORUS_OK);
+  CHECK(ms_since(t0) < 1500);
 }
