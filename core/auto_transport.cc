@@ -7,16 +7,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <limits.h>
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <fstream>
-#include <limits.h>
 #include <map>
-#include <set>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
 #include <unordered_map>
@@ -46,7 +46,8 @@ int fail(int rc, std::string message) {
 }
 
 void log_host(int level, const std::string& message) {
-  if (g_host && g_host->struct_size >= offsetof(chorus_host_v1_t, log) + sizeof(void*) && g_host->log)
+  if (g_host && g_host->struct_size >= offsetof(chorus_host_v1_t, log) + sizeof(void*) &&
+      g_host->log)
     g_host->log(g_host->ctx, level, message.c_str());
 }
 
@@ -129,16 +130,19 @@ class DualWait {
     const auto limit = std::chrono::milliseconds(10000);
     if (!done_cv_.wait_for(lock, limit, [&] { return finished_ == gen; })) {
       broken_ = true;
-      broken_message_ = "wait: sub-transport '" + second.name + "' did not return from wait within " +
-                        std::to_string(limit.count()) + " ms of its " + std::to_string(timeout_ms) +
+      broken_message_ = "wait: sub-transport '" + second.name +
+                        "' did not return from wait within " + std::to_string(limit.count()) +
+                        " ms of its " + std::to_string(timeout_ms) +
                         " ms timeout; this context cannot be used any more";
       return fail(CHORUS_ERR_INTERNAL, broken_message_);
     }
-    if (rc != CHORUS_OK && rc != CHORUS_ERR_TIMEOUT) return fail(rc, "wait (" + first.name + "): " + message);
+    if (rc != CHORUS_OK && rc != CHORUS_ERR_TIMEOUT)
+      return fail(rc, "wait (" + first.name + "): " + message);
     if (helper_rc_ != CHORUS_OK && helper_rc_ != CHORUS_ERR_TIMEOUT)
       return fail(helper_rc_, "wait (" + second.name + "): " + helper_message_);
     if (rc == CHORUS_OK || helper_rc_ == CHORUS_OK) return CHORUS_OK;
-    return fail(CHORUS_ERR_TIMEOUT, "wait: no completion within " + std::to_string(timeout_ms) + " ms");
+    return fail(CHORUS_ERR_TIMEOUT,
+                "wait: no completion within " + std::to_string(timeout_ms) + " ms");
   }
 
   /// Who to interrupt when the helper wakes first.
@@ -160,7 +164,8 @@ class DualWait {
       int timeout_ms = helper_timeout_;
       lock.unlock();
       int rc = sub->tp->wait(sub->ctx, timeout_ms);
-      std::string message = rc == CHORUS_OK || rc == CHORUS_ERR_TIMEOUT ? "" : sub->tp->last_error();
+      std::string message =
+          rc == CHORUS_OK || rc == CHORUS_ERR_TIMEOUT ? "" : sub->tp->last_error();
       lock.lock();
       helper_rc_ = rc;
       helper_message_ = std::move(message);
@@ -215,7 +220,7 @@ struct AutoContext {
   chorus_tp_caps_t caps{};
   std::vector<std::unique_ptr<AutoEndpoint>> endpoints;
   std::unordered_map<const chorus_tp_endpoint_t*, AutoEndpoint*> by_sub[2];
-  std::set<AutoMr*> mrs;  // owned; freed at deregister or context_close
+  std::set<AutoMr*> mrs;   // owned; freed at deregister or context_close
   int pending_error = -1;  // slot whose poll reported PENDING, until read_error
   int poll_first = 0;      // slot polled first, alternating so neither starves
   std::atomic<bool> interrupted{false};
@@ -229,7 +234,8 @@ struct AutoContext {
     if (!ep.sub[slot]) return;
     by_sub[slot].erase(ep.sub[slot]);
     int rc = subs[slot].tp->endpoint_close(ep.sub[slot]);
-    if (rc != CHORUS_OK && first_rc == CHORUS_OK) first_rc = subs[slot].pass_on(rc, "endpoint_close");
+    if (rc != CHORUS_OK && first_rc == CHORUS_OK)
+      first_rc = subs[slot].pass_on(rc, "endpoint_close");
     ep.sub[slot] = nullptr;
     --subs[slot].endpoints;
   }
@@ -353,11 +359,13 @@ int auto_context_open(const chorus_tp_context_info_t* info, chorus_tp_context_t*
       host_id = value;
     } else if (key == "plugin_path") {
       plugin_path = value;
-    } else if (auto dot = key.find('.'); dot != std::string::npos && dot > 0 && dot + 1 < key.size()) {
+    } else if (auto dot = key.find('.');
+               dot != std::string::npos && dot > 0 && dot + 1 < key.size()) {
       sub_settings[key.substr(0, dot)].push_back({key.substr(dot + 1), value, origin});
     } else {
-      return bad("unknown key; known: local, fabric, host_id (and <sub-transport>.<key>, handed on "
-                 "to that sub-transport)");
+      return bad(
+          "unknown key; known: local, fabric, host_id (and <sub-transport>.<key>, handed on "
+          "to that sub-transport)");
     }
   }
   if (names[kLocal] == names[kFabric])
@@ -403,7 +411,8 @@ int auto_context_open(const chorus_tp_context_info_t* info, chorus_tp_context_t*
     sub.tp = sub.plugin->transport();
     std::vector<chorus_kv_t> kv;
     if (auto it = sub_settings.find(sub.name); it != sub_settings.end())
-      for (const Kv& s : it->second) kv.push_back({s.key.c_str(), s.value.c_str(), s.origin.c_str()});
+      for (const Kv& s : it->second)
+        kv.push_back({s.key.c_str(), s.value.c_str(), s.origin.c_str()});
     chorus_tp_context_info_t sub_info{};
     std::memcpy(&sub_info, info, std::min(info->struct_size, sizeof sub_info));
     sub_info.struct_size = std::min(info->struct_size, sizeof sub_info);
@@ -433,8 +442,10 @@ int auto_context_open(const chorus_tp_context_info_t* info, chorus_tp_context_t*
   const chorus_tp_caps_t& b = ctx->subs[kFabric].caps;
   ctx->caps.struct_size = sizeof ctx->caps;
   ctx->caps.max_message_size = min_known(a.max_message_size, b.max_message_size);
-  ctx->caps.max_outstanding_sends = uint32_t(min_known(a.max_outstanding_sends, b.max_outstanding_sends));
-  ctx->caps.max_outstanding_recvs = uint32_t(min_known(a.max_outstanding_recvs, b.max_outstanding_recvs));
+  ctx->caps.max_outstanding_sends =
+      uint32_t(min_known(a.max_outstanding_sends, b.max_outstanding_sends));
+  ctx->caps.max_outstanding_recvs =
+      uint32_t(min_known(a.max_outstanding_recvs, b.max_outstanding_recvs));
   ctx->caps.flags = ((a.flags | b.flags) & CHORUS_TP_CAP_NEEDS_REGISTRATION) |
                     (a.flags & b.flags & ~uint32_t(CHORUS_TP_CAP_NEEDS_REGISTRATION));
   uint64_t address = auto_blob_overhead() + (a.max_address_size ? a.max_address_size : 1024) +
@@ -463,8 +474,9 @@ int auto_context_close(chorus_tp_context_t* c) {
 
 int auto_get_caps(chorus_tp_context_t* c, chorus_tp_caps_t* caps_out) {
   if (!c || !caps_out) return fail(CHORUS_ERR_INVALID_ARGUMENT, "get_caps: NULL argument");
-  size_t room = caps_out->struct_size == 0 ? sizeof(chorus_tp_caps_t)
-                                           : std::min(caps_out->struct_size, sizeof(chorus_tp_caps_t));
+  size_t room = caps_out->struct_size == 0
+                    ? sizeof(chorus_tp_caps_t)
+                    : std::min(caps_out->struct_size, sizeof(chorus_tp_caps_t));
   chorus_tp_caps_t caps = from(c)->caps;
   caps.struct_size = room;
   std::memcpy(caps_out, &caps, room);
@@ -503,7 +515,8 @@ int auto_endpoint_open(chorus_tp_context_t* c, int peer_rank, int channel, void*
   Result<std::vector<std::byte>> encoded = Status(CHORUS_ERR_INTERNAL, "not encoded");
   if (rc == CHORUS_OK) {
     encoded = auto_blob_encode(blob);
-    if (!encoded.is_ok()) rc = fail(encoded.status().code(), "endpoint_open: " + encoded.status().message());
+    if (!encoded.is_ok())
+      rc = fail(encoded.status().code(), "endpoint_open: " + encoded.status().message());
     else if (encoded->size() > *address_len)
       rc = fail(CHORUS_ERR_INVALID_ARGUMENT,
                 "endpoint_open: the address buffer holds " + std::to_string(*address_len) +
@@ -531,7 +544,8 @@ int auto_endpoint_connect(chorus_tp_endpoint_t* e, const void* peer_address, siz
   AutoContext* ctx = ep->owner;
   if (ep->chosen >= 0)
     return fail(CHORUS_ERR_INVALID_ARGUMENT, "endpoint_connect: the endpoint to rank " +
-                                                 std::to_string(ep->peer) + " is already connected");
+                                                 std::to_string(ep->peer) +
+                                                 " is already connected");
   auto blob = auto_blob_decode({static_cast<const std::byte*>(peer_address), length});
   if (!blob.is_ok())
     return fail(CHORUS_ERR_INVALID_ARGUMENT, "endpoint_connect: rank " + std::to_string(ep->peer) +
@@ -541,8 +555,9 @@ int auto_endpoint_connect(chorus_tp_endpoint_t* e, const void* peer_address, siz
   if (blob->local_name != ctx->subs[kLocal].name || blob->fabric_name != ctx->subs[kFabric].name)
     return fail(CHORUS_ERR_INVALID_ARGUMENT,
                 "endpoint_connect: rank " + std::to_string(ep->peer) + " uses auto with local '" +
-                    blob->local_name + "' and fabric '" + blob->fabric_name + "', this rank with '" +
-                    ctx->subs[kLocal].name + "' and '" + ctx->subs[kFabric].name +
+                    blob->local_name + "' and fabric '" + blob->fabric_name +
+                    "', this rank with '" + ctx->subs[kLocal].name + "' and '" +
+                    ctx->subs[kFabric].name +
                     "'; give every rank the same transport.auto settings");
   const int slot = auto_use_local(ctx->host_id, blob->host_id) ? kLocal : kFabric;
   int ignored = CHORUS_OK;
@@ -553,10 +568,11 @@ int auto_endpoint_connect(chorus_tp_endpoint_t* e, const void* peer_address, siz
   int rc = sub.tp->endpoint_connect(ep->sub[slot], theirs.data(), theirs.size(), timeout_ms);
   if (rc != CHORUS_OK)
     return fail(rc, std::string("endpoint_connect over ") + sub.name +
-                        (slot == kLocal ? " (same host)" : " (other host)") + ": " + sub.tp->last_error());
+                        (slot == kLocal ? " (same host)" : " (other host)") + ": " +
+                        sub.tp->last_error());
   log_host(CHORUS_LOG_DEBUG, "auto: rank " + std::to_string(ctx->rank) + " -> rank " +
-                                 std::to_string(ep->peer) + " channel " + std::to_string(ep->channel) +
-                                 " over " + sub.name);
+                                 std::to_string(ep->peer) + " channel " +
+                                 std::to_string(ep->channel) + " over " + sub.name);
   return CHORUS_OK;
 }
 
@@ -576,8 +592,9 @@ int auto_mem_register(chorus_tp_context_t* c, void* addr, size_t length, int mem
   AutoContext* ctx = from(c);
   for (const Sub& sub : ctx->subs)
     if (mem_kind != CHORUS_MEM_HOST && !(sub.caps.flags & CHORUS_TP_CAP_MEM_CUDA))
-      return fail(CHORUS_ERR_NOT_SUPPORTED, "mem_register: memory kind " + std::to_string(mem_kind) +
-                                                " is not supported by sub-transport '" + sub.name + "'");
+      return fail(CHORUS_ERR_NOT_SUPPORTED,
+                  "mem_register: memory kind " + std::to_string(mem_kind) +
+                      " is not supported by sub-transport '" + sub.name + "'");
   auto mr = std::make_unique<AutoMr>();
   bool any = false;
   for (int slot : {kLocal, kFabric}) {
@@ -614,7 +631,8 @@ int auto_mem_deregister(chorus_tp_context_t* c, chorus_tp_mr_t* m) {
   for (int slot : {kLocal, kFabric}) {
     if (!mr->sub[slot]) continue;
     int rc = ctx->subs[slot].tp->mem_deregister(ctx->subs[slot].ctx, mr->sub[slot]);
-    if (rc != CHORUS_OK && first == CHORUS_OK) first = ctx->subs[slot].pass_on(rc, "mem_deregister");
+    if (rc != CHORUS_OK && first == CHORUS_OK)
+      first = ctx->subs[slot].pass_on(rc, "mem_deregister");
   }
   return first;
 }
@@ -625,7 +643,8 @@ int connected(chorus_tp_endpoint_t* e, const char* what, AutoEndpoint*& ep) {
   ep = from(e);
   if (ep->chosen < 0)
     return fail(CHORUS_ERR_INVALID_ARGUMENT, std::string(what) + ": the endpoint to rank " +
-                                                 std::to_string(ep->peer) + " is not connected yet");
+                                                 std::to_string(ep->peer) +
+                                                 " is not connected yet");
   if (!ep->sub[ep->chosen])
     return fail(CHORUS_ERR_INVALID_ARGUMENT, std::string(what) + ": the endpoint is closed");
   return CHORUS_OK;
@@ -636,8 +655,8 @@ int auto_post_send(chorus_tp_endpoint_t* e, const void* buf, size_t length, chor
   AutoEndpoint* ep = nullptr;
   if (int rc = connected(e, "post_send", ep); rc != CHORUS_OK) return rc;
   const Sub& sub = ep->owner->subs[ep->chosen];
-  int rc = sub.tp->post_send(ep->sub[ep->chosen], buf, length, mr ? from(mr)->sub[ep->chosen] : nullptr,
-                             wr_id);
+  int rc = sub.tp->post_send(ep->sub[ep->chosen], buf, length,
+                             mr ? from(mr)->sub[ep->chosen] : nullptr, wr_id);
   return rc == CHORUS_OK ? rc : sub.pass_on(rc, "post_send");
 }
 
@@ -646,8 +665,8 @@ int auto_post_recv(chorus_tp_endpoint_t* e, void* buf, size_t length, chorus_tp_
   AutoEndpoint* ep = nullptr;
   if (int rc = connected(e, "post_recv", ep); rc != CHORUS_OK) return rc;
   const Sub& sub = ep->owner->subs[ep->chosen];
-  int rc = sub.tp->post_recv(ep->sub[ep->chosen], buf, length, mr ? from(mr)->sub[ep->chosen] : nullptr,
-                             wr_id);
+  int rc = sub.tp->post_recv(ep->sub[ep->chosen], buf, length,
+                             mr ? from(mr)->sub[ep->chosen] : nullptr, wr_id);
   return rc == CHORUS_OK ? rc : sub.pass_on(rc, "post_recv");
 }
 
@@ -676,7 +695,8 @@ int auto_poll(chorus_tp_context_t* c, chorus_tp_completion_t* out, size_t max) {
       if (n > 0) break;
       return sub.pass_on(got, "poll");
     }
-    for (size_t i = n; i < n + size_t(got); ++i) out[i].endpoint = ctx->outer(slot, out[i].endpoint);
+    for (size_t i = n; i < n + size_t(got); ++i)
+      out[i].endpoint = ctx->outer(slot, out[i].endpoint);
     n += size_t(got);
   }
   if (n == 0 && ctx->pending_error >= 0) return CHORUS_ERR_PENDING;
@@ -710,18 +730,21 @@ int auto_wait(chorus_tp_context_t* c, int timeout_ms) {
   std::vector<int> active;
   for (int slot : {kLocal, kFabric})
     if (ctx->subs[slot].endpoints > 0) active.push_back(slot);
-  if (active.empty()) active.push_back(kLocal);  // nothing can complete; sleep where interrupt reaches
+  if (active.empty())
+    active.push_back(kLocal);  // nothing can complete; sleep where interrupt reaches
   auto sub_wait = [&](int slot, int ms) {
     Sub& sub = ctx->subs[slot];
     int rc = sub.tp->wait(sub.ctx, ms);
     return rc == CHORUS_OK || rc == CHORUS_ERR_TIMEOUT ? rc : sub.pass_on(rc, "wait");
   };
   // One sub-transport in use: its own wait is exact.
-  if (active.size() == 1 && ctx->subs[active[0]].can_interrupt()) return sub_wait(active[0], timeout_ms);
+  if (active.size() == 1 && ctx->subs[active[0]].can_interrupt())
+    return sub_wait(active[0], timeout_ms);
 
   // Both in use (a job spanning hosts with several ranks per host): sleep in
   // both at once, the fabric's wait on a helper thread.
-  if (active.size() == 2 && ctx->subs[kLocal].can_interrupt() && ctx->subs[kFabric].can_interrupt()) {
+  if (active.size() == 2 && ctx->subs[kLocal].can_interrupt() &&
+      ctx->subs[kFabric].can_interrupt()) {
     if (timeout_ms == 0) {
       int rc = sub_wait(kLocal, 0);
       return rc != CHORUS_ERR_TIMEOUT ? rc : sub_wait(kFabric, 0);
@@ -739,7 +762,8 @@ int auto_wait(chorus_tp_context_t* c, int timeout_ms) {
   for (;;) {
     int slice = 1;
     if (timeout_ms >= 0) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
       slice = int(std::clamp<long long>(left, 0, 1));
     }
     int rc = sub_wait(active[0], slice);
@@ -748,7 +772,8 @@ int auto_wait(chorus_tp_context_t* c, int timeout_ms) {
       if (rc = sub_wait(active[i], 0); rc != CHORUS_ERR_TIMEOUT) return rc;
     if (ctx->interrupted.exchange(false)) return CHORUS_OK;
     if (timeout_ms >= 0 && Clock::now() >= deadline)
-      return fail(CHORUS_ERR_TIMEOUT, "wait: no completion within " + std::to_string(timeout_ms) + " ms");
+      return fail(CHORUS_ERR_TIMEOUT,
+                  "wait: no completion within " + std::to_string(timeout_ms) + " ms");
   }
 }
 
@@ -834,15 +859,18 @@ std::vector<std::pair<std::string, std::vector<int>>> auto_transport_peers(choru
   for (const auto& ep : ctx->endpoints)
     if (ep->chosen >= 0) peers[ep->chosen].insert(ep->peer);
   for (int slot : {kLocal, kFabric})
-    out.emplace_back(ctx->subs[slot].name, std::vector<int>(peers[slot].begin(), peers[slot].end()));
+    out.emplace_back(ctx->subs[slot].name,
+                     std::vector<int>(peers[slot].begin(), peers[slot].end()));
   return out;
 }
 
-std::string auto_transport_summary(const std::vector<std::pair<std::string, std::vector<int>>>& peers) {
+std::string auto_transport_summary(
+    const std::vector<std::pair<std::string, std::vector<int>>>& peers) {
   std::string s;
   for (const auto& [name, ranks] : peers) {
     if (ranks.empty()) continue;
-    s += (s.empty() ? "" : "; ") + name + " to rank" + (ranks.size() > 1 ? "s " : " ") + auto_rank_list(ranks);
+    s += (s.empty() ? "" : "; ") + name + " to rank" + (ranks.size() > 1 ? "s " : " ") +
+         auto_rank_list(ranks);
   }
   return s.empty() ? "no peers" : s;
 }
@@ -853,8 +881,8 @@ std::string auto_host_identity() {
   struct stat st {};
   std::string shm_dev = ::stat("/dev/shm", &st) == 0 ? std::to_string(uint64_t(st.st_dev)) : "?";
   return "boot=" + read_first_line("/proc/sys/kernel/random/boot_id") + " host=" + host +
-         " netns=" + namespace_inode("/proc/self/ns/net") + " pidns=" + namespace_inode("/proc/self/ns/pid") +
-         " shm=" + shm_dev;
+         " netns=" + namespace_inode("/proc/self/ns/net") +
+         " pidns=" + namespace_inode("/proc/self/ns/pid") + " shm=" + shm_dev;
 }
 
 std::string auto_rank_list(const std::vector<int>& ranks) {
@@ -873,12 +901,15 @@ std::string auto_rank_list(const std::vector<int>& ranks) {
   return s;
 }
 
-size_t auto_blob_overhead() { return sizeof kMagic + 2 + kAutoMaxHostId + 2 * (1 + kMaxName) + 2 * 4; }
+size_t auto_blob_overhead() {
+  return sizeof kMagic + 2 + kAutoMaxHostId + 2 * (1 + kMaxName) + 2 * 4;
+}
 
 Result<std::vector<std::byte>> auto_blob_encode(const AutoBlob& blob) {
   if (blob.host_id.size() > kAutoMaxHostId || blob.local_name.size() > kMaxName ||
       blob.fabric_name.size() > kMaxName)
-    return Status(CHORUS_ERR_INVALID_ARGUMENT, "host identity or transport name too long for the address");
+    return Status(CHORUS_ERR_INVALID_ARGUMENT,
+                  "host identity or transport name too long for the address");
   if (blob.local.size() > UINT32_MAX || blob.fabric.size() > UINT32_MAX)
     return Status(CHORUS_ERR_INVALID_ARGUMENT, "sub-transport address too long");
   std::vector<std::byte> out;

@@ -57,10 +57,12 @@ std::pair<std::string, std::string> auto_transport_names(const Config& cfg);
 /// For a context of the composite: which sub-transport serves which peers,
 /// by connected endpoint. Entries in order local, fabric; a peer with several
 /// channels is listed once. Never blocks; call it from the context's thread.
-std::vector<std::pair<std::string, std::vector<int>>> auto_transport_peers(chorus_tp_context_t* ctx);
+std::vector<std::pair<std::string, std::vector<int>>> auto_transport_peers(
+    chorus_tp_context_t* ctx);
 
 /// "shm to ranks 1..3; tcp to ranks 4,6" (or "no peers") from auto_transport_peers.
-std::string auto_transport_summary(const std::vector<std::pair<std::string, std::vector<int>>>& peers);
+std::string auto_transport_summary(
+    const std::vector<std::pair<std::string, std::vector<int>>>& peers);
 
 // ---- pure pieces, exposed for unit tests ----------------------------------------
 

@@ -179,7 +179,8 @@ Status Communicator::open_context() {
   std::vector<Setting> settings;
   if (cfg_.transport == kAutoTransportName) {
     settings = auto_transport_settings(cfg_);
-  } else if (auto it = cfg_.transport_settings.find(cfg_.transport); it != cfg_.transport_settings.end()) {
+  } else if (auto it = cfg_.transport_settings.find(cfg_.transport);
+             it != cfg_.transport_settings.end()) {
     settings = it->second;
   }
   std::vector<chorus_kv_t> kv;
@@ -1112,7 +1113,8 @@ std::vector<std::pair<std::string, uint64_t>> Communicator::counters() const {
   out.emplace_back("wait.request_ns", get(request_wait_ns_));
   out.emplace_back("retries", get(retries_));
   out.emplace_back("errors", get(errors_));
-  for (const auto& [name, peers] : auto_peer_counts_) out.emplace_back("transport.auto." + name + "_peers", peers);
+  for (const auto& [name, peers] : auto_peer_counts_)
+    out.emplace_back("transport.auto." + name + "_peers", peers);
   for (int p = 0; p < size_ && peer_counters_; ++p) {
     if (p == rank_) continue;
     const PeerCounters& c = peer_counters_[size_t(p)];

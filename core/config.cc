@@ -226,8 +226,9 @@ Status apply(const Entry& e, Config& cfg) {
             !std::all_of(v->begin(), v->end(), [](unsigned char c) { return std::isgraph(c); }))
           return bad(e, "a host id is 1 to 255 printable characters without spaces");
       } else {
-        return bad(e, "unknown key; transport.auto takes local, fabric and host_id (settings of "
-                      "a sub-transport go under its own name, e.g. transport.tcp.sockets)");
+        return bad(e,
+                   "unknown key; transport.auto takes local, fabric and host_id (settings of "
+                   "a sub-transport go under its own name, e.g. transport.tcp.sockets)");
       }
       auto& list = cfg.transport_settings["auto"];
       std::erase_if(list, [&](const Setting& s) { return s.key == sub; });
@@ -658,8 +659,10 @@ Result<Config> load_config(const ConfigInputs& inputs) {
     if (l == f)
       return Status(CHORUS_ERR_INVALID_ARGUMENT,
                     "transport.auto.local and transport.auto.fabric are both '" + l + "' (set by " +
-                        (local ? local->origin : "default") + " and " + (fabric ? fabric->origin : "default") +
-                        "); to use one transport for every peer, set transport.name = \"" + l + "\"");
+                        (local ? local->origin : "default") + " and " +
+                        (fabric ? fabric->origin : "default") +
+                        "); to use one transport for every peer, set transport.name = \"" + l +
+                        "\"");
   }
   for (auto* v : {&env_paths, &api_paths, &file_paths})
     cfg.plugin_path.insert(cfg.plugin_path.end(), v->begin(), v->end());

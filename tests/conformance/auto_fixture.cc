@@ -13,7 +13,8 @@
 #include <string>
 #include <vector>
 
-extern "C" __attribute__((visibility("default"))) chorus_transport_plugin_v1_t chorus_transport_plugin_v1;
+extern "C" __attribute__((visibility("default")))
+chorus_transport_plugin_v1_t chorus_transport_plugin_v1;
 
 namespace {
 
@@ -35,6 +36,7 @@ chorus_transport_plugin_v1_t chorus_transport_plugin_v1 = [] {
   chorus_transport_plugin_v1_t table;
   std::memcpy(&table, chorus::core::auto_transport_table(), sizeof table);
   const char* distinct = std::getenv("CHORUS_CONFORMANCE_AUTO_DISTINCT_HOSTS");
-  if (distinct != nullptr && std::strcmp(distinct, "1") == 0) table.context_open = open_with_distinct_host;
+  if (distinct != nullptr && std::strcmp(distinct, "1") == 0)
+    table.context_open = open_with_distinct_host;
   return table;
 }();

@@ -30,7 +30,8 @@ AutoBlob sample_blob() {
   return b;
 }
 
-Result<Config> config_from(std::vector<std::string> api, std::map<std::string, std::string> env = {}) {
+Result<Config> config_from(std::vector<std::string> api,
+                           std::map<std::string, std::string> env = {}) {
   ConfigInputs in;
   in.api_settings = std::move(api);
   in.env = std::move(env);
@@ -120,7 +121,8 @@ TEST_CASE("transport.auto keys are validated", "[auto][config]") {
   CHECK(ok->transport == "auto");
   CHECK(auto_transport_names(*ok) == std::pair<std::string, std::string>{"shm", "verbs"});
 
-  auto env = config_from({}, {{"CHORUS_TRANSPORT", "auto"}, {"CHORUS_TRANSPORT_AUTO_FABRIC", "ofi"},
+  auto env = config_from({}, {{"CHORUS_TRANSPORT", "auto"},
+                              {"CHORUS_TRANSPORT_AUTO_FABRIC", "ofi"},
                               {"CHORUS_TRANSPORT_AUTO_HOST_ID", "rack1-node7"}});
   REQUIRE(env.is_ok());
   CHECK(auto_transport_names(*env).second == "ofi");
@@ -147,8 +149,9 @@ TEST_CASE("transport.auto keys are validated", "[auto][config]") {
 }
 
 TEST_CASE("the composite gets its own and its sub-transports' settings", "[auto][config]") {
-  auto cfg = config_from({"transport.name=\"auto\"", "transport.tcp.sockets=4", "transport.shm.spin_us=0",
-                          "transport.verbs.device=\"mlx5_0\"", "transport.auto.host_id=\"n1\""});
+  auto cfg =
+      config_from({"transport.name=\"auto\"", "transport.tcp.sockets=4", "transport.shm.spin_us=0",
+                   "transport.verbs.device=\"mlx5_0\"", "transport.auto.host_id=\"n1\""});
   REQUIRE(cfg.is_ok());
   std::map<std::string, std::string> got;
   for (const auto& s : auto_transport_settings(*cfg)) got[s.key] = s.value;
@@ -281,7 +284,8 @@ TEST_CASE("the composite refuses bad settings and names a missing sub-transport"
 namespace {
 
 /// An endpoint pair between two composite contexts, connected.
-void connect(Ctx& x, int x_peer, Ctx& y, int y_peer, chorus_tp_endpoint_t*& ex, chorus_tp_endpoint_t*& ey) {
+void connect(Ctx& x, int x_peer, Ctx& y, int y_peer, chorus_tp_endpoint_t*& ex,
+             chorus_tp_endpoint_t*& ey) {
   const auto* tp = x.tp;
   std::vector<unsigned char> bx(4096), by(4096);
   size_t lx = bx.size(), ly = by.size();
