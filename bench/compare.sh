@@ -20,6 +20,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 build="$root/build-shm"
+invocation="bench/compare.sh $*"
 ranks="2 4"
 colls="all_reduce all_gather reduce_scatter"
 rounds=2
@@ -128,7 +129,7 @@ for ((round = 1; round <= rounds; round++)); do
   done
 done
 
-report_args=("$results" --load "$(cut -d' ' -f1-3 /proc/loadavg)" --command "bench/compare.sh $([ "$quick" = 1 ] && echo --quick || true)")
+report_args=("$results" --load "$(cut -d' ' -f1-3 /proc/loadavg)" --command "$invocation")
 if [ "$docs" = 1 ]; then
   report_args+=(--plot "$root/docs/benchmarks-compare.png" --markdown "$root/docs/benchmarks.md")
 else

@@ -113,6 +113,57 @@ def summary_rows(best):
     return rows
 
 
+PEERS = ["mpi-vader", "mpi-tcp", "gloo-tcp"]
+CHORUS = ["chorus-shm", "chorus-tcp"]
+
+
+def speed(best, a, b, coll, n, size):
+    """Chorus system `a` against one peer or the fastest of several: peer time / chorus time."""
+    peers = [b] if isinstance(b, str) else b
+    times = [float(best[(p, coll, n, size)]["time_us"]) for p in peers if (p, coll, n, size) in best]
+    ra = best.get((a, coll, n, size))
+    if not ra or not times or float(ra["time_us"]) <= 0:
+        return float("nan")
+    return min(times) / float(ra["time_us"])
+
+
+def target_rows(best):
+    """The performance targets of issue #9, each met or missed, with its ratio."""
+    big, tiny = 64 << 20, 8
+    checks = [
+        ("tcp all_reduce 64 MiB >= 2x Open MPI tcp", "chorus-tcp", "mpi-tcp", "all_reduce", big, 2.0),
+        ("tcp all_reduce 64 MiB >= 2x Gloo", "chorus-tcp", "gloo-tcp", "all_reduce", big, 2.0),
+        ("tcp all_gather 64 MiB >= 1.5x best tcp peer", "chorus-tcp", ["mpi-tcp", "gloo-tcp"],
+         "all_gather", big, 1.5),
+        ("tcp reduce_scatter 64 MiB >= 1.5x best tcp peer", "chorus-tcp", ["mpi-tcp", "gloo-tcp"],
+         "reduce_scatter", big, 1.5),
+        ("tcp all_reduce 8 B time <= 0.8x Open MPI tcp", "chorus-tcp", "mpi-tcp", "all_reduce", tiny,
+         1 / 0.8),
+        ("shm all_reduce 64 MiB >= 1.5x Open MPI vader", "chorus-shm", "mpi-vader", "all_reduce", big, 1.5),
+        ("shm all_reduce 8 B time <= Open MPI vader", "chorus-shm", "mpi-vader", "all_reduce", tiny, 1.0),
+    ]
+    rows = []
+    for n in sorted({k[2] for k in best}):
+        for label, a, b, coll, size, need in checks:
+            x = speed(best, a, b, coll, n, size)
+            if not math.isfinite(x):
+                continue
+            shown = f"time ratio {1 / x:.2f}" if size == tiny else f"busbw ratio {x:.2f}"
+            rows.append(f"| {n} | {label} | {shown} | {'met' if x >= need else 'missed'} |")
+        # No size where the faster Chorus transport loses to the fastest peer.
+        for coll in sorted({k[1] for k in best if k[2] == n}):
+            losses = []
+            for size in sizes_of(best, coll, n):
+                ours = [float(best[(c, coll, n, size)]["time_us"]) for c in CHORUS if (c, coll, n, size) in best]
+                theirs = [float(best[(p, coll, n, size)]["time_us"]) for p in PEERS if (p, coll, n, size) in best]
+                if ours and theirs and min(ours) > min(theirs):
+                    losses.append(f"{human(size)} ({min(theirs) / min(ours):.2f})")
+            rows.append(f"| {n} | {coll}: best Chorus >= best peer at every size | "
+                        f"{'slower at ' + ', '.join(losses) if losses else 'never slower'} | "
+                        f"{'missed' if losses else 'met'} |")
+    return rows
+
+
 def markdown(best, wrong, args):
     today = datetime.date.today().isoformat()
     lines = [BEGIN, ""]
@@ -125,6 +176,13 @@ def markdown(best, wrong, args):
     lines.append("| collective | ranks | " + " | ".join(f"{a} / {b}" for a, b in RATIOS) + " |")
     lines.append("|---|---|" + "---|" * len(RATIOS))
     lines += summary_rows(best)
+    lines.append("")
+    lines.append("Issue #9 targets (best round per system; ratios above 1 favour Chorus, "
+                 "time ratios below 1 favour Chorus):")
+    lines.append("")
+    lines.append("| ranks | target | measured | verdict |")
+    lines.append("|---|---|---|---|")
+    lines += target_rows(best)
     lines.append("")
     lines.append("busbw in GB/s at a few sizes (best round):")
     lines.append("")
@@ -216,6 +274,8 @@ def main():
     print()
     print("summary (chorus/peer busbw, geomean small <= 64 KiB / large >= 1 MiB):")
     print("\n".join(summary_rows(best)))
+    print("targets:")
+    print("\n".join(target_rows(best)))
     print(f"wrong elements over every run: {wrong}")
     if args.plot:
         plot(best, args.plot)

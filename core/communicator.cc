@@ -2,6 +2,7 @@
 
 #include <chorus/chorus.h>
 
+#include "core/auto_transport.h"
 #include "core/log.h"
 #include "core/reduce.h"
 
@@ -127,8 +128,7 @@ Status Communicator::init(Config config, std::unique_ptr<SideChannel> host_chann
                 ": no coordinator address; set CHORUS_COORDINATOR=host:port (the same on every "
                 "rank) or launch with chorusrun"};
 
-  auto search = plugin_search_path(cfg_.plugin_path);
-  auto tp = load_plugin(PluginKind::kTransport, cfg_.transport, search);
+  auto tp = load_transport();
   if (!tp.is_ok()) return tp.status().with_context("rank " + std::to_string(rank_));
   transport_ = *tp;
   tp_ = transport_->transport();
@@ -169,10 +169,23 @@ Status Communicator::init(Config config, std::unique_ptr<SideChannel> host_chann
   return Status::ok();
 }
 
+Result<std::shared_ptr<Plugin>> Communicator::load_transport() const {
+  if (cfg_.transport == kAutoTransportName) return auto_transport_plugin();
+  return load_plugin(PluginKind::kTransport, cfg_.transport, plugin_search_path(cfg_.plugin_path));
+}
+
 Status Communicator::open_context() {
+  // The composite transport gets its sub-transports' settings too (prefixed
+  // with their names) and the plugin path to find them.
+  std::vector<Setting> settings;
+  if (cfg_.transport == kAutoTransportName) {
+    settings = auto_transport_settings(cfg_);
+  } else if (auto it = cfg_.transport_settings.find(cfg_.transport);
+             it != cfg_.transport_settings.end()) {
+    settings = it->second;
+  }
   std::vector<chorus_kv_t> kv;
-  if (auto it = cfg_.transport_settings.find(cfg_.transport); it != cfg_.transport_settings.end())
-    for (const auto& s : it->second) kv.push_back({s.key.c_str(), s.value.c_str(), s.origin.c_str()});
+  for (const auto& s : settings) kv.push_back({s.key.c_str(), s.value.c_str(), s.origin.c_str()});
   chorus_tp_context_info_t info{};
   info.struct_size = sizeof(info);
   info.rank = rank_;
@@ -326,7 +339,12 @@ const chorus_algorithm_plugin_v1_t* Communicator::choose(int collective, uint64_
 std::string Communicator::fingerprint() const {
   // Every rank must agree on what shapes the wire traffic; a mismatch would
   // otherwise show up as a hang or garbage much later.
-  std::string f = "transport=" + cfg_.transport + " channels=" + std::to_string(cfg_.channels) +
+  std::string transport = cfg_.transport;
+  if (transport == kAutoTransportName) {
+    auto [local, fabric] = auto_transport_names(cfg_);
+    transport += "(local=" + local + ",fabric=" + fabric + ")";
+  }
+  std::string f = "transport=" + transport + " channels=" + std::to_string(cfg_.channels) +
                   " staging_slot_size=" + std::to_string(cfg_.staging_slot_size) +
                   " staging_slots=" + std::to_string(cfg_.staging_slots) +
                   " deterministic=" + std::to_string(cfg_.deterministic) +
@@ -440,6 +458,11 @@ Status Communicator::connect_from(const std::vector<std::vector<std::byte>>& all
         return {rc, "rank " + std::to_string(rank_) + ": connecting to rank " + std::to_string(p) +
                         " (notice endpoint) over " + cfg_.transport + " failed: " + tp_->last_error()};
     }
+  }
+  if (cfg_.transport == kAutoTransportName) {
+    auto peers = auto_transport_peers(ctx_);
+    for (const auto& [name, ranks] : peers) auto_peer_counts_.emplace_back(name, ranks.size());
+    log(CHORUS_LOG_INFO, "auto: " + auto_transport_summary(peers));
   }
   return arm_notices();
 }
@@ -1361,6 +1384,8 @@ std::vector<std::pair<std::string, uint64_t>> Communicator::counters() const {
   out.emplace_back("wait.request_ns", get(request_wait_ns_));
   out.emplace_back("retries", get(retries_));
   out.emplace_back("errors", get(errors_));
+  for (const auto& [name, peers] : auto_peer_counts_)
+    out.emplace_back("transport.auto." + name + "_peers", peers);
   for (int p = 0; p < size_ && peer_counters_; ++p) {
     if (p == rank_) continue;
     const PeerCounters& c = peer_counters_[size_t(p)];
@@ -1385,8 +1410,7 @@ Status Communicator::init_child(const Config& cfg, int rank, int size, std::stri
   size_ = size;
   id_ = std::move(id);
   LogCommScope log_scope(&id_);
-  auto search = plugin_search_path(cfg_.plugin_path);
-  auto tp = load_plugin(PluginKind::kTransport, cfg_.transport, search);
+  auto tp = load_transport();
   if (!tp.is_ok()) return tp.status().with_context(who());
   transport_ = *tp;
   tp_ = transport_->transport();

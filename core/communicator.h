@@ -151,6 +151,8 @@ class Communicator {
   /// blobs; the parent then exchanges `blob_out` and calls connect_from().
   Status init_child(const Config& cfg, int rank, int size, std::string id,
                     std::vector<std::byte>& blob_out);
+  /// The transport plugin cfg_ names, or the composite for "auto".
+  Result<std::shared_ptr<Plugin>> load_transport() const;
   Status open_context();
   Status connect_endpoints(Deadline deadline);
   /// Opens one endpoint per (peer, channel) and serialises the fingerprint and
@@ -259,6 +261,9 @@ class Communicator {
   bool has_pending_error_ = false;
   std::vector<int> pending_sends_;  // per peer, in the running call
   std::vector<int> pending_recvs_;
+  // transport.name = "auto": peers served by each sub-transport, set once
+  // the endpoints are connected.
+  std::vector<std::pair<std::string, uint64_t>> auto_peer_counts_;
 
   std::vector<std::shared_ptr<Plugin>> algorithms_;  // every algorithm that may be chosen
   std::array<std::vector<const Plugin*>, CHORUS_COLL_COUNT> candidates_;

@@ -180,7 +180,8 @@ bool valid_name(const std::string& s) {
 }
 
 const char* kKnownKeys =
-    "transport.name, transport.<name>.<key>, algorithm.<collective>, algorithm.channels, "
+    "transport.name, transport.<name>.<key>, transport.auto.local, transport.auto.fabric, "
+    "transport.auto.host_id, algorithm.<collective>, algorithm.channels, "
     "algorithm.deterministic, algorithm.switch_bytes, "
     "algorithm.staging_slot_size, algorithm.staging_slots, algorithm.<name>.<key>, "
     "timeout.init, timeout.connect, timeout.collective, log.level, plugin_path, "
@@ -209,6 +210,29 @@ Status apply(const Entry& e, Config& cfg) {
       if (!v.is_ok()) return v.status();
       if (!valid_name(*v)) return bad(e, "'" + *v + "' is not a transport name");
       cfg.transport = *v;
+      return Status::ok();
+    }
+    if (rest.rfind("auto.", 0) == 0) {
+      // The composite transport's own keys are checked here; its
+      // sub-transports check theirs (transport.shm.*, transport.tcp.*).
+      std::string sub = rest.substr(5);
+      auto v = get_string(e);
+      if (!v.is_ok()) return v.status();
+      if (sub == "local" || sub == "fabric") {
+        if (!valid_name(*v) || *v == "auto")
+          return bad(e, "'" + *v + "' is not a transport name (e.g. shm, tcp, verbs, ofi)");
+      } else if (sub == "host_id") {
+        if (v->empty() || v->size() > 255 ||
+            !std::all_of(v->begin(), v->end(), [](unsigned char c) { return std::isgraph(c); }))
+          return bad(e, "a host id is 1 to 255 printable characters without spaces");
+      } else {
+        return bad(e,
+                   "unknown key; transport.auto takes local, fabric and host_id (settings of "
+                   "a sub-transport go under its own name, e.g. transport.tcp.sockets)");
+      }
+      auto& list = cfg.transport_settings["auto"];
+      std::erase_if(list, [&](const Setting& s) { return s.key == sub; });
+      list.push_back({sub, *v, e.origin});
       return Status::ok();
     }
     auto d2 = rest.find('.');
@@ -623,6 +647,22 @@ Result<Config> load_config(const ConfigInputs& inputs) {
   for (const auto& [key, e] : final_entries) {
     if (auto st = apply(*e, cfg); !st.is_ok()) return st;
     cfg.origins[key] = e->origin;
+  }
+  if (auto it = cfg.transport_settings.find("auto"); it != cfg.transport_settings.end()) {
+    const Setting* local = nullptr;
+    const Setting* fabric = nullptr;
+    for (const Setting& s : it->second) {
+      if (s.key == "local") local = &s;
+      if (s.key == "fabric") fabric = &s;
+    }
+    std::string l = local ? local->value : "shm", f = fabric ? fabric->value : "tcp";
+    if (l == f)
+      return Status(CHORUS_ERR_INVALID_ARGUMENT,
+                    "transport.auto.local and transport.auto.fabric are both '" + l + "' (set by " +
+                        (local ? local->origin : "default") + " and " +
+                        (fabric ? fabric->origin : "default") +
+                        "); to use one transport for every peer, set transport.name = \"" + l +
+                        "\"");
   }
   for (auto* v : {&env_paths, &api_paths, &file_paths})
     cfg.plugin_path.insert(cfg.plugin_path.end(), v->begin(), v->end());

@@ -3,6 +3,7 @@
 # internals (chorus-info).
 add_library(chorus_core STATIC
   api.cc
+  auto_transport.cc
   communicator.cc
   config.cc
   log.cc

@@ -548,18 +548,37 @@ int mesh_init(const chorus_host_v1_t*) { return CHORUS_OK; }
 
 /// The mesh is the latency algorithm: one message latency for small
 /// all_reduce (one shot) and for the barrier, where the ring pays 2(size-1).
-/// For large messages the ring's neighbour-only traffic wins.
+/// On few ranks its concurrent streams also carry mid-size and, for
+/// reduce_scatter, large messages faster than the ring.
+///
+/// Up to this many ranks the mesh's thresholds below were measured
+/// (bench/tune.sh, docs/tuning.md); above it every rank would keep n-1
+/// streams busy per piece, which was not measured, so the older, ring-leaning
+/// thresholds apply there.
+constexpr int kMeasuredRanks = 8;
+
 int mesh_preference(int collective, int size, uint64_t bytes) {
-  (void)size;
   if (collective == CHORUS_COLL_BARRIER) return 150;
-  // all_gather and reduce_scatter move the same (n-1)/n of the data either
-  // way; the mesh's n-1 concurrent streams beat the ring's n-1 sequential
-  // steps up to 1 MiB per rank at 4 ranks over TCP (docs/benchmarks.md).
-  // all_reduce one shot sends the whole buffer to every peer, so it stops
-  // paying off much earlier.
-  if (collective == CHORUS_COLL_ALL_GATHER || collective == CHORUS_COLL_REDUCE_SCATTER)
-    return bytes <= (1u << 20) ? 150 : 10;
-  return bytes <= (64u << 10) ? 150 : 10;
+  constexpr int kMesh = 150, kRing = 10;  // ring answers 50 (small) or 100
+  const bool measured = size <= kMeasuredRanks;
+  switch (collective) {
+    case CHORUS_COLL_REDUCE_SCATTER:
+      // Same (n-1)/n traffic as the ring, but to all peers at once and each
+      // partial sum reduced once: 1.2-3x the ring from 1 MiB to 64 MiB at 4
+      // ranks over tcp and shm (up to 16 MiB per rank), so the mesh up to
+      // 64 MiB per rank; the ring stays the bandwidth pick beyond, which is
+      // also what algorithm.switch_bytes selects from its threshold up.
+      return bytes <= (measured ? (64u << 20) : (1u << 20)) ? kMesh : kRing;
+    case CHORUS_COLL_ALL_GATHER:
+      // The mesh's concurrent streams win up to about 1 MiB per rank; above,
+      // tcp results split between the two.
+      return bytes <= (1u << 20) ? kMesh : kRing;
+    default:
+      // all_reduce: one shot up to one_shot_max, then reduce-scatter +
+      // all-gather over the mesh, which beat the ring at 4 MiB (1.4-2.5x)
+      // and tied it from 256 KiB; the ring wins again at 64 MiB.
+      return bytes <= (measured ? (4u << 20) : (64u << 10)) ? kMesh : kRing;
+  }
 }
 
 }  // namespace

@@ -28,21 +28,23 @@ expect() {  # expect WANT COLL BYTES [ENV...]
   fi
 }
 
-# all_reduce: mesh up to 64 KiB, ring above.
-expect mesh all_reduce 65536
-expect ring all_reduce 262144
-# all_gather / reduce_scatter: the size is the gathered buffer, 4 ranks, so
-# 4 MiB is 1 MiB per rank (mesh) and 16 MiB is 4 MiB per rank (ring).
+# all_reduce: mesh up to 4 MiB (one shot to 64 KiB), ring above (up to 8 ranks;
+# docs/tuning.md).
+expect mesh all_reduce 4194304
+expect ring all_reduce 16777216
+# all_gather: the size is the gathered buffer, 4 ranks, so 4 MiB is 1 MiB per
+# rank (mesh) and 16 MiB is 4 MiB per rank (ring). reduce_scatter stays on the
+# mesh at every size up to 8 ranks.
 expect mesh all_gather 4194304
 expect ring all_gather 16777216
-expect mesh reduce_scatter 4194304
-expect ring reduce_scatter 16777216
+expect mesh reduce_scatter 16777216
 # algorithm.switch_bytes overrides the plugins' thresholds.
-expect mesh all_reduce 262144 CHORUS_ALGORITHM_SWITCH_BYTES=1M
+expect mesh all_reduce 16777216 CHORUS_ALGORITHM_SWITCH_BYTES=32M
+expect ring reduce_scatter 16777216 CHORUS_ALGORITHM_SWITCH_BYTES=1M
 expect ring all_reduce 4096 CHORUS_ALGORITHM_SWITCH_BYTES=1K
 # A pinned collective is not auto.
 expect ring all_reduce 64 CHORUS_ALGORITHM_ALL_REDUCE=ring
 # Both built-ins are deterministic, so deterministic=true keeps the same picks.
 expect mesh all_reduce 64 CHORUS_ALGORITHM_DETERMINISTIC=true
-expect ring all_reduce 262144 CHORUS_ALGORITHM_DETERMINISTIC=true
+expect ring all_reduce 16777216 CHORUS_ALGORITHM_DETERMINISTIC=true
 [ "$fails" -eq 0 ]

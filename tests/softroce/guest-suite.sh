@@ -2,8 +2,9 @@
 # guest-suite.sh BUILD_DIR [GROUP...] — the verbs test suite, run INSIDE the
 # soft-RoCE guest (ci.sh starts it through run-in-guest.sh, one boot for all).
 # Groups (default: the first four): conformance, collectives, errors, kill;
-# and ofi (libfabric over verbs;ofi_rxm), not in the default set: it does not
-# pass yet (see docs/ofi.md, "verbs;ofi_rxm in the soft-RoCE guest").
+# and ofi (libfabric over verbs;ofi_rxm), not in the default set: its
+# conformance step does not pass reliably yet (connection setup can stall;
+# see docs/ofi.md, "verbs;ofi_rxm in the soft-RoCE guest").
 # Prints "PASS|FAIL <name> (<seconds> s)" per step and "N passed, M failed"
 # at the end; exits non-zero on any failure.
 set -uo pipefail
@@ -132,17 +133,27 @@ fi
 if want ofi && [ -f "$plugins/libchorus-transport-ofi.so" ]; then
   # The libfabric transport over verbs;ofi_rxm on rxe0, when Debian's
   # libfabric offers that provider here (fi_info decides; its answer is
-  # printed either way). ofi_rxm sizes its verbs CQ as (128 + 128) x
-  # FI_UNIVERSE_SIZE (default 256) = 65536 entries, over rxe's max_cqe of
-  # 32767, and fi_enable fails with EINVAL; 64 fits.
-  export FI_UNIVERSE_SIZE="${FI_UNIVERSE_SIZE:-64}"
+  # printed either way). No FI_* variable is set here: for verbs the
+  # transport itself sets FI_OFI_RXM_USE_SRX=1 and FI_UNIVERSE_SIZE (see
+  # docs/ofi.md, "verbs;ofi_rxm").
   echo "== fi_info -p 'verbs;ofi_rxm' -t FI_EP_RDM:"
   if fi_info -p 'verbs;ofi_rxm' -t FI_EP_RDM 2>&1 | tee "$work/fi_info.txt" | head -n 12 &&
      grep -q 'provider: verbs;ofi_rxm' "$work/fi_info.txt"; then
+    # The libfabric bug the transport works around: must close cleanly with
+    # the shared receive context (without it, it crashes in ofi_rxm).
+    if [ -x "$bin/ofi_rxm_close_repro" ]; then
+      step "rxm close reproducer with FI_OFI_RXM_USE_SRX=1 (verbs;ofi_rxm)" 120 \
+        env FI_OFI_RXM_USE_SRX=1 FI_UNIVERSE_SIZE=64 "$bin/ofi_rxm_close_repro"
+    else
+      echo "note: $bin/ofi_rxm_close_repro not built (BUILD_TESTING off); reproducer not run"
+    fi
+    # FI_UNIVERSE_SIZE is the one variable given here: the suite's first
+    # case calls describe, whose fi_getinfo initialises libfabric before any
+    # context could set the transport's default (libfabric reads it once).
     step "conformance (ofi verbs;ofi_rxm on rxe0)" 900 \
-      env CHORUS_CONFORMANCE_TRANSPORT=ofi 'CHORUS_CONFORMANCE_CONFIG=provider=verbs;ofi_rxm' \
+      env FI_UNIVERSE_SIZE=64 CHORUS_CONFORMANCE_TRANSPORT=ofi 'CHORUS_CONFORMANCE_CONFIG=provider=verbs;ofi_rxm' \
       CHORUS_CONFORMANCE_REQUIRE_AVAILABLE=1 "$bin/chorus-conformance"
-    for n in 2 3; do
+    for n in 2 3 4; do
       step "collective_check -a ring n=$n (ofi verbs;ofi_rxm)" 600 \
         env CHORUS_TRANSPORT=ofi 'CHORUS_TRANSPORT_OFI_PROVIDER=verbs;ofi_rxm' \
         "$bin/chorusrun" -n "$n" --timeout 550 -- "$bin/collective_check" -a ring --every 4 --offset $((n % 4))

@@ -1,5 +1,11 @@
-add_executable(core_test core/config_test.cc core/plugin_loader_test.cc)
+add_executable(core_test core/auto_transport_test.cc core/config_test.cc core/plugin_loader_test.cc)
 target_link_libraries(core_test PRIVATE chorus_core chorus_catch_main)
+# The auto transport's cases load the shm and tcp plugins.
+foreach(plugin chorus_transport_tcp chorus_transport_shm)
+  if(TARGET ${plugin})
+    add_dependencies(core_test ${plugin})
+  endif()
+endforeach()
 add_test(NAME unit.core COMMAND core_test)
 set_tests_properties(unit.core PROPERTIES TIMEOUT 60)
 

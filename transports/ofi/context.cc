@@ -80,7 +80,7 @@ Context::Context(const chorus_tp_context_info_t& info)
 
 void Context::init(const chorus_tp_context_info_t& info) {
   const std::string bind = info.bind_address != nullptr ? info.bind_address : "";
-  apply_fi_env(cfg_);
+  apply_fi_env(cfg_, size_);
   info_ = select_provider(cfg_, bind);
   provider_ = info_->fabric_attr->prov_name;
   fingerprint_ = fnv1a(provider_, static_cast<std::uint32_t>(info_->addr_format));
@@ -172,7 +172,21 @@ void Context::open_fabric(const std::string& bind) {
   if (rc != 0)
     throw Error(CHORUS_ERR_SYSTEM, provider_ + ": " + fi_error_text("fi_ep_bind(cq)", rc));
   rc = fi_enable(ep_);
-  if (rc != 0) throw Error(CHORUS_ERR_SYSTEM, provider_ + ": " + fi_error_text("fi_enable", rc));
+  if (rc != 0) {
+    std::string hint;
+    if (rc == -FI_EINVAL && is_verbs_provider(provider_)) {
+      // The usual cause: rxm's verbs CQ is larger than the device's max_cqe.
+      const char* universe = std::getenv("FI_UNIVERSE_SIZE");
+      const char* srx = std::getenv("FI_OFI_RXM_USE_SRX");
+      hint = std::string("; ofi_rxm's verbs completion queue (srx size + msg tx size x "
+                         "FI_UNIVERSE_SIZE) may exceed the device's max_cqe (ibv_devinfo -v): "
+                         "FI_UNIVERSE_SIZE is ") +
+             (universe != nullptr ? universe : "unset (256)") + ", FI_OFI_RXM_USE_SRX " +
+             (srx != nullptr ? srx : "unset (0)") +
+             "; lower FI_UNIVERSE_SIZE or FI_OFI_RXM_MSG_RX_SIZE in the job's environment";
+    }
+    throw Error(CHORUS_ERR_SYSTEM, provider_ + ": " + fi_error_text("fi_enable", rc) + hint);
+  }
   std::size_t len = name_.size();
   rc = fi_getname(&ep_->fid, name_.data(), &len);
   if (rc == -FI_ETOOSMALL) {

@@ -246,7 +246,49 @@ bool uses_ip_addresses(const fi_info& info) {
   }
 }
 
-void apply_fi_env(const Config& cfg) {
+bool is_verbs_provider(const std::string& name) {
+  return name == "verbs" || name.rfind("verbs;", 0) == 0;
+}
+
+namespace {
+
+/// One libfabric variable the transport sets for a provider unless the
+/// environment or transport.ofi.env already holds it.
+struct ProviderDefault {
+  std::string name;
+  std::string value;
+  /// libfabric reads it only when it initialises (the first fi_getinfo of
+  /// the process), not at every fi_getinfo.
+  bool read_at_load;
+  const char* why;
+};
+
+std::vector<ProviderDefault> provider_defaults(const Config& cfg, int job_size) {
+  std::vector<ProviderDefault> out;
+  if (!is_verbs_provider(cfg.provider)) return out;
+  // ofi_rxm without a shared receive context reposts a receive buffer to the
+  // MSG endpoint that rxm_close_conn() has just closed when a message from
+  // that peer is still in rxm's MSG completion queue (endpoint close, or the
+  // peer's disconnect): a use-after-free that crashes (libfabric 1.17;
+  // tests/softroce/rxm_close_repro.c). With the shared context, buffers go
+  // back to the context, which outlives the connections. rxm reads this one
+  // at every fi_getinfo.
+  out.push_back({"FI_OFI_RXM_USE_SRX", "1", false,
+                 "ofi_rxm's per-connection receive buffers are reposted to a closed "
+                 "endpoint at connection teardown"});
+  // rxm sizes its verbs CQ as srx size + msg tx size x FI_UNIVERSE_SIZE
+  // (4096 + 128 x 256 by default), more than small devices allow (rdma_rxe:
+  // max_cqe 32767). The job size is what the variable is meant to say;
+  // 64 at least, because other contexts of this process may be larger.
+  out.push_back({"FI_UNIVERSE_SIZE", std::to_string(std::max(job_size, 64)), true,
+                 "rxm sizes its verbs completion queue by it; the default 256 exceeds "
+                 "small devices' max_cqe (rdma_rxe: 32767)"});
+  return out;
+}
+
+}  // namespace
+
+void apply_fi_env(const Config& cfg, int job_size) {
   std::lock_guard lock(g_getinfo_mutex);
   for (std::size_t i = 0; i < cfg.fi_env.size(); ++i) {
     const auto& [name, value] = cfg.fi_env[i];
@@ -265,6 +307,24 @@ void apply_fi_env(const Config& cfg) {
     }
     if (::setenv(name.c_str(), value.c_str(), 1) != 0) {
       throw Error(CHORUS_ERR_SYSTEM, "setenv(" + name + "): " + errno_text(errno));
+    }
+  }
+  for (const ProviderDefault& d : provider_defaults(cfg, job_size)) {
+    if (const char* current = std::getenv(d.name.c_str()); current != nullptr) {
+      log(CHORUS_LOG_DEBUG, cfg.provider + ": keeping " + d.name + "=" + current +
+                                " (the transport's default would be " + d.value + ")");
+      continue;
+    }
+    if (d.read_at_load && g_libfabric_initialised) {
+      log(CHORUS_LOG_WARN, cfg.provider + ": libfabric was initialised in this process before " +
+                               d.name + " could be set to " + d.value + " (" + d.why +
+                               "); set it in the job's environment if fi_enable fails");
+    } else {
+      log(CHORUS_LOG_INFO, cfg.provider + ": setting " + d.name + "=" + d.value + " (" + d.why +
+                               "; set it in the environment or transport.ofi.env to override)");
+    }
+    if (::setenv(d.name.c_str(), d.value.c_str(), 0) != 0) {
+      throw Error(CHORUS_ERR_SYSTEM, "setenv(" + d.name + "): " + errno_text(errno));
     }
   }
 }

@@ -19,10 +19,16 @@ struct FiInfoDeleter {
 };
 using FiInfoPtr = std::unique_ptr<fi_info, FiInfoDeleter>;
 
-/// Sets the config's FI_* pass-through variables (once per process value;
-/// thread-safe against other contexts of this plugin, not against foreign
-/// getenv callers) and logs what it did. Call before fi_getinfo.
-void apply_fi_env(const Config& cfg);
+/// Sets the config's FI_* pass-through variables, then the transport's
+/// defaults for the configured provider that neither the environment nor the
+/// config set (verbs;ofi_rxm: FI_OFI_RXM_USE_SRX=1 and FI_UNIVERSE_SIZE =
+/// max(`job_size`, 64); see docs/ofi.md, "verbs;ofi_rxm"). Thread-safe
+/// against other contexts of this plugin, not against foreign getenv callers;
+/// logs what it did. Call before fi_getinfo.
+void apply_fi_env(const Config& cfg, int job_size);
+
+/// True for providers layered over (or being) the verbs provider.
+bool is_verbs_provider(const std::string& name);
 
 /// The fi_info a context is built from: an RDM endpoint with tagged
 /// messages, send-after-send ordering and the mode/mr_mode bits this plugin

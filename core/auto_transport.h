@@ -1,0 +1,105 @@
+// The composite transport behind transport.name = "auto": shared memory to
+// peers on this host, a fabric to peers on other hosts, chosen per peer.
+//
+// It lives inside the core but is driven exactly like a loaded plugin:
+// auto_transport_plugin() returns a Plugin whose table is the composite, and
+// the communicator calls its ops through the ABI of <chorus/transport.h>.
+// The composite loads its two sub-transports (transport.auto.local, default
+// "shm", and transport.auto.fabric, default "tcp") with the ordinary plugin
+// loader when a context is opened, so each keeps its own plugin file,
+// settings and conformance.
+//
+// Per-peer choice without an extra bootstrap round: endpoint_open opens an
+// endpoint in both sub-contexts and writes one blob holding this rank's host
+// identity and both sub-blobs; endpoint_connect compares the two identities
+// and both sides reach the same answer (equal: local, else fabric), then
+// connect the chosen sub-endpoint and close the other.
+#pragma once
+
+#include <chorus/transport.h>
+
+#include "core/config.h"
+#include "core/plugin_loader.h"
+#include "core/status.h"
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace chorus::core {
+
+/// The transport.name that selects the composite.
+inline constexpr const char* kAutoTransportName = "auto";
+
+/// The composite's ops table (name "auto"). Its context_open reads, from
+/// `info->config`: `local` and `fabric` (sub-transport names), `host_id`
+/// (overrides the computed identity), `plugin_path` (extra plugin folders,
+/// ':'-separated) and `<sub>.<key>` entries, handed on to sub-transport `<sub>`
+/// as `<key>`. Anything else is refused by name.
+const chorus_transport_plugin_v1_t* auto_transport_table();
+
+/// A Plugin object for the composite (no shared object behind it). Shared by
+/// every communicator of the process.
+std::shared_ptr<Plugin> auto_transport_plugin();
+
+/// The composite's context settings for `cfg`: transport.auto.*, every
+/// transport.<local>.* and transport.<fabric>.* setting prefixed with its
+/// sub-transport's name, and the configured plugin_path.
+std::vector<Setting> auto_transport_settings(const Config& cfg);
+
+/// The sub-transport names `cfg` selects: {local, fabric}.
+std::pair<std::string, std::string> auto_transport_names(const Config& cfg);
+
+/// For a context of the composite: which sub-transport serves which peers,
+/// by connected endpoint. Entries in order local, fabric; a peer with several
+/// channels is listed once. Never blocks; call it from the context's thread.
+std::vector<std::pair<std::string, std::vector<int>>> auto_transport_peers(
+    chorus_tp_context_t* ctx);
+
+/// "shm to ranks 1..3; tcp to ranks 4,6" (or "no peers") from auto_transport_peers.
+std::string auto_transport_summary(
+    const std::vector<std::pair<std::string, std::vector<int>>>& peers);
+
+// ---- pure pieces, exposed for unit tests ----------------------------------------
+
+/// This process's host identity: boot id, host name, and the inodes of its
+/// network and pid namespaces and the device of /dev/shm. Two processes share
+/// shared memory only if every part is equal; a different network namespace
+/// counts as a different host (that is how tests/netns models hosts).
+std::string auto_host_identity();
+
+/// "1..3,5" style list of ranks (sorted, distinct); runs of three or more are
+/// collapsed.
+std::string auto_rank_list(const std::vector<int>& ranks);
+
+/// The parts of an address blob of the composite.
+struct AutoBlob {
+  std::string host_id;
+  std::string local_name;
+  std::string fabric_name;
+  std::vector<std::byte> local;
+  std::vector<std::byte> fabric;
+};
+
+/// Largest host identity a blob carries.
+inline constexpr std::size_t kAutoMaxHostId = 255;
+/// Bytes a blob adds to its two sub-blobs, at most.
+std::size_t auto_blob_overhead();
+
+/// Serialises `blob` (little-endian, versioned; docs/shm.md "transport.name =
+/// auto"). Fails when a field is too long.
+Result<std::vector<std::byte>> auto_blob_encode(const AutoBlob& blob);
+/// Parses a blob; fails with INVALID_ARGUMENT on anything malformed.
+Result<AutoBlob> auto_blob_decode(std::span<const std::byte> data);
+
+/// Which sub-transport a pair of ranks uses: true for local. Both sides call
+/// it with the arguments swapped and get the same answer.
+inline bool auto_use_local(const std::string& my_host_id, const std::string& peer_host_id) {
+  return my_host_id == peer_host_id;
+}
+
+}  // namespace chorus::core
