@@ -826,9 +826,17 @@ Status Communicator::arm_notices() {
     if (p == rank_) continue;
     int rc = tp_->post_recv(notice_eps_[size_t(p)], base + size_t(p) * kNoticeBytes, kNoticeBytes,
                             notice_mr_, kNoticeWrId + uint64_t(p));
-    if (rc != CHORUS_OK)
-      return {rc, who() + ": posting the notice receive for rank " + std::to_string(p) +
-                      " failed: " + tp_->last_error()};
+    if (rc != CHORUS_OK) {
+      // Notices are best effort: a pair the transport cannot link (a
+      // device matrix with no entry for it) or any other refusal only
+      // costs the better blame message for this peer, not the job.
+      log(rc == CHORUS_ERR_INVALID_ARGUMENT ? CHORUS_LOG_DEBUG : CHORUS_LOG_WARN,
+          "no peer-loss notices with rank " + std::to_string(p) + ": " + tp_->last_error());
+      auto* ep = notice_eps_[size_t(p)];
+      notice_peer_.erase(ep);
+      tp_->endpoint_close(ep);
+      notice_eps_[size_t(p)] = nullptr;
+    }
   }
   return Status::ok();
 }
