@@ -52,6 +52,28 @@ int main(int argc, char** argv) {
     }
     if (n == 0) std::printf("  (none found)\n");
   }
+  // The composite "auto" transport lives in the core: usable when both of
+  // its sub-transports load (docs/configuration.md, transport.auto.*).
+  {
+    std::string local = "shm", fabric = "tcp";
+    if (cfg.is_ok()) {
+      if (auto it = cfg->transport_settings.find("auto"); it != cfg->transport_settings.end())
+        for (const auto& s : it->second) {
+          if (s.key == "local") local = s.value;
+          if (s.key == "fabric") fabric = s.value;
+        }
+    }
+    auto loads = [&](const std::string& name) {
+      for (const auto& item : found)
+        if (item.kind == PluginKind::kTransport && item.name == name && item.loaded) return true;
+      return false;
+    };
+    const bool ok = loads(local) && loads(fabric);
+    std::printf("Built-in transport:\n  %-12s %s  %s within a host (transport.auto.local), %s across hosts "
+                "(transport.auto.fabric)%s\n",
+                "auto", ok ? "ok    " : "FAILED", local.c_str(), fabric.c_str(),
+                ok ? "" : "; one of them is not loadable above");
+  }
   if (cfg.is_ok())
     std::printf("Default transport: %s (config: %s)\n", cfg->transport.c_str(), cfg->source.c_str());
   return 0;
