@@ -362,38 +362,37 @@ Status Communicator::open_endpoints(std::vector<std::byte>& mine) {
   std::string fp = fingerprint();
   put_bytes(mine, fp.data(), fp.size());
   std::vector<std::byte> addr(caps_.max_address_size ? caps_.max_address_size : 1024);
+  // Opens the endpoint to `p` on channel `c` (c == channels: the notice
+  // endpoint) and appends its address blob; an empty blob stands for self.
+  auto open_one = [&](int p, int c, chorus_tp_endpoint_t*& ep) -> Status {
+    if (p == rank_) {
+      put_u32(mine, 0);
+      return Status::ok();
+    }
+    size_t len = addr.size();
+    if (int rc = tp_->endpoint_open(ctx_, p, c, addr.data(), &len, &ep); rc != CHORUS_OK)
+      return {rc, "rank " + std::to_string(rank_) + ": opening " +
+                      (c == channels ? std::string("the notice endpoint")
+                                     : "endpoint") +
+                      " to rank " + std::to_string(p) +
+                      (c == channels ? std::string() : " channel " + std::to_string(c)) +
+                      " failed: " + tp_->last_error()};
+    put_bytes(mine, addr.data(), len);
+    return Status::ok();
+  };
   for (int p = 0; p < size_; ++p) {
     for (int c = 0; c < channels; ++c) {
-      if (p == rank_) {
-        put_u32(mine, 0);
-        continue;
-      }
-      size_t len = addr.size();
-      chorus_tp_endpoint_t* ep = nullptr;
-      if (int rc = tp_->endpoint_open(ctx_, p, c, addr.data(), &len, &ep); rc != CHORUS_OK)
-        return {rc, "rank " + std::to_string(rank_) + ": opening endpoint to rank " +
-                        std::to_string(p) + " channel " + std::to_string(c) +
-                        " failed: " + tp_->last_error()};
-      endpoints_[size_t(p) * size_t(channels) + size_t(c)] = ep;
-      endpoint_peer_[ep] = p;
-      put_bytes(mine, addr.data(), len);
+      auto& ep = endpoints_[size_t(p) * size_t(channels) + size_t(c)];
+      if (auto st = open_one(p, c, ep); !st.is_ok()) return st;
+      if (ep) endpoint_peer_[ep] = p;
     }
   }
   // The notice endpoints (channel index `channels`), after every data one.
   notice_eps_.assign(size_t(size_), nullptr);
   for (int p = 0; p < size_; ++p) {
-    if (p == rank_) {
-      put_u32(mine, 0);
-      continue;
-    }
-    size_t len = addr.size();
-    chorus_tp_endpoint_t* ep = nullptr;
-    if (int rc = tp_->endpoint_open(ctx_, p, channels, addr.data(), &len, &ep); rc != CHORUS_OK)
-      return {rc, "rank " + std::to_string(rank_) + ": opening the notice endpoint to rank " +
-                      std::to_string(p) + " failed: " + tp_->last_error()};
-    notice_eps_[size_t(p)] = ep;
-    notice_peer_[ep] = p;
-    put_bytes(mine, addr.data(), len);
+    auto& ep = notice_eps_[size_t(p)];
+    if (auto st = open_one(p, channels, ep); !st.is_ok()) return st;
+    if (ep) notice_peer_[ep] = p;
   }
   return Status::ok();
 }
