@@ -172,14 +172,20 @@ void Endpoint::connect(const void* peer_blob, std::size_t length, int timeout_ms
     if (dialer && Deadline::Clock::now() >= next_hello) {
       // A hello still queued behind -FI_EAGAIN (the connection is being set
       // up) is not repeated.
-      const bool queued = std::any_of(control_tx_.begin(), control_tx_.end(), [](const auto& s) {
-        return s.state == ControlSlot::State::kQueued && s.type == wire::ControlType::kHello;
-      });
-      if (!queued) send_control(wire::ControlType::kHello, peer_addr_, peer_key_, 0);
+      if (!control_queued(wire::ControlType::kHello))
+        send_control(wire::ControlType::kHello, peer_addr_, peer_key_, 0);
       next_hello = Deadline::Clock::now() + kHelloRepeat;
     }
     ctx_.progress();
-    if (dialer ? acked_ : hello_key_ == peer_key_) break;
+    // The lower rank returns once its ack is with the provider, not merely
+    // queued behind -FI_EAGAIN: verbs;ofi_rxm can deliver the hello over a
+    // connection it accepted and still refuse sends on it for a while (it
+    // handles connection events at most every 10 ms of progress calls). A
+    // caller that stops progressing this context once connect returns (a
+    // thread joining the peer's connect, say) would strand the ack, and the
+    // peer's connect would time out.
+    if (dialer ? acked_ : hello_key_ == peer_key_ && !control_queued(wire::ControlType::kAck))
+      break;
     std::string why;
     if (bye_seen_) {
       throw Error(CHORUS_ERR_PEER_LOST, "rank " + std::to_string(peer_rank_) +
@@ -205,6 +211,12 @@ void Endpoint::connect(const void* peer_blob, std::size_t length, int timeout_ms
 }
 
 // ---- control messages -------------------------------------------------------------
+
+bool Endpoint::control_queued(wire::ControlType type) const {
+  return std::any_of(control_tx_.begin(), control_tx_.end(), [type](const ControlSlot& s) {
+    return s.state == ControlSlot::State::kQueued && s.type == type;
+  });
+}
 
 void Endpoint::post_control_recv(ControlRecv& r) {
   if (ep_ == nullptr || r.posted || closing_) return;

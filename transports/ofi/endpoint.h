@@ -163,6 +163,8 @@ class Endpoint {
   void send_control(wire::ControlType type, fi_addr_t to, std::uint32_t to_key,
                     std::uint64_t count);
   void push_control();
+  /// A control message of `type` waits behind -FI_EAGAIN.
+  bool control_queued(wire::ControlType type) const;
   void on_control(const std::byte* data, std::size_t length);
   void peer_closed(std::uint64_t count);
 

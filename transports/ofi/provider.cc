@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_errno.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -26,6 +27,9 @@ namespace {
 /// initialisation is not documented as thread-safe before fi_getinfo returns).
 std::mutex g_getinfo_mutex;
 bool g_libfabric_initialised = false;
+/// The process whose fi_getinfo initialised libfabric; another pid means this
+/// process was forked from it afterwards (and inherited its state).
+pid_t g_initialised_by = 0;
 
 constexpr std::uint64_t kCaps = FI_TAGGED | FI_SEND | FI_RECV;
 constexpr std::uint64_t kModes = FI_CONTEXT | FI_CONTEXT2;
@@ -78,6 +82,7 @@ int getinfo(const char* node, std::uint64_t flags, const fi_info* hints, FiInfoP
   fi_info* info = nullptr;
   const int rc = fi_getinfo(kApiVersion, node, nullptr, flags, hints, &info);
   g_libfabric_initialised = true;
+  if (g_initialised_by == 0) g_initialised_by = ::getpid();
   out.reset(rc == 0 ? info : nullptr);
   if (rc != 0 && info != nullptr) fi_freeinfo(info);
   return rc;
@@ -350,14 +355,39 @@ FiInfoPtr on_configured_domain(FiInfoPtr list, const Config& cfg, const std::str
                                           list_providers(list.get(), true));
 }
 
+/// Throws Error(UNAVAILABLE) when `provider` is verbs-based and this process
+/// was forked after libfabric had been initialised in its parent: the verbs
+/// provider keeps the RDMA device contexts it opened then, and the kernel
+/// refuses a child's posts on them (rdma_rxe: every ibv_post_send fails with
+/// EACCES, which ofi_rxm turns into an endless -FI_EAGAIN), so connections
+/// would come up and never carry a message.
+void refuse_verbs_after_fork(const std::string& provider) {
+  pid_t initialised_by;
+  {
+    std::lock_guard lock(g_getinfo_mutex);
+    initialised_by = g_initialised_by;
+  }
+  if (initialised_by == 0 || initialised_by == ::getpid() || !is_verbs_provider(provider)) return;
+  throw Error(CHORUS_ERR_UNAVAILABLE,
+              "libfabric provider '" + provider + "' cannot be used in process " +
+                  std::to_string(::getpid()) + ": it was forked from process " +
+                  std::to_string(initialised_by) +
+                  " after libfabric had been initialised there, and the verbs provider keeps the "
+                  "RDMA device contexts it opened then, which the kernel does not let a child "
+                  "post on (rdma_rxe: ibv_post_send fails with EACCES); open the first ofi "
+                  "context only after fork, or exec the child");
+}
+
 }  // namespace
 
 FiInfoPtr select_provider(const Config& cfg, const std::string& bind_address) {
+  refuse_verbs_after_fork(cfg.provider);
   FiInfoPtr hints = full_hints(cfg);
   FiInfoPtr info;
   const int rc = getinfo(nullptr, 0, hints.get(), info);
   if (rc != 0 || !info) explain_refusal(cfg, rc);
   info = on_configured_domain(std::move(info), cfg, "");
+  refuse_verbs_after_fork(info->fabric_attr->prov_name);
   if (!uses_ip_addresses(*info)) {
     // shm, efa, psm*: their addresses are not IP addresses; a bind address
     // would be taken as the endpoint's name (shm) or ignored.
