@@ -5,12 +5,13 @@
 # for 2, 3 and 4 ranks (ring, and mesh when its plugin is built), a checked
 # chorus-bench, the configuration-error cases (wrong gid_index, missing
 # device, inconsistent device matrix, unknown key), a ring-only device matrix
-# and a rank SIGKILLed mid-collective. Prints "N passed, M failed" last and
+# and a rank SIGKILLed mid-collective; then the libfabric transport over
+# verbs;ofi_rxm (group ofi). Prints "N passed, M failed" last and
 # exits non-zero on any failure, including a guest that does not boot.
 #
 # Called by .ci/run as `bash tests/softroce/ci.sh <build-dir>`; needs the
 # build to contain the verbs plugin (libibverbs-dev installed at configure
-# time). About 6-9 minutes on the 2-core machine.
+# time). About 8-12 minutes on the 2-core machine.
 set -uo pipefail
 build="$(cd "${1:?usage: $0 BUILD_DIR}" && pwd)" || exit 2
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -42,7 +43,7 @@ fi
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 SOFTROCE_TIMEOUT="${SOFTROCE_TIMEOUT:-1500}" \
-  "$here/run-in-guest.sh" bash "$here/guest-suite.sh" "$build" 2>&1 | tee "$log"
+  "$here/run-in-guest.sh" bash "$here/guest-suite.sh" "$build" conformance collectives errors kill ofi 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 line="$(grep -E '^guest: [0-9]+ passed, [0-9]+ failed' "$log" | tail -n1)"
 if [ -z "$line" ]; then
