@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <set>
 #include <sstream>
@@ -53,7 +54,8 @@ bool get_bytes(const std::vector<std::byte>& in, size_t& pos, const std::byte*& 
 
 std::string dtype_list() {
   std::string s;
-  for (int d = 0; d < CHORUS_DTYPE_COUNT; ++d) s += (d ? ", " : "") + std::string(chorus_dtype_name(d));
+  for (int d = 0; d < CHORUS_DTYPE_COUNT; ++d)
+    s += (d ? ", " : "") + std::string(chorus_dtype_name(d));
   return s;
 }
 
@@ -81,14 +83,13 @@ Status check_buffer(const void* p, size_t count, size_t blocks, int dtype, const
 Status check_op(int dtype, int op) {
   if (reduce_kernel(dtype, op)) return Status::ok();
   std::string reason = reduce_unsupported_reason(dtype, op);
-  return {CHORUS_ERR_INVALID_ARGUMENT,
-          reason.empty() ? "unsupported dtype/op pair" : reason};
+  return {CHORUS_ERR_INVALID_ARGUMENT, reason.empty() ? "unsupported dtype/op pair" : reason};
 }
 
 }  // namespace
 
-Result<std::unique_ptr<Communicator>> Communicator::create(Config config,
-                                                          std::unique_ptr<SideChannel> host_channel) {
+Result<std::unique_ptr<Communicator>> Communicator::create(
+    Config config, std::unique_ptr<SideChannel> host_channel) {
   std::unique_ptr<Communicator> comm(new Communicator());
   if (auto st = comm->init(std::move(config), std::move(host_channel)); !st.is_ok()) return st;
   return comm;
@@ -107,10 +108,11 @@ Status Communicator::init(Config config, std::unique_ptr<SideChannel> host_chann
     cfg_.rank = 0;
   }
   if (cfg_.world_size < 0)
-    return {CHORUS_ERR_INVALID_ARGUMENT,
-            "rank " + std::to_string(cfg_.rank) +
-                " is set but the world size is not; set CHORUS_WORLD_SIZE (or bootstrap.world_size, "
-                "or run under chorusrun)"};
+    return {
+        CHORUS_ERR_INVALID_ARGUMENT,
+        "rank " + std::to_string(cfg_.rank) +
+            " is set but the world size is not; set CHORUS_WORLD_SIZE (or bootstrap.world_size, "
+            "or run under chorusrun)"};
   if (cfg_.rank < 0)
     return {CHORUS_ERR_INVALID_ARGUMENT,
             "world size " + std::to_string(cfg_.world_size) +
@@ -164,8 +166,9 @@ Status Communicator::init(Config config, std::unique_ptr<SideChannel> host_chann
   if (auto st = bootstrap_->barrier(deadline); !st.is_ok())
     return st.with_context("rank " + std::to_string(rank_) + ": init barrier");
   CHORUS_LOGF(CHORUS_LOG_INFO, rank_,
-              "comm " << id_ << ": communicator ready: " << size_ << " ranks, transport " << cfg_.transport << ", "
-                                     << cfg_.channels << " channel(s), config " << cfg_.source);
+              "comm " << id_ << ": communicator ready: " << size_ << " ranks, transport "
+                      << cfg_.transport << ", " << cfg_.channels << " channel(s), config "
+                      << cfg_.source);
   return Status::ok();
 }
 
@@ -225,8 +228,10 @@ Status Communicator::select_algorithms() {
   std::set<std::string> pinned;
   bool any_auto = false;
   for (const auto& name : cfg_.algorithm) {
-    if (name == "auto") any_auto = true;
-    else pinned.insert(name);
+    if (name == "auto")
+      any_auto = true;
+    else
+      pinned.insert(name);
   }
   auto add = [&](const std::string& name, bool required) -> Status {
     for (const auto& p : algorithms_)
@@ -234,8 +239,9 @@ Status Communicator::select_algorithms() {
     auto loaded = load_plugin(PluginKind::kAlgorithm, name, search);
     if (!loaded.is_ok()) {
       if (required) return loaded.status().with_context("rank " + std::to_string(rank_));
-      CHORUS_LOGF(CHORUS_LOG_DEBUG, rank_, "built-in algorithm '" << name << "' not available: "
-                                                                  << loaded.status().message());
+      CHORUS_LOGF(
+          CHORUS_LOG_DEBUG, rank_,
+          "built-in algorithm '" << name << "' not available: " << loaded.status().message());
       return Status::ok();
     }
     algorithms_.push_back(*loaded);
@@ -324,8 +330,9 @@ const chorus_algorithm_plugin_v1_t* Communicator::choose(int collective, uint64_
   int best_score = std::numeric_limits<int>::min();
   for (const Plugin* p : list) {
     const auto* a = p->algorithm();
-    bool has_pref = a->struct_size >= offsetof(chorus_algorithm_plugin_v1_t, preference) + sizeof(void*) &&
-                    a->preference != nullptr;
+    bool has_pref =
+        a->struct_size >= offsetof(chorus_algorithm_plugin_v1_t, preference) + sizeof(void*) &&
+        a->preference != nullptr;
     int score = has_pref ? a->preference(collective, size_, probe) : 0;
     if (score < 0) continue;
     if (score > best_score) {
@@ -351,7 +358,8 @@ std::string Communicator::fingerprint() const {
                   " switch_bytes=" + std::to_string(cfg_.switch_bytes);
   for (int c = 0; c < CHORUS_COLL_COUNT; ++c) {
     f += std::string(" ") + chorus_collective_name(c) + "=" + cfg_.algorithm[c];
-    for (const Plugin* p : candidates_[c]) f += (p == candidates_[c].front() ? ":" : ",") + p->name();
+    for (const Plugin* p : candidates_[c])
+      f += (p == candidates_[c].front() ? ":" : ",") + p->name();
   }
   return f;
 }
@@ -372,8 +380,7 @@ Status Communicator::open_endpoints(std::vector<std::byte>& mine) {
     size_t len = addr.size();
     if (int rc = tp_->endpoint_open(ctx_, p, c, addr.data(), &len, &ep); rc != CHORUS_OK)
       return {rc, "rank " + std::to_string(rank_) + ": opening " +
-                      (c == channels ? std::string("the notice endpoint")
-                                     : "endpoint") +
+                      (c == channels ? std::string("the notice endpoint") : "endpoint") +
                       " to rank " + std::to_string(p) +
                       (c == channels ? std::string() : " channel " + std::to_string(c)) +
                       " failed: " + tp_->last_error()};
@@ -406,7 +413,8 @@ Status Communicator::connect_endpoints(Deadline deadline) {
   return connect_from(all, deadline);
 }
 
-Status Communicator::connect_from(const std::vector<std::vector<std::byte>>& all, Deadline deadline) {
+Status Communicator::connect_from(const std::vector<std::vector<std::byte>>& all,
+                                  Deadline deadline) {
   const int channels = cfg_.channels;
   const std::string fp = fingerprint();
   if (all.size() != size_t(size_))
@@ -418,9 +426,9 @@ Status Communicator::connect_from(const std::vector<std::vector<std::byte>>& all
     size_t pos = 0;
     const std::byte* data = nullptr;
     size_t n = 0;
-    auto malformed = Status(CHORUS_ERR_INTERNAL, "rank " + std::to_string(rank_) +
-                                                     ": malformed address table from rank " +
-                                                     std::to_string(p));
+    auto malformed =
+        Status(CHORUS_ERR_INTERNAL, "rank " + std::to_string(rank_) +
+                                        ": malformed address table from rank " + std::to_string(p));
     if (!get_bytes(all[size_t(p)], pos, data, n)) return malformed;
     std::string theirs(reinterpret_cast<const char*>(data), n);
     if (theirs != fp)
@@ -455,7 +463,8 @@ Status Communicator::connect_from(const std::vector<std::vector<std::byte>>& all
       int rc = tp_->endpoint_connect(notice_eps_[size_t(p)], data, n, deadline.remaining_ms());
       if (rc != CHORUS_OK)
         return {rc, "rank " + std::to_string(rank_) + ": connecting to rank " + std::to_string(p) +
-                        " (notice endpoint) over " + cfg_.transport + " failed: " + tp_->last_error()};
+                        " (notice endpoint) over " + cfg_.transport +
+                        " failed: " + tp_->last_error()};
     }
   }
   if (cfg_.transport == kAutoTransportName) {
@@ -467,8 +476,8 @@ Status Communicator::connect_from(const std::vector<std::vector<std::byte>>& all
 }
 
 Status Communicator::malformed_table(int peer) const {
-  return {CHORUS_ERR_INTERNAL,
-          "rank " + std::to_string(rank_) + ": malformed address table from rank " + std::to_string(peer)};
+  return {CHORUS_ERR_INTERNAL, "rank " + std::to_string(rank_) +
+                                   ": malformed address table from rank " + std::to_string(peer)};
 }
 
 Status Communicator::setup_staging() {
@@ -483,8 +492,8 @@ Status Communicator::setup_staging() {
     chorus_tp_mr_t* mr = nullptr;
     if (int rc = tp_->mem_register(ctx_, p, cfg_.staging_slot_size, CHORUS_MEM_HOST, &mr);
         rc != CHORUS_OK)
-      return {rc, "rank " + std::to_string(rank_) + ": registering staging buffers failed: " +
-                      tp_->last_error()};
+      return {rc, "rank " + std::to_string(rank_) +
+                      ": registering staging buffers failed: " + tp_->last_error()};
     staging_.push_back(p);
     staging_mr_.push_back(mr);
   }
@@ -531,7 +540,8 @@ Communicator::~Communicator() {
 
 void Communicator::abort() {
   aborted_.store(true);
-  if (tp_ && ctx_ && tp_->struct_size >= offsetof(chorus_transport_plugin_v1_t, interrupt) + sizeof(void*) &&
+  if (tp_ && ctx_ &&
+      tp_->struct_size >= offsetof(chorus_transport_plugin_v1_t, interrupt) + sizeof(void*) &&
       tp_->interrupt)
     tp_->interrupt(ctx_);
 }
@@ -539,11 +549,12 @@ void Communicator::abort() {
 Status Communicator::usable(const char* what) const {
   std::string prefix = who() + ": " + what;
   if (aborted_.load())
-    return {CHORUS_ERR_ABORTED, prefix + ": the communicator was aborted; finalize it and create a new one"};
+    return {CHORUS_ERR_ABORTED,
+            prefix + ": the communicator was aborted; finalize it and create a new one"};
   if (broken_)
-    return {broken_status_.code(), prefix + ": the communicator failed earlier and cannot be used ("
-                                       + broken_status_.message() +
-                                       "); finalize it and create a new one"};
+    return {broken_status_.code(),
+            prefix + ": the communicator failed earlier and cannot be used (" +
+                broken_status_.message() + "); finalize it and create a new one"};
   return Status::ok();
 }
 
@@ -610,8 +621,8 @@ Status Communicator::run(int collective, const char* what, uint64_t bytes, Call&
   if (auto* counter = algo_counter(collective, algo->name))
     counter->fetch_add(1, std::memory_order_relaxed);
   if (log_enabled(CHORUS_LOG_DEBUG))
-    log(CHORUS_LOG_DEBUG, std::string(what) + ": " + std::to_string(bytes) + " bytes via algorithm '" +
-                              algo->name + "'");
+    log(CHORUS_LOG_DEBUG, std::string(what) + ": " + std::to_string(bytes) +
+                              " bytes via algorithm '" + algo->name + "'");
   int rc = call(algo, &env);
   release_call_registrations();
   if (rc == CHORUS_OK) return Status::ok();
@@ -619,8 +630,10 @@ Status Communicator::run(int collective, const char* what, uint64_t bytes, Call&
                   ? Status(rc, "rank " + std::to_string(rank_) + ": " + what + ": algorithm '" +
                                    algo->name + "' failed with " + chorus_status_name(rc))
                   : call_error_;
-  if (st.code() != CHORUS_ERR_INVALID_ARGUMENT) mark_broken(st);
-  else errors_.fetch_add(1, std::memory_order_relaxed);
+  if (st.code() != CHORUS_ERR_INVALID_ARGUMENT)
+    mark_broken(st);
+  else
+    errors_.fetch_add(1, std::memory_order_relaxed);
   log(CHORUS_LOG_DEBUG, st.message());
   return st;
 }
@@ -689,9 +702,9 @@ Status Communicator::p2p(bool is_send, void* buf, size_t count, int dtype, int p
   const char* what = is_send ? "send" : "recv";
   if (auto st = check_buffer(buf, count, 1, dtype, "buffer"); !st.is_ok()) return st;
   if (peer < 0 || peer >= size_ || peer == rank_)
-    return {CHORUS_ERR_INVALID_ARGUMENT,
-            std::string(what) + ": peer " + std::to_string(peer) + " is not another rank (rank " +
-                std::to_string(rank_) + " of " + std::to_string(size_) + ")"};
+    return {CHORUS_ERR_INVALID_ARGUMENT, std::string(what) + ": peer " + std::to_string(peer) +
+                                             " is not another rank (rank " + std::to_string(rank_) +
+                                             " of " + std::to_string(size_) + ")"};
   if (auto st = usable(what); !st.is_ok()) return st;
   call_deadline_ = Deadline::after(seconds_ms(cfg_.timeout_collective_s));
   call_what_ = std::string(what) + (is_send ? " to rank " : " from rank ") + std::to_string(peer);
@@ -714,8 +727,8 @@ Status Communicator::p2p(bool is_send, void* buf, size_t count, int dtype, int p
   }
   const size_t max_msg = size_t(std::min<uint64_t>(caps_.max_message_size, 1ull << 30));
   const size_t chunks = bytes == 0 ? 1 : (bytes + max_msg - 1) / max_msg;
-  const size_t window = std::max<uint32_t>(1, is_send ? caps_.max_outstanding_sends
-                                                         : caps_.max_outstanding_recvs);
+  const size_t window =
+      std::max<uint32_t>(1, is_send ? caps_.max_outstanding_sends : caps_.max_outstanding_recvs);
   size_t posted = 0, done = 0;
   auto* base = static_cast<std::byte*>(buf);
   chorus_tp_completion_t comps[16];
@@ -731,8 +744,10 @@ Status Communicator::p2p(bool is_send, void* buf, size_t count, int dtype, int p
         break;
       }
       if (prc != CHORUS_OK) {
-        rc = env_fail(this, prc, (std::string("posting to rank ") + std::to_string(peer) +
-                                  " failed: " + tp_->last_error()).c_str());
+        rc = env_fail(this, prc,
+                      (std::string("posting to rank ") + std::to_string(peer) +
+                       " failed: " + tp_->last_error())
+                          .c_str());
         break;
       }
       ++posted;
@@ -757,8 +772,10 @@ Status Communicator::p2p(bool is_send, void* buf, size_t count, int dtype, int p
   }
   release_call_registrations();
   if (rc == CHORUS_OK) return Status::ok();
-  if (call_error_.code() != CHORUS_ERR_INVALID_ARGUMENT) mark_broken(call_error_);
-  else errors_.fetch_add(1, std::memory_order_relaxed);
+  if (call_error_.code() != CHORUS_ERR_INVALID_ARGUMENT)
+    mark_broken(call_error_);
+  else
+    errors_.fetch_add(1, std::memory_order_relaxed);
   return call_error_;
 }
 
@@ -849,13 +866,18 @@ int Communicator::filter_notices(chorus_tp_completion_t* out, int n) {
       out[kept++] = out[i];
       continue;
     }
-    if (out[i].opcode != CHORUS_TP_RECV) continue;  // one of our own notices went out
+    if (out[i].opcode != CHORUS_TP_RECV) {  // one of our own notices went out
+      ++notice_sends_done_;
+      continue;
+    }
     const int peer = it->second;
     NoticeWire w{};
-    std::memcpy(&w, static_cast<std::byte*>(notice_block_) + size_t(peer) * kNoticeBytes, sizeof(w));
+    std::memcpy(&w, static_cast<std::byte*>(notice_block_) + size_t(peer) * kNoticeBytes,
+                sizeof(w));
     if (out[i].byte_len != kNoticeBytes || w.magic != kNoticeMagic || w.kind != kNoticePeerLost ||
         w.reporter != peer || w.lost_rank < 0 || w.lost_rank >= size_) {
-      log(CHORUS_LOG_WARN, "ignoring a malformed peer-loss notice from rank " + std::to_string(peer));
+      log(CHORUS_LOG_WARN,
+          "ignoring a malformed peer-loss notice from rank " + std::to_string(peer));
       continue;
     }
     notice_lost_[size_t(peer)] = w.lost_rank;
@@ -872,27 +894,12 @@ void Communicator::resolve_lost(int peer) {
   if (notice_lost_.empty()) return;
   // A peer that left because it lost another rank sent its notice before
   // closing its connections; it may still be in flight on another connection.
-  const Deadline grace = Deadline::after(std::chrono::milliseconds(call_deadline_.remaining_ms(kNoticeGraceMs)));
-  chorus_tp_completion_t comps[16];
   // The notice travels on the notice connection ahead of that connection's
   // close, so once the peer's notice endpoint failed without one, none is
   // coming: the peer itself is gone, and the grace is not spent.
-  while (notice_lost_[size_t(peer)] < 0 && !notice_closed_[size_t(peer)] && !grace.expired() &&
-         !aborted_.load()) {
-    int n = tp_->poll(ctx_, comps, 16);
-    if (n > 0) {
-      filter_notices(comps, n);  // the failing call's own completions no longer matter
-      continue;
-    }
-    if (n == CHORUS_ERR_PENDING) {
-      chorus_tp_error_t e{};
-      if (tp_->read_error(ctx_, &e) != CHORUS_OK) break;
-      note_notice_error(e);
-      continue;
-    }
-    if (n < 0) break;
-    tp_->wait(ctx_, std::max(1, grace.remaining_ms(kNoticeGraceMs)));
-  }
+  pump_notices(
+      Deadline::after(std::chrono::milliseconds(call_deadline_.remaining_ms(kNoticeGraceMs))),
+      [&] { return notice_lost_[size_t(peer)] >= 0 || notice_closed_[size_t(peer)]; });
   const int reported = notice_lost_[size_t(peer)];
   if (reported >= 0 && reported != peer && reported != rank_) {
     lost_rank_ = reported;
@@ -904,7 +911,27 @@ bool Communicator::note_notice_error(const chorus_tp_error_t& e) {
   auto it = notice_peer_.find(e.endpoint);
   if (it == notice_peer_.end()) return false;
   if (e.opcode == CHORUS_TP_RECV && !notice_closed_.empty()) notice_closed_[size_t(it->second)] = 1;
+  if (e.opcode == CHORUS_TP_SEND) ++notice_sends_done_;  // failed, but no longer pending
   return true;
+}
+
+void Communicator::pump_notices(const Deadline& limit, const std::function<bool()>& done) {
+  chorus_tp_completion_t comps[16];
+  while (!done() && !limit.expired() && !aborted_.load()) {
+    int n = tp_->poll(ctx_, comps, 16);
+    if (n > 0) {
+      filter_notices(comps, n);  // a failed call's own completions no longer matter
+      continue;
+    }
+    if (n == CHORUS_ERR_PENDING) {
+      chorus_tp_error_t e{};
+      if (tp_->read_error(ctx_, &e) != CHORUS_OK) break;
+      note_notice_error(e);
+      continue;
+    }
+    if (n < 0) break;
+    tp_->wait(ctx_, std::max(1, limit.remaining_ms(kNoticeGraceMs)));
+  }
 }
 
 void Communicator::note_post_lost(const chorus_tp_endpoint_t* ep) {
@@ -936,37 +963,21 @@ void Communicator::send_notices() {
   void* slot = static_cast<std::byte*>(notice_block_) + size_t(size_) * kNoticeBytes;
   std::memcpy(slot, &w, sizeof(w));
   int posted = 0;
+  notice_sends_done_ = 0;
   for (int p = 0; p < size_; ++p) {
     if (p == rank_ || p == lost_rank_ || !notice_eps_[size_t(p)]) continue;
-    if (tp_->post_send(notice_eps_[size_t(p)], slot, kNoticeBytes, notice_mr_, kNoticeWrId) == CHORUS_OK)
+    if (tp_->post_send(notice_eps_[size_t(p)], slot, kNoticeBytes, notice_mr_, kNoticeWrId) ==
+        CHORUS_OK)
       ++posted;
   }
   // Push them out before the caller can exit and close the connections; a
   // peer that is gone fails its send at once, and none may take longer than
   // the grace.
-  const Deadline grace = Deadline::after(std::chrono::milliseconds(kNoticeGraceMs));
-  chorus_tp_completion_t comps[16];
-  int done = 0;
-  while (done < posted && !grace.expired()) {
-    int n = tp_->poll(ctx_, comps, 16);
-    if (n > 0) {
-      for (int i = 0; i < n; ++i)
-        if (comps[i].opcode == CHORUS_TP_SEND && notice_peer_.count(comps[i].endpoint)) ++done;
-      filter_notices(comps, n);
-      continue;
-    }
-    if (n == CHORUS_ERR_PENDING) {
-      chorus_tp_error_t e{};
-      if (tp_->read_error(ctx_, &e) != CHORUS_OK) break;
-      if (e.opcode == CHORUS_TP_SEND && notice_peer_.count(e.endpoint)) ++done;
-      note_notice_error(e);
-      continue;
-    }
-    if (n < 0) break;
-    tp_->wait(ctx_, std::max(1, grace.remaining_ms(kNoticeGraceMs)));
-  }
-  log(CHORUS_LOG_DEBUG, "told " + std::to_string(done) + " of " + std::to_string(posted) +
-                            " peers that rank " + std::to_string(lost_rank_) + " is lost");
+  pump_notices(Deadline::after(std::chrono::milliseconds(kNoticeGraceMs)),
+               [&] { return notice_sends_done_ >= posted; });
+  log(CHORUS_LOG_DEBUG, "told " + std::to_string(notice_sends_done_) + " of " +
+                            std::to_string(posted) + " peers that rank " +
+                            std::to_string(lost_rank_) + " is lost");
 }
 
 std::string Communicator::outstanding_peers() const {
@@ -988,9 +999,12 @@ int Communicator::proxy_post_send(chorus_tp_endpoint_t* ep, const void* buf, siz
   Communicator* self = t_running;
   if (!self) return CHORUS_ERR_INTERNAL;
   int rc = self->tp_->post_send(ep, buf, length, mr, wr_id);
-  if (rc == CHORUS_OK) self->note_posted(ep, true);
-  else if (rc == CHORUS_ERR_AGAIN) self->retries_.fetch_add(1, std::memory_order_relaxed);
-  else if (rc == CHORUS_ERR_PEER_LOST) self->note_post_lost(ep);
+  if (rc == CHORUS_OK)
+    self->note_posted(ep, true);
+  else if (rc == CHORUS_ERR_AGAIN)
+    self->retries_.fetch_add(1, std::memory_order_relaxed);
+  else if (rc == CHORUS_ERR_PEER_LOST)
+    self->note_post_lost(ep);
   return rc;
 }
 
@@ -999,9 +1013,12 @@ int Communicator::proxy_post_recv(chorus_tp_endpoint_t* ep, void* buf, size_t le
   Communicator* self = t_running;
   if (!self) return CHORUS_ERR_INTERNAL;
   int rc = self->tp_->post_recv(ep, buf, length, mr, wr_id);
-  if (rc == CHORUS_OK) self->note_posted(ep, false);
-  else if (rc == CHORUS_ERR_AGAIN) self->retries_.fetch_add(1, std::memory_order_relaxed);
-  else if (rc == CHORUS_ERR_PEER_LOST) self->note_post_lost(ep);
+  if (rc == CHORUS_OK)
+    self->note_posted(ep, false);
+  else if (rc == CHORUS_ERR_AGAIN)
+    self->retries_.fetch_add(1, std::memory_order_relaxed);
+  else if (rc == CHORUS_ERR_PEER_LOST)
+    self->note_post_lost(ep);
   return rc;
 }
 
@@ -1036,8 +1053,8 @@ int Communicator::poll_data(chorus_tp_completion_t* out, size_t max) {
       e = {};
       e.status = CHORUS_ERR_INTERNAL;
       e.peer_rank = -1;
-      std::snprintf(e.message, sizeof(e.message), "poll reported an error but read_error failed: %s",
-                    tp_->last_error());
+      std::snprintf(e.message, sizeof(e.message),
+                    "poll reported an error but read_error failed: %s", tp_->last_error());
     } else if (note_notice_error(e)) {
       // A peer closed its notice endpoint: it finished or died. Its data
       // endpoints tell whether the running call still needed it.
@@ -1062,9 +1079,10 @@ int Communicator::env_mem_register(void* core, void* addr, size_t length, chorus
   if (!(self->caps_.flags & CHORUS_TP_CAP_NEEDS_REGISTRATION) || length == 0) return CHORUS_OK;
   int rc = self->tp_->mem_register(self->ctx_, addr, length, CHORUS_MEM_HOST, mr_out);
   if (rc != CHORUS_OK)
-    return env_fail(core, rc, (std::string("registering ") + std::to_string(length) +
-                               " bytes failed: " + self->tp_->last_error())
-                                  .c_str());
+    return env_fail(core, rc,
+                    (std::string("registering ") + std::to_string(length) +
+                     " bytes failed: " + self->tp_->last_error())
+                        .c_str());
   self->call_mrs_.push_back(*mr_out);
   return CHORUS_OK;
 }
@@ -1115,7 +1133,9 @@ int Communicator::env_progress(void* core, chorus_tp_completion_t* out, size_t m
     auto t0 = std::chrono::steady_clock::now();
     int rc = self->tp_->wait(self->ctx_, self->call_deadline_.remaining_ms(200));
     self->transport_wait_ns_.fetch_add(
-        uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count()),
+        uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                     std::chrono::steady_clock::now() - t0)
+                     .count()),
         std::memory_order_relaxed);
     if (rc != CHORUS_OK && rc != CHORUS_ERR_TIMEOUT)
       return env_fail(core, rc, (std::string("wait failed: ") + self->tp_->last_error()).c_str());
@@ -1246,9 +1266,9 @@ Status Communicator::execute(const char* what, std::function<Status(Communicator
   q_cv_.notify_all();
   auto t0 = std::chrono::steady_clock::now();
   req->wait_for(-1);
-  add_request_wait(uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                std::chrono::steady_clock::now() - t0)
-                                .count()));
+  add_request_wait(uint64_t(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+          .count()));
   return req->status();
 }
 
@@ -1259,7 +1279,8 @@ std::shared_ptr<Request> Communicator::submit(const char* what,
   requests_issued_.fetch_add(1, std::memory_order_relaxed);
   queued_ops_.fetch_add(1, std::memory_order_relaxed);
   if (stopping_) {
-    req->finish({CHORUS_ERR_ABORTED, who() + ": " + what + ": the communicator is being finalized"});
+    req->finish(
+        {CHORUS_ERR_ABORTED, who() + ": " + what + ": the communicator is being finalized"});
     return req;
   }
   queue_.push_back(req);
@@ -1275,7 +1296,8 @@ Status Communicator::cancel(const std::shared_ptr<Request>& req) {
   if (it == queue_.end())
     return {CHORUS_ERR_NOT_SUPPORTED,
             who() + ": " + req->what() + ": " +
-                (req->done() ? "already complete" : "already started; wait for it, or abort the communicator") +
+                (req->done() ? "already complete"
+                             : "already started; wait for it, or abort the communicator") +
                 "; only a request that has not started can be cancelled"};
   queue_.erase(it);
   if (req->seq() < cut_after_) {
@@ -1301,8 +1323,8 @@ void Communicator::worker_main() {
       queue_.clear();
       lock.unlock();
       for (auto& r : left)
-        r->finish({CHORUS_ERR_ABORTED, who() + ": " + r->what() +
-                                           ": the communicator was finalized before it ran"});
+        r->finish({CHORUS_ERR_ABORTED,
+                   who() + ": " + r->what() + ": the communicator was finalized before it ran"});
       return;
     }
     auto req = std::move(queue_.front());
@@ -1327,7 +1349,8 @@ Status Communicator::check_all_reduce(const void* in, const void* out, size_t co
   return check_op(dtype, op);
 }
 
-Status Communicator::check_all_gather(const void* in, const void* out, size_t count, int dtype) const {
+Status Communicator::check_all_gather(const void* in, const void* out, size_t count,
+                                      int dtype) const {
   if (auto st = check_buffer(in, count, 1, dtype, "input"); !st.is_ok()) return st;
   return check_buffer(out, count, size_t(size_), dtype, "output");
 }
@@ -1352,9 +1375,9 @@ Status Communicator::check_p2p(const char* what, const void* buf, size_t count, 
                                int peer) const {
   if (auto st = check_buffer(buf, count, 1, dtype, "buffer"); !st.is_ok()) return st;
   if (peer < 0 || peer >= size_ || peer == rank_)
-    return {CHORUS_ERR_INVALID_ARGUMENT,
-            std::string(what) + ": peer " + std::to_string(peer) + " is not another rank (rank " +
-                std::to_string(rank_) + " of " + std::to_string(size_) + ")"};
+    return {CHORUS_ERR_INVALID_ARGUMENT, std::string(what) + ": peer " + std::to_string(peer) +
+                                             " is not another rank (rank " + std::to_string(rank_) +
+                                             " of " + std::to_string(size_) + ")"};
   return Status::ok();
 }
 
@@ -1374,7 +1397,8 @@ std::vector<std::pair<std::string, uint64_t>> Communicator::counters() const {
   uint64_t bs = 0, ms = 0, br = 0, mr = 0;
   for (int p = 0; p < size_ && peer_counters_; ++p) {
     const PeerCounters& c = peer_counters_[size_t(p)];
-    bs += get(c.bytes_sent), ms += get(c.msgs_sent), br += get(c.bytes_recv), mr += get(c.msgs_recv);
+    bs += get(c.bytes_sent), ms += get(c.msgs_sent), br += get(c.bytes_recv),
+        mr += get(c.msgs_recv);
   }
   out.emplace_back("bytes_sent", bs);
   out.emplace_back("messages_sent", ms);
@@ -1510,8 +1534,9 @@ Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key) {
     return st.with_context("split: agreeing on the outcome");
   if (!local.is_ok()) return local;
   if (!ok)
-    return Status{CHORUS_ERR_PEER_LOST, who() + ": split: another rank failed to set up its new "
-                                              "communicator (see that rank's error)"};
+    return Status{CHORUS_ERR_PEER_LOST, who() +
+                                            ": split: another rank failed to set up its new "
+                                            "communicator (see that rank's error)"};
   if (child)
     child->log(CHORUS_LOG_INFO, "split from comm " + id_ + ": rank " + std::to_string(child_rank) +
                                     " of " + std::to_string(members.size()) + " (color " +

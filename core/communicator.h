@@ -79,8 +79,8 @@ class Communicator {
   /// Bootstraps with the other ranks and connects every endpoint. Blocks until
   /// done or timeout.init expires.
   /// `host_channel` (optional) replaces Chorus's own bootstrap.
-  static Result<std::unique_ptr<Communicator>> create(Config config,
-                                                      std::unique_ptr<SideChannel> host_channel = nullptr);
+  static Result<std::unique_ptr<Communicator>> create(
+      Config config, std::unique_ptr<SideChannel> host_channel = nullptr);
   /// Pending requests are aborted (queued ones complete with ABORTED without
   /// running, the running one is interrupted); the progress thread is joined,
   /// so nothing touches host memory after this returns.
@@ -114,7 +114,8 @@ class Communicator {
   /// call with bad arguments fails at once and queues nothing.
   Status check_all_reduce(const void* in, const void* out, size_t count, int dtype, int op) const;
   Status check_all_gather(const void* in, const void* out, size_t count, int dtype) const;
-  Status check_reduce_scatter(const void* in, const void* out, size_t count, int dtype, int op) const;
+  Status check_reduce_scatter(const void* in, const void* out, size_t count, int dtype,
+                              int op) const;
   Status check_broadcast(const void* buf, size_t count, int dtype, int root) const;
   Status check_p2p(const char* what, const void* buf, size_t count, int dtype, int peer) const;
 
@@ -204,6 +205,9 @@ class Communicator {
   /// An error on a notice endpoint: records that the peer's notice
   /// connection ended (no notice will follow); false for data endpoints.
   bool note_notice_error(const chorus_tp_error_t& e);
+  /// Polls outside a call, feeding notice traffic through filter_notices and
+  /// note_notice_error, until done() holds, `limit` passes or an abort.
+  void pump_notices(const Deadline& limit, const std::function<bool()>& done);
   /// A post to `ep` failed with PEER_LOST: remembers the peer for env_fail.
   void note_post_lost(const chorus_tp_endpoint_t* ep);
   /// Tells every other rank that this one lost lost_rank_; bounded.
@@ -220,8 +224,8 @@ class Communicator {
   // that posts and polls also keep per-peer outstanding counts.
   static int proxy_post_send(chorus_tp_endpoint_t* ep, const void* buf, size_t length,
                              chorus_tp_mr_t* mr, uint64_t wr_id);
-  static int proxy_post_recv(chorus_tp_endpoint_t* ep, void* buf, size_t length,
-                             chorus_tp_mr_t* mr, uint64_t wr_id);
+  static int proxy_post_recv(chorus_tp_endpoint_t* ep, void* buf, size_t length, chorus_tp_mr_t* mr,
+                             uint64_t wr_id);
   static int proxy_poll(chorus_tp_context_t* ctx, chorus_tp_completion_t* out, size_t max);
   static int proxy_read_error(chorus_tp_context_t* ctx, chorus_tp_error_t* err_out);
   /// The transport's poll without the notice traffic: completions on notice
@@ -251,12 +255,14 @@ class Communicator {
   std::unordered_map<const chorus_tp_endpoint_t*, int> notice_peer_;
   void* notice_block_ = nullptr;  // [peer] receive buffers, then the send buffer
   chorus_tp_mr_t* notice_mr_ = nullptr;
-  std::vector<int> notice_lost_;  // [peer]: the rank that peer reported lost, or -1
+  std::vector<int> notice_lost_;     // [peer]: the rank that peer reported lost, or -1
   std::vector<char> notice_closed_;  // [peer]: its notice receive failed (connection ended)
-  int notice_first_from_ = -1;    // the peer whose notice arrived first
-  int lost_rank_ = -1;            // whom this communicator's failure blames
-  int lost_via_ = -1;             // the peer that reported lost_rank_, -1: seen here
-  int post_lost_peer_ = -1;       // the peer a post failed for with PEER_LOST, this call
+  int notice_first_from_ = -1;
+  int notice_sends_done_ = 0;  // own notices completed or failed, in send_notices    // the peer
+                               // whose notice arrived first
+  int lost_rank_ = -1;         // whom this communicator's failure blames
+  int lost_via_ = -1;          // the peer that reported lost_rank_, -1: seen here
+  int post_lost_peer_ = -1;    // the peer a post failed for with PEER_LOST, this call
   chorus_tp_error_t pending_error_{};  // read by poll_data, not yet reported
   bool has_pending_error_ = false;
   std::vector<int> pending_sends_;  // per peer, in the running call
@@ -303,7 +309,8 @@ class Communicator {
 
   // Counters (see counters()).
   std::unique_ptr<PeerCounters[]> peer_counters_;
-  std::vector<std::pair<std::string, std::unique_ptr<std::atomic<uint64_t>>>> algo_ops_;  // "all_reduce.ring"
+  std::vector<std::pair<std::string, std::unique_ptr<std::atomic<uint64_t>>>>
+      algo_ops_;  // "all_reduce.ring"
   std::atomic<uint64_t> send_ops_{0}, recv_ops_{0}, requests_issued_{0}, requests_cancelled_{0};
   std::atomic<uint64_t> errors_{0}, retries_{0}, transport_wait_ns_{0}, request_wait_ns_{0};
   std::atomic<uint64_t> inline_ops_{0}, queued_ops_{0};
