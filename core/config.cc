@@ -2,27 +2,26 @@
 
 #include <toml++/toml.h>
 
+#include <unistd.h>
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
-#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 #include <memory>
 #include <sstream>
-#include <unistd.h>
 
 extern char** environ;
 
 namespace chorus::core {
 namespace {
 
-constexpr const char* kCollectiveNames[CHORUS_COLL_COUNT] = {"all_reduce", "all_gather",
-                                                              "reduce_scatter", "broadcast",
-                                                              "barrier"};
+constexpr const char* kCollectiveNames[CHORUS_COLL_COUNT] = {
+    "all_reduce", "all_gather", "reduce_scatter", "broadcast", "barrier"};
 
 /// One key as it came from one source. Exactly one of `node` (file, API) and
 /// `raw` (environment text) carries the value.
@@ -125,11 +124,12 @@ Status ascii_only(std::string_view text, const std::string& where) {
   for (size_t i = 0; i < text.size(); ++i) {
     unsigned char c = static_cast<unsigned char>(text[i]);
     if (i >= start && c >= 0x80)
-      return Status(CHORUS_ERR_INVALID_ARGUMENT,
-                    where + ":" + std::to_string(line) + ":" + std::to_string(column) +
-                        ": non-ASCII byte 0x" + "0123456789ABCDEF"[c >> 4] + "0123456789ABCDEF"[c & 15] +
-                        "; Chorus configuration must be ASCII (write other characters as \\u escapes "
-                        "inside quoted strings)");
+      return Status(
+          CHORUS_ERR_INVALID_ARGUMENT,
+          where + ":" + std::to_string(line) + ":" + std::to_string(column) +
+              ": non-ASCII byte 0x" + "0123456789ABCDEF"[c >> 4] + "0123456789ABCDEF"[c & 15] +
+              "; Chorus configuration must be ASCII (write other characters as \\u escapes "
+              "inside quoted strings)");
     if (c == '\n') {
       ++line;
       column = 1;
@@ -198,8 +198,7 @@ Status apply(const Entry& e, Config& cfg) {
   auto set_timeout = [&](double& field) -> Status {
     auto v = get_number(e);
     if (!v.is_ok()) return v.status();
-    if (!(*v > 0) || !std::isfinite(*v))
-      return bad(e, "a timeout is a positive number of seconds");
+    if (!(*v > 0) || !std::isfinite(*v)) return bad(e, "a timeout is a positive number of seconds");
     field = *v;
     return Status::ok();
   };
@@ -425,9 +424,12 @@ Result<uint64_t> parse_size(const std::string& text) {
     return Status(CHORUS_ERR_INVALID_ARGUMENT, "'" + text + "' is not a size (e.g. 4096, 64K, 1M)");
   uint64_t mult = 1;
   std::string suffix = upper(std::string(p, e));
-  if (suffix == "K" || suffix == "KB" || suffix == "KIB") mult = 1ull << 10;
-  else if (suffix == "M" || suffix == "MB" || suffix == "MIB") mult = 1ull << 20;
-  else if (suffix == "G" || suffix == "GB" || suffix == "GIB") mult = 1ull << 30;
+  if (suffix == "K" || suffix == "KB" || suffix == "KIB")
+    mult = 1ull << 10;
+  else if (suffix == "M" || suffix == "MB" || suffix == "MIB")
+    mult = 1ull << 20;
+  else if (suffix == "G" || suffix == "GB" || suffix == "GIB")
+    mult = 1ull << 30;
   else if (!suffix.empty() && suffix != "B")
     return Status(CHORUS_ERR_INVALID_ARGUMENT,
                   "'" + text + "' has an unknown unit '" + suffix + "' (use K, M or G)");
@@ -452,7 +454,8 @@ std::string slurm_first_host(const std::string& nodelist) {
   std::string host = nodelist.substr(0, end);
   if (end != std::string::npos && nodelist[end] == '[') {
     size_t close = nodelist.find(']', end);
-    std::string inside = nodelist.substr(end + 1, close == std::string::npos ? std::string::npos : close - end - 1);
+    std::string inside =
+        nodelist.substr(end + 1, close == std::string::npos ? std::string::npos : close - end - 1);
     host += inside.substr(0, inside.find_first_of(",-"));
   }
   return host;
@@ -468,7 +471,8 @@ std::vector<LauncherSetting> launcher_settings(const std::map<std::string, std::
   // with a port derived from the job id, so every task computes the same one.
   if (const auto* procid = get("SLURM_PROCID")) {
     out.push_back({"bootstrap.rank", *procid, "SLURM_PROCID"});
-    if (const auto* n = get("SLURM_NTASKS")) out.push_back({"bootstrap.world_size", *n, "SLURM_NTASKS"});
+    if (const auto* n = get("SLURM_NTASKS"))
+      out.push_back({"bootstrap.world_size", *n, "SLURM_NTASKS"});
     const auto* nodes = get("SLURM_STEP_NODELIST");
     if (!nodes) nodes = get("SLURM_JOB_NODELIST");
     if (!nodes) nodes = get("SLURM_NODELIST");
@@ -490,7 +494,8 @@ std::vector<LauncherSetting> launcher_settings(const std::map<std::string, std::
   // address is not ours to use.
   if (const auto* r = get("OMPI_COMM_WORLD_RANK")) {
     out.push_back({"bootstrap.rank", *r, "OMPI_COMM_WORLD_RANK"});
-    if (const auto* n = get("OMPI_COMM_WORLD_SIZE")) out.push_back({"bootstrap.world_size", *n, "OMPI_COMM_WORLD_SIZE"});
+    if (const auto* n = get("OMPI_COMM_WORLD_SIZE"))
+      out.push_back({"bootstrap.world_size", *n, "OMPI_COMM_WORLD_SIZE"});
     return out;
   }
   if (const auto* r = get("PMIX_RANK")) {
@@ -509,7 +514,8 @@ std::vector<LauncherSetting> launcher_settings(const std::map<std::string, std::
         // torchrun's own store listens on MASTER_PORT; Chorus takes the next port.
         unsigned long p = std::strtoul(port->c_str(), nullptr, 10) + 1;
         std::string host = addr->find(':') != std::string::npos ? "[" + *addr + "]" : *addr;
-        out.push_back({"bootstrap.coordinator", host + ":" + std::to_string(p), "MASTER_ADDR and MASTER_PORT+1"});
+        out.push_back({"bootstrap.coordinator", host + ":" + std::to_string(p),
+                       "MASTER_ADDR and MASTER_PORT+1"});
       }
     }
   }
@@ -584,9 +590,10 @@ Result<Config> load_config(const ConfigInputs& inputs) {
     try {
       docs.push_back(std::make_unique<toml::table>(toml::parse(s)));
     } catch (const toml::parse_error& err) {
-      return Status(CHORUS_ERR_INVALID_ARGUMENT,
-                    "API setting '" + s + "' is not valid TOML (strings need quotes: "
-                    "transport.name=\"tcp\"): " + std::string(err.description()));
+      return Status(CHORUS_ERR_INVALID_ARGUMENT, "API setting '" + s +
+                                                     "' is not valid TOML (strings need quotes: "
+                                                     "transport.name=\"tcp\"): " +
+                                                     std::string(err.description()));
     }
     std::vector<Entry> flat;
     flatten(*docs.back(), "", "", flat);
@@ -626,7 +633,7 @@ Result<Config> load_config(const ConfigInputs& inputs) {
   for (auto* list : {&launcher_entries, &file_entries, &env_entries, &api_entries}) {
     for (const auto& e : *list) {
       if (e.key == "plugin_path") {
-        auto& dest = list == &file_entries ? file_paths
+        auto& dest = list == &file_entries  ? file_paths
                      : list == &env_entries ? env_paths
                                             : api_paths;
         if (auto st = collect_paths(e, dest); !st.is_ok()) return st;

@@ -29,8 +29,8 @@
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
-#include <rdma/fi_errno.h>
 #include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
 
 #include <stdint.h>
 #include <stdio.h>
@@ -38,21 +38,20 @@
 #include <string.h>
 #include <time.h>
 
-#define CHECK(call)                                                              \
-  do {                                                                           \
-    int rc_ = (int)(call);                                                       \
-    if (rc_ != 0) {                                                              \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,            \
-              fi_strerror(-rc_));                                                \
-      exit(1);                                                                   \
-    }                                                                            \
+#define CHECK(call)                                                                     \
+  do {                                                                                  \
+    int rc_ = (int)(call);                                                              \
+    if (rc_ != 0) {                                                                     \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, fi_strerror(-rc_)); \
+      exit(1);                                                                          \
+    }                                                                                   \
   } while (0)
 
 struct side {
-  struct fid_av *av;
-  struct fid_cq *cq;
-  struct fid_ep *ep;
-  struct fid_mr *mr;
+  struct fid_av* av;
+  struct fid_cq* cq;
+  struct fid_ep* ep;
+  struct fid_mr* mr;
   char buf[256];
   char name[256];
   size_t name_len;
@@ -60,10 +59,10 @@ struct side {
   struct fi_context2 ctx[4];
 };
 
-static struct fid_fabric *fabric;
-static struct fid_domain *domain;
+static struct fid_fabric* fabric;
+static struct fid_domain* domain;
 
-static void open_side(struct fi_info *info, struct side *s, uint64_t key) {
+static void open_side(struct fi_info* info, struct side* s, uint64_t key) {
   struct fi_av_attr av_attr = {.type = info->domain_attr->av_type};
   struct fi_cq_attr cq_attr = {.size = 1024, .format = FI_CQ_FORMAT_DATA};
   CHECK(fi_av_open(domain, &av_attr, &s->av, NULL));
@@ -77,7 +76,7 @@ static void open_side(struct fi_info *info, struct side *s, uint64_t key) {
   CHECK(fi_mr_reg(domain, s->buf, sizeof s->buf, FI_SEND | FI_RECV, 0, key, 0, &s->mr, NULL));
 }
 
-static void connect_sides(struct side *a, struct side *b) {
+static void connect_sides(struct side* a, struct side* b) {
   if (fi_av_insert(a->av, b->name, 1, &a->peer, 0, NULL) != 1 ||
       fi_av_insert(b->av, a->name, 1, &b->peer, 0, NULL) != 1) {
     fprintf(stderr, "fi_av_insert failed\n");
@@ -86,7 +85,7 @@ static void connect_sides(struct side *a, struct side *b) {
 }
 
 /* Reads one completion from each listed CQ that has one; returns how many. */
-static int reap(struct side **sides, int n) {
+static int reap(struct side** sides, int n) {
   int got = 0;
   for (int i = 0; i < n; ++i) {
     struct fi_cq_data_entry e;
@@ -106,7 +105,7 @@ static int reap(struct side **sides, int n) {
   return got;
 }
 
-static void wait_for(struct side **sides, int n, int completions) {
+static void wait_for(struct side** sides, int n, int completions) {
   const time_t until = time(NULL) + 20;
   while (completions > 0) {
     completions -= reap(sides, n);
@@ -120,7 +119,7 @@ static void wait_for(struct side **sides, int n, int completions) {
 /* Sends 64 bytes from s to its peer; while the provider says -FI_EAGAIN
  * (rxm sets up its connection), progresses the listed sides. Completions
  * reaped meanwhile are added to *reaped. */
-static void post_send(struct side *s, int slot, struct side **progress, int n, int *reaped) {
+static void post_send(struct side* s, int slot, struct side** progress, int n, int* reaped) {
   for (;;) {
     ssize_t rc = fi_send(s->ep, s->buf, 64, fi_mr_desc(s->mr), s->peer, &s->ctx[slot]);
     if (rc == 0) return;
@@ -129,8 +128,8 @@ static void post_send(struct side *s, int slot, struct side **progress, int n, i
   }
 }
 
-int main(int argc, char **argv) {
-  const char *prov = argc > 1 ? argv[1] : "verbs;ofi_rxm";
+int main(int argc, char** argv) {
+  const char* prov = argc > 1 ? argv[1] : "verbs;ofi_rxm";
   struct fi_info *hints = fi_allocinfo(), *info = NULL;
   hints->ep_attr->type = FI_EP_RDM;
   hints->caps = FI_MSG | FI_SEND | FI_RECV;
@@ -139,9 +138,9 @@ int main(int argc, char **argv) {
   hints->domain_attr->threading = FI_THREAD_DOMAIN;
   hints->fabric_attr->prov_name = strdup(prov);
   CHECK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info));
-  printf("libfabric %u.%u, provider %s, domain %s, FI_OFI_RXM_USE_SRX=%s\n",
-         FI_MAJOR(fi_version()), FI_MINOR(fi_version()), info->fabric_attr->prov_name,
-         info->domain_attr->name, getenv("FI_OFI_RXM_USE_SRX") ? getenv("FI_OFI_RXM_USE_SRX") : "unset");
+  printf("libfabric %u.%u, provider %s, domain %s, FI_OFI_RXM_USE_SRX=%s\n", FI_MAJOR(fi_version()),
+         FI_MINOR(fi_version()), info->fabric_attr->prov_name, info->domain_attr->name,
+         getenv("FI_OFI_RXM_USE_SRX") ? getenv("FI_OFI_RXM_USE_SRX") : "unset");
   CHECK(fi_fabric(info->fabric_attr, &fabric, NULL));
   CHECK(fi_domain(fabric, info, &domain, NULL));
 
@@ -152,7 +151,7 @@ int main(int argc, char **argv) {
 
   /* Message 1: both sides progress, which also sets up rxm's connection. */
   CHECK(fi_recv(b.ep, b.buf, sizeof b.buf, fi_mr_desc(b.mr), b.peer, &b.ctx[0]));
-  struct side *both[] = {&a, &b};
+  struct side* both[] = {&a, &b};
   int reaped = 0;
   post_send(&a, 0, both, 2, &reaped);
   wait_for(both, 2, 2 - reaped);
@@ -160,7 +159,7 @@ int main(int argc, char **argv) {
 
   /* Message 2: only A progresses. Its send completes once B's NIC has
    * acknowledged it; B's receive completion stays in rxm's MSG CQ. */
-  struct side *only_a[] = {&a};
+  struct side* only_a[] = {&a};
   reaped = 0;
   post_send(&a, 1, only_a, 1, &reaped);
   wait_for(only_a, 1, 1 - reaped);

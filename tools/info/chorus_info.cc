@@ -21,10 +21,13 @@ int main(int argc, char** argv) {
   ConfigInputs in;
   in.env = environment_map();
   auto cfg = load_config(in);
-  if (cfg.is_ok()) extra = cfg->plugin_path;
-  else std::printf("warning: configuration not usable: %s\n\n", cfg.status().message().c_str());
+  if (cfg.is_ok())
+    extra = cfg->plugin_path;
+  else
+    std::printf("warning: configuration not usable: %s\n\n", cfg.status().message().c_str());
 
-  std::printf("Chorus %d.%d.%d\n", CHORUS_VERSION_MAJOR, CHORUS_VERSION_MINOR, CHORUS_VERSION_PATCH);
+  std::printf("Chorus %d.%d.%d\n", CHORUS_VERSION_MAJOR, CHORUS_VERSION_MINOR,
+              CHORUS_VERSION_PATCH);
   std::printf("ABIs understood: transport v%d (minor %d), algorithm v%d (minor %d)\n",
               CHORUS_TRANSPORT_ABI_MAJOR, CHORUS_TRANSPORT_ABI_MINOR, CHORUS_ALGORITHM_ABI_MAJOR,
               CHORUS_ALGORITHM_ABI_MINOR);
@@ -42,8 +45,7 @@ int main(int argc, char** argv) {
       if (item.loaded) {
         std::printf("  %-12s ok      ABI v%s  %s\n", item.name.c_str(), item.abi_version.c_str(),
                     item.path.c_str());
-        if (!item.inventory.empty())
-          std::printf("      %s\n", item.inventory.c_str());
+        if (!item.inventory.empty()) std::printf("      %s\n", item.inventory.c_str());
       } else {
         ++failed;
         std::printf("  %-12s FAILED  %s\n      reason: %s\n", item.name.c_str(), item.path.c_str(),
@@ -69,12 +71,14 @@ int main(int argc, char** argv) {
       return false;
     };
     const bool ok = loads(local) && loads(fabric);
-    std::printf("Built-in transport:\n  %-12s %s  %s within a host (transport.auto.local), %s across hosts "
-                "(transport.auto.fabric)%s\n",
-                "auto", ok ? "ok    " : "FAILED", local.c_str(), fabric.c_str(),
-                ok ? "" : "; one of them is not loadable above");
+    std::printf(
+        "Built-in transport:\n  %-12s %s  %s within a host (transport.auto.local), %s across hosts "
+        "(transport.auto.fabric)%s\n",
+        "auto", ok ? "ok    " : "FAILED", local.c_str(), fabric.c_str(),
+        ok ? "" : "; one of them is not loadable above");
   }
   if (cfg.is_ok())
-    std::printf("Default transport: %s (config: %s)\n", cfg->transport.c_str(), cfg->source.c_str());
+    std::printf("Default transport: %s (config: %s)\n", cfg->transport.c_str(),
+                cfg->source.c_str());
   return 0;
 }

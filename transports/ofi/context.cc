@@ -178,9 +178,10 @@ void Context::open_fabric(const std::string& bind) {
       // The usual cause: rxm's verbs CQ is larger than the device's max_cqe.
       const char* universe = std::getenv("FI_UNIVERSE_SIZE");
       const char* srx = std::getenv("FI_OFI_RXM_USE_SRX");
-      hint = std::string("; ofi_rxm's verbs completion queue (srx size + msg tx size x "
-                         "FI_UNIVERSE_SIZE) may exceed the device's max_cqe (ibv_devinfo -v): "
-                         "FI_UNIVERSE_SIZE is ") +
+      hint = std::string(
+                 "; ofi_rxm's verbs completion queue (srx size + msg tx size x "
+                 "FI_UNIVERSE_SIZE) may exceed the device's max_cqe (ibv_devinfo -v): "
+                 "FI_UNIVERSE_SIZE is ") +
              (universe != nullptr ? universe : "unset (256)") + ", FI_OFI_RXM_USE_SRX " +
              (srx != nullptr ? srx : "unset (0)") +
              "; lower FI_UNIVERSE_SIZE or FI_OFI_RXM_MSG_RX_SIZE in the job's environment";
