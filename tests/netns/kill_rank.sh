@@ -42,9 +42,10 @@ for ((it = 1; it <= iterations; ++it)); do
   victim=$((RANDOM % n))
   coll=${colls[RANDOM % ${#colls[@]}]}
   delay_ms=$((RANDOM % window_ms))
-  # Nine sizes, 200 iterations each, every element checked: several seconds,
+  # Nine sizes, 1000 iterations each, every element checked: several seconds
+  # even for the fastest (reduce_scatter over mesh: ~6 ms per round here),
   # longer than the join plus the window (checked below).
-  netns_start_ranks "$settings" -- -c --coll "$coll" -b 64 -e 4M -f 4 -n 200 -w 1
+  netns_start_ranks "$settings" -- -c --coll "$coll" -b 64 -e 4M -f 4 -n 1000 -w 1
   netns_wait_joined 20
   sleep "$(printf '%d.%03d' $((delay_ms / 1000)) $((delay_ms % 1000)))"
   for ((r = 0; r < n; ++r)); do
