@@ -44,7 +44,8 @@ class Context {
   /// Never blocks. Completions written, or PENDING.
   int poll(chorus_tp_completion_t* out, std::size_t max) noexcept;
   int read_error(chorus_tp_error_t* out) noexcept;
-  /// Spins for spin_us, then sleeps on the bells of the endpoints with work
+  /// Spins for spin_us (busy when every rank can have a core, yielding the
+  /// core between passes when the host is oversubscribed), then sleeps on the bells of the endpoints with work
   /// outstanding (and the interrupt word) until something may have
   /// completed, interrupt() or the timeout. OK or TIMEOUT.
   int wait(int timeout_ms) noexcept;
@@ -52,12 +53,18 @@ class Context {
 
  private:
   /// One progress pass over every endpoint; true when anything moved.
-  bool progress_all() noexcept;
+  /// `timed` makes it check for exited peers now (otherwise every 64th
+  /// pass does).
+  bool progress_all(bool timed = false) noexcept;
   void reap(chorus_tp_endpoint_t* ep, std::uint32_t opcode) noexcept;
 
   Config cfg_;
   int rank_;
   int size_;
+  /// More ranks than usable cores: spin passes yield the core (the rank we
+  /// wait for may need it) instead of pausing on it.
+  bool oversubscribed_;
+  unsigned untimed_passes_ = 0;
   std::vector<std::unique_ptr<Endpoint>> endpoints_;
   CompletionQueue cq_;
   std::vector<FutexWatch> watches_;
