@@ -68,6 +68,12 @@ struct Call {
   std::byte* dst = nullptr;
   chorus_tp_mr_t* dst_mr = nullptr;
   chorus_reduce_fn_t kernel = nullptr;
+  /// all_gather with a separate input: the own block is sent from `in`
+  /// (starting at element `own_offset` of dst) and copied into dst only
+  /// after the first posts, so the copy overlaps the peers' reads.
+  const std::byte* own_in = nullptr;
+  chorus_tp_mr_t* own_in_mr = nullptr;
+  size_t own_offset = 0;
 };
 
 class Executor {
@@ -94,6 +100,7 @@ class Executor {
   int run() {
     if (int rc = setup(); rc != CHORUS_OK) return rc;
     chorus_tp_completion_t comps[kMaxCompletions];
+    bool own_copied = call_.own_in == nullptr;
     for (;;) {
       bool done = true;
       bool outstanding = false;
@@ -105,6 +112,13 @@ class Executor {
           outstanding = outstanding || s.send_posted > s.send_done || s.recv_posted > s.recv_done;
         }
         done = done && lane.reduced == lane.pieces;
+      }
+      if (!own_copied) {
+        // Every first receive and send is posted: copy the own block while
+        // the peers fetch theirs (with CMA or RDMA they read `in` directly).
+        std::memcpy(call_.dst + call_.own_offset * call_.esize, call_.own_in,
+                    call_.count * call_.esize);
+        own_copied = true;
       }
       if (done) return CHORUS_OK;
       if (!outstanding)
@@ -277,6 +291,11 @@ class Executor {
         r = piece_of(s.gather_send, piece_, k);
         buf = call_.dst + r.offset * es;
         mr = call_.dst_mr;
+        if (call_.own_in && r.offset >= call_.own_offset &&
+            r.offset < call_.own_offset + call_.count) {
+          buf = call_.own_in + (r.offset - call_.own_offset) * es;
+          mr = call_.own_in_mr;
+        }
       }
       uint64_t wr = pack({true, lane.id, s.peer, uint32_t(idx)});
       int rc = tp->post_send(s.ep, buf, r.count * es, mr, wr);
@@ -436,17 +455,28 @@ int mesh_all_gather(const chorus_algo_env_v1_t* env, const void* in, void* out, 
   size_t esize = chorus_dtype_size(dtype);
   if (count == 0) return CHORUS_OK;
   auto* base = static_cast<std::byte*>(out);
+  const size_t total = size_t(env->size) * count * esize;
   std::byte* mine = base + size_t(env->rank) * count * esize;
-  if (in != mine) std::memmove(mine, in, count * esize);
+  const auto* src = static_cast<const std::byte*>(in);
+  // An input inside the output (other than in place) could be overwritten
+  // by a receive before it is sent: copy it first, as for one rank.
+  const auto at = reinterpret_cast<std::uintptr_t>(src);
+  const auto lo = reinterpret_cast<std::uintptr_t>(base);
+  const bool overlaps = at + count * esize > lo && at < lo + total;
+  if (in != mine && (overlaps || env->size == 1)) std::memmove(mine, in, count * esize);
   if (env->size == 1) return CHORUS_OK;
   Call call;
   call.kind = Kind::kAllGather;
   call.count = count;
   call.esize = esize;
   call.dst = base;
-  if (int rc = register_buffer(env, out, size_t(env->size) * count * esize, &call.dst_mr);
-      rc != CHORUS_OK)
-    return rc;
+  if (int rc = register_buffer(env, out, total, &call.dst_mr); rc != CHORUS_OK) return rc;
+  if (!overlaps) {
+    call.own_in = src;
+    call.own_offset = size_t(env->rank) * count;
+    if (int rc = register_buffer(env, in, count * esize, &call.own_in_mr); rc != CHORUS_OK)
+      return rc;
+  }
   return Executor(env, call).run();
 }
 

@@ -36,6 +36,12 @@ struct Plan {
   /// Step u in the forward (false) or reverse (true) ring.
   std::function<Step(int, bool)> step;
   std::function<Range(int)> chunk;
+  /// all_gather with a separate input: chunk `own_chunk` is sent from
+  /// `own_in` and copied into the work buffer only after the first posts,
+  /// so the copy overlaps the neighbour's read of it.
+  int own_chunk = -1;
+  const std::byte* own_in = nullptr;
+  chorus_tp_mr_t* own_in_mr = nullptr;
 };
 
 int load_settings(const chorus_algo_env_v1_t* env, Settings& settings) {
@@ -99,6 +105,7 @@ class Executor {
                     "ring: lane " + std::to_string(lane.id) + " has no endpoint to its neighbour");
     }
     chorus_tp_completion_t comps[kMaxCompletions];
+    bool own_copied = plan_.own_in == nullptr;
     for (;;) {
       bool done = true;
       bool outstanding = false;
@@ -107,6 +114,11 @@ class Executor {
         done = done && lane.send_done == lane.send_total && lane.recv_done == lane.recv_total;
         outstanding = outstanding || lane.send_posted > lane.send_done ||
                       lane.recv_posted > lane.recv_done;
+      }
+      if (!own_copied) {
+        Range own = plan_.chunk(plan_.own_chunk);
+        std::memcpy(work_ + own.offset * esize_, plan_.own_in, own.count * esize_);
+        own_copied = true;
       }
       if (done) return CHORUS_OK;
       if (!outstanding)
@@ -201,8 +213,14 @@ class Executor {
           lane.recv_done <= lane.recv_start[size_t(st.send_after)] + lane.send_piece)
         break;  // the data this piece forwards has not landed yet
       Range r = piece_range(lane, st.send_chunk, lane.send_piece);
+      const std::byte* src = work_ + r.offset * esize_;
+      chorus_tp_mr_t* mr = work_mr_;
+      if (plan_.own_in && st.send_chunk == plan_.own_chunk) {
+        src = plan_.own_in + (r.offset - plan_.chunk(st.send_chunk).offset) * esize_;
+        mr = plan_.own_in_mr;
+      }
       uint64_t wr = kSendBit | (uint64_t(lane.id) << kLaneShift) | lane.send_posted;
-      int rc = tp->post_send(lane.ep_send, work_ + r.offset * esize_, r.count * esize_, work_mr_, wr);
+      int rc = tp->post_send(lane.ep_send, src, r.count * esize_, mr, wr);
       if (rc == CHORUS_ERR_AGAIN) break;
       if (rc != CHORUS_OK)
         return fail(env_, rc, "ring: post_send to rank " + std::to_string(lane.to) +
@@ -284,16 +302,28 @@ int ring_all_gather(const chorus_algo_env_v1_t* env, const void* in, void* out, 
   size_t esize = chorus_dtype_size(dtype);
   if (count == 0) return CHORUS_OK;
   auto* base = static_cast<std::byte*>(out);
+  const size_t total = size_t(env->size) * count * esize;
   std::byte* mine = base + size_t(env->rank) * count * esize;
-  if (in != mine) std::memmove(mine, in, count * esize);
+  // An input inside the output (other than in place) could be overwritten
+  // by a receive before it is sent: copy it first, as for one rank.
+  const auto at = reinterpret_cast<std::uintptr_t>(in);
+  const auto lo = reinterpret_cast<std::uintptr_t>(base);
+  const bool overlaps = at + count * esize > lo && at < lo + total;
+  if (in != mine && (overlaps || env->size == 1)) std::memmove(mine, in, count * esize);
   if (env->size == 1) return CHORUS_OK;
   chorus_tp_mr_t* mr = nullptr;
-  if (int rc = register_work(env, out, size_t(env->size) * count * esize, &mr); rc != CHORUS_OK)
-    return rc;
+  if (int rc = register_work(env, out, total, &mr); rc != CHORUS_OK) return rc;
   int rank = env->rank, size = env->size;
   Plan plan{all_gather_steps(size),
             [=](int u, bool rev) { return directed_step(all_gather_step, rank, size, u, rev); },
             [=](int c) { return Range{size_t(c) * count, count}; }};
+  if (!overlaps) {
+    plan.own_chunk = rank;
+    plan.own_in = static_cast<const std::byte*>(in);
+    if (int rc = register_work(env, const_cast<void*>(in), count * esize, &plan.own_in_mr);
+        rc != CHORUS_OK)
+      return rc;
+  }
   return Executor(env, settings, base, mr, esize, nullptr, std::move(plan)).run();
 }
 
