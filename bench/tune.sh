@@ -15,6 +15,9 @@
 #   oneshot  mesh all_reduce with one shot forced (one_shot_max=1G) against
 #            reduce-scatter + all-gather (one_shot_max=0), 8 B .. 4 MiB: the
 #            value of algorithm.mesh.one_shot_max.
+#   wait     mesh all_reduce 16 B .. 1 MiB with the transport's spin_us at
+#            0 (sleep at once), its default and 300: how long wait() should
+#            poll before it sleeps (opt-in: --phases "... wait").
 #   ring     ring all_reduce from 1 MiB to --max with algorithm.channels in
 #            {1,2,4}, algorithm.staging_slot_size in {256K,1M,4M}, and for
 #            the tcp transport transport.tcp.sockets in {1,2,4} and
@@ -114,6 +117,12 @@ for ((round = 1; round <= rounds; round++)); do
         v=("one_shot|CHORUS_ALGORITHM_MESH_ONE_SHOT_MAX=1G" "two_shot|CHORUS_ALGORITHM_MESH_ONE_SHOT_MAX=0")
         for i in $(rotate 2); do
           run oneshot "${v[i]%%|*}" all_reduce mesh 16 4M ${v[i]#*|}
+        done ;;
+      wait)
+        var="CHORUS_TRANSPORT_$(tr '[:lower:]' '[:upper:]' <<<"$transport")_SPIN_US"
+        v=("spin_us=default|" "spin_us=0|$var=0" "spin_us=300|$var=300")
+        for i in $(rotate 3); do
+          run wait "${v[i]%%|*}" all_reduce mesh 16 1M ${v[i]#*|}
         done ;;
       ring)
         for i in $(rotate ${#ring_variants[@]}); do
@@ -255,6 +264,30 @@ if "default" in variants:
             notes.append(f"{key}: {val} is {g:.2f}x the default")
         else:
             notes.append(f"{key}: no value clearly beats the current default")
+
+# ---- wait: spin_us --------------------------------------------------------
+bs = sizes("wait", "spin_us=default", "all_reduce")
+if bs:
+    print(f"\n## wait: transport.{transport}.spin_us (mesh all_reduce, median µs; speed-up = default time / variant time)")
+    print("| variant | " + " | ".join(size(b) for b in bs) + " | geomean speed-up |")
+    print("|---|" + "---:|" * (len(bs) + 1))
+    base = {b: med[("wait", "spin_us=default", "all_reduce", b)] for b in bs}
+    print("| default | " + " | ".join(f"{base[b]:.0f}" for b in bs) + " | 1.00 |")
+    best = None
+    for v in ("spin_us=0", "spin_us=300"):
+        got = {b: med[("wait", v, "all_reduce", b)] for b in bs if ("wait", v, "all_reduce", b) in med}
+        if not got:
+            continue
+        clear, g = verdict([base[b] / got[b] for b in got])
+        print(f"| {v} | " + " | ".join(f"{got[b]:.0f}" if b in got else "-" for b in bs)
+              + f" | {g:.2f}{' (clear)' if clear else ''} |")
+        if clear and (best is None or g > best[0]):
+            best = (g, v.split("=", 1)[1])
+    if best:
+        toml[f"transport.{transport}.spin_us"] = best[1]
+        notes.append(f"transport.{transport}.spin_us: {best[1]} is {best[0]:.2f}x the default")
+    else:
+        notes.append(f"transport.{transport}.spin_us: no value clearly beats the current default")
 
 for coll, sw in switch.items():
     notes.append(f"{coll}: ring from {size(sw) + ' per rank' if sw else 'never'} (built-in switch: "

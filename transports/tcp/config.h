@@ -20,7 +20,7 @@ struct Config {
   /// TCP_NODELAY on every data connection.
   bool nodelay = true;
   /// Microseconds wait() busy-polls before it sleeps in epoll.
-  int spin_us = 0;
+  int spin_us = 100;
 
   static constexpr int kMaxSockets = 16;
   static constexpr int kMaxSpinUs = 1'000'000;

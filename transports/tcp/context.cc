@@ -6,6 +6,7 @@
 
 #include <asio/ip/host_name.hpp>
 
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -79,6 +80,13 @@ Context::Context(const chorus_tp_context_info_t& info) : discard_(64 * 1024), ev
   }
   rank_ = info.rank;
   size_ = info.size;
+  {
+    // The communicator's size bounds the ranks on this host.
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    const int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+    oversubscribed_ = size_ > std::max(1, cores);
+  }
   cfg_ = Config::parse(info.config, info.config_count);
   // Minor 2 appended the job key; an older caller's info is shorter.
   if (info.struct_size >= offsetof(chorus_tp_context_info_t, job_key_len) + sizeof(size_t) &&
@@ -281,9 +289,12 @@ int Context::wait(int timeout_ms) {
   if (!cq_.empty()) return CHORUS_OK;
   const Deadline deadline = Deadline::after_ms(timeout_ms);
   if (cfg_.spin_us > 0) {
+    // Each pass is a non-blocking epoll_wait. On an oversubscribed host the
+    // pass gives the core away first: the rank we wait for may need it.
     const auto spin_end =
         std::min(deadline.at(), Deadline::Clock::now() + std::chrono::microseconds(cfg_.spin_us));
     while (Deadline::Clock::now() < spin_end) {
+      if (oversubscribed_) sched_yield();
       if (drive(0) || !cq_.empty()) return CHORUS_OK;
     }
   }

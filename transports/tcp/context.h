@@ -69,6 +69,8 @@ class Context {
 
   int rank_ = 0;
   int size_ = 1;
+  /// More ranks than usable cores: spin passes yield the core.
+  bool oversubscribed_ = false;
   Config cfg_;
   auth::Key job_key_;
   asio::ip::address advertised_;
