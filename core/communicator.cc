@@ -547,13 +547,13 @@ void Communicator::abort() {
 }
 
 Status Communicator::usable(const char* what) const {
-  std::string prefix = who() + ": " + what;
+  // On every call's path: build no text unless there is an error to report.
   if (aborted_.load())
     return {CHORUS_ERR_ABORTED,
-            prefix + ": the communicator was aborted; finalize it and create a new one"};
+            who() + ": " + what + ": the communicator was aborted; finalize it and create a new one"};
   if (broken_)
     return {broken_status_.code(),
-            prefix + ": the communicator failed earlier and cannot be used (" +
+            who() + ": " + what + ": the communicator failed earlier and cannot be used (" +
                 broken_status_.message() + "); finalize it and create a new one"};
   return Status::ok();
 }
@@ -1224,7 +1224,7 @@ void Communicator::run_request(Request& req) {
   {
     std::lock_guard lock(q_mu_);
     cut = cut_after_;
-    cut_what = cut_what_;
+    if (req.seq() > cut) cut_what = cut_what_;  // copied only when it is reported
   }
   if (req.seq() > cut) {
     st = {CHORUS_ERR_ABORTED, who() + ": " + req.what() + ": an earlier request (" + cut_what +
