@@ -861,6 +861,12 @@ int Communicator::filter_notices(chorus_tp_completion_t* out, int n) {
   if (notice_peer_.empty()) return n;
   int kept = 0;
   for (int i = 0; i < n; ++i) {
+    // Every notice work request carries kNoticeWrId + a rank: anything
+    // else is algorithm traffic, kept without a lookup.
+    if (out[i].wr_id - kNoticeWrId >= uint64_t(size_)) {
+      out[kept++] = out[i];
+      continue;
+    }
     auto it = notice_peer_.find(out[i].endpoint);
     if (it == notice_peer_.end()) {
       out[kept++] = out[i];
