@@ -549,8 +549,9 @@ void Communicator::abort() {
 Status Communicator::usable(const char* what) const {
   // On every call's path: build no text unless there is an error to report.
   if (aborted_.load())
-    return {CHORUS_ERR_ABORTED,
-            who() + ": " + what + ": the communicator was aborted; finalize it and create a new one"};
+    return {
+        CHORUS_ERR_ABORTED,
+        who() + ": " + what + ": the communicator was aborted; finalize it and create a new one"};
   if (broken_)
     return {broken_status_.code(),
             who() + ": " + what + ": the communicator failed earlier and cannot be used (" +

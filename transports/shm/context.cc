@@ -45,8 +45,8 @@ Context::Context(const chorus_tp_context_info_t& info)
                                                  std::to_string(info.size) + " is out of range");
   }
   if (const int removed = sweep_stale_segments(); removed > 0) {
-    log(CHORUS_LOG_INFO, "removed " + std::to_string(removed) +
-                             " segment(s) left in /dev/shm by exited processes");
+    log(CHORUS_LOG_INFO,
+        "removed " + std::to_string(removed) + " segment(s) left in /dev/shm by exited processes");
   }
   watches_.reserve(kMaxFutexWatches);
   sleepers_.reserve(kMaxFutexWatches);

@@ -45,9 +45,9 @@ class Context {
   int poll(chorus_tp_completion_t* out, std::size_t max) noexcept;
   int read_error(chorus_tp_error_t* out) noexcept;
   /// Spins for spin_us (busy when every rank can have a core, yielding the
-  /// core between passes when the host is oversubscribed), then sleeps on the bells of the endpoints with work
-  /// outstanding (and the interrupt word) until something may have
-  /// completed, interrupt() or the timeout. OK or TIMEOUT.
+  /// core between passes when the host is oversubscribed), then sleeps on the bells of the
+  /// endpoints with work outstanding (and the interrupt word) until something may have completed,
+  /// interrupt() or the timeout. OK or TIMEOUT.
   int wait(int timeout_ms) noexcept;
   int interrupt() noexcept;
 

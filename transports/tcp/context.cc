@@ -94,8 +94,9 @@ Context::Context(const chorus_tp_context_info_t& info) : discard_(64 * 1024), ev
     const auto* key = reinterpret_cast<const std::byte*>(info.job_key);
     job_key_.assign(key, key + info.job_key_len);
   } else {
-    log(CHORUS_LOG_DEBUG, "no job key from the caller: data connections are checked with an "
-                          "empty key (protocol only, no authentication)");
+    log(CHORUS_LOG_DEBUG,
+        "no job key from the caller: data connections are checked with an "
+        "empty key (protocol only, no authentication)");
   }
   const std::string bind = info.bind_address != nullptr && info.bind_address[0] != '\0'
                                ? info.bind_address
