@@ -3,10 +3,11 @@
 # soft-RoCE guest (ci.sh starts it through run-in-guest.sh, one boot for all).
 # Groups (default: the first four): conformance, collectives, errors, kill;
 # and ofi (libfabric over verbs;ofi_rxm), not in the default set. Its
-# conformance step leaves out the [process] cases: the harness forks their
-# peers after the parent initialised libfabric, and a forked child cannot use
-# the verbs provider then (see docs/ofi.md, "verbs;ofi_rxm in the soft-RoCE
-# guest"); a second step checks that they fail at once saying so.
+# [process] cases run one per process: a child forked after its parent
+# initialised libfabric cannot use the verbs provider (see docs/ofi.md,
+# "verbs;ofi_rxm in the soft-RoCE guest"), so each case forks its peers
+# before anything in the process touches libfabric; one more step checks
+# that a child forked too late fails at once, saying so.
 # Prints "PASS|FAIL <name> (<seconds> s)" per step and "N passed, M failed"
 # at the end; exits non-zero on any failure.
 set -uo pipefail
@@ -152,17 +153,38 @@ if want ofi && [ -f "$plugins/libchorus-transport-ofi.so" ]; then
     # FI_UNIVERSE_SIZE is the one variable given here: the suite's first
     # case calls describe, whose fi_getinfo initialises libfabric before any
     # context could set the transport's default (libfabric reads it once).
-    step "conformance without [process] cases (ofi verbs;ofi_rxm on rxe0)" 900 \
+    step "conformance without the [process] cases (ofi verbs;ofi_rxm on rxe0)" 900 \
       env FI_UNIVERSE_SIZE=64 CHORUS_CONFORMANCE_TRANSPORT=ofi 'CHORUS_CONFORMANCE_CONFIG=provider=verbs;ofi_rxm' \
       CHORUS_CONFORMANCE_REQUIRE_AVAILABLE=1 "$bin/chorus-conformance" '~[process]'
-    # The harness forks these cases' peers after libfabric is initialised:
-    # over verbs the peer's context_open must refuse at once, naming the fork
-    # (once the harness execs its peers, this step fails and they belong in
-    # the step above).
-    expect_error "conformance [process] cases: forked peers refused (ofi verbs;ofi_rxm)" \
+    # The [process] cases fork their peers before the test process opens a
+    # context; over verbs that is only possible when nothing in the process
+    # initialised libfabric before (a child forked after that cannot post,
+    # and the transport refuses it at once). So each case, and each section
+    # of the failure case, runs in a process of its own, with the
+    # availability probe off (CHORUS_CONFORMANCE_REQUIRE_AVAILABLE).
+    # Selected by tags (a comma in a Catch test spec separates names), each
+    # with -w NoTests so that a spec matching nothing fails.
+    proc_cases=(
+      "[process][sizes]|"
+      "[process][failure]|the peer process exits while receives are posted"
+      "[process][failure]|the peer process is killed while a large send is stuck behind flow control"
+      "[process][failure]|the peer closes its endpoint and stays alive"
+      "[process][wait]|"
+      "[scale][process]|"
+    )
+    for pc in "${proc_cases[@]}"; do
+      tc=${pc%%|*}; sec=${pc#*|}
+      sel=("$tc" -w NoTests); [ -n "$sec" ] && sel+=(-c "$sec")
+      step "conformance $tc${sec:+ / $sec} (ofi verbs;ofi_rxm)" 300 \
+        env FI_UNIVERSE_SIZE=64 CHORUS_CONFORMANCE_TRANSPORT=ofi 'CHORUS_CONFORMANCE_CONFIG=provider=verbs;ofi_rxm' \
+        CHORUS_CONFORMANCE_REQUIRE_AVAILABLE=1 "$bin/chorus-conformance" "${sel[@]}"
+    done
+    # A child forked after its parent initialised libfabric is refused at
+    # once, naming the fork (here: the probe opens a context first).
+    expect_error "conformance [process] case after a parent context: forked peer refused (ofi verbs;ofi_rxm)" \
       "cannot be used in process [0-9]+: it was forked from process [0-9]+ after libfabric" \
       env FI_UNIVERSE_SIZE=64 CHORUS_CONFORMANCE_TRANSPORT=ofi 'CHORUS_CONFORMANCE_CONFIG=provider=verbs;ofi_rxm' \
-      CHORUS_CONFORMANCE_REQUIRE_AVAILABLE=1 "$bin/chorus-conformance" '[process]'
+      "$bin/chorus-conformance" "[process][wait]" -w NoTests
     for n in 2 3 4; do
       step "collective_check -a ring n=$n (ofi verbs;ofi_rxm)" 600 \
         env CHORUS_TRANSPORT=ofi 'CHORUS_TRANSPORT_OFI_PROVIDER=verbs;ofi_rxm' \
