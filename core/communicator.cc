@@ -1005,27 +1005,23 @@ int Communicator::proxy_post_send(chorus_tp_endpoint_t* ep, const void* buf, siz
                                   chorus_tp_mr_t* mr, uint64_t wr_id) {
   Communicator* self = t_running;
   if (!self) return CHORUS_ERR_INTERNAL;
-  int rc = self->tp_->post_send(ep, buf, length, mr, wr_id);
-  if (rc == CHORUS_OK)
-    self->note_posted(ep, true);
-  else if (rc == CHORUS_ERR_AGAIN)
-    self->retries_.fetch_add(1, std::memory_order_relaxed);
-  else if (rc == CHORUS_ERR_PEER_LOST)
-    self->note_post_lost(ep);
-  return rc;
+  return self->after_post(ep, true, self->tp_->post_send(ep, buf, length, mr, wr_id));
 }
 
 int Communicator::proxy_post_recv(chorus_tp_endpoint_t* ep, void* buf, size_t length,
                                   chorus_tp_mr_t* mr, uint64_t wr_id) {
   Communicator* self = t_running;
   if (!self) return CHORUS_ERR_INTERNAL;
-  int rc = self->tp_->post_recv(ep, buf, length, mr, wr_id);
+  return self->after_post(ep, false, self->tp_->post_recv(ep, buf, length, mr, wr_id));
+}
+
+int Communicator::after_post(chorus_tp_endpoint_t* ep, bool send, int rc) {
   if (rc == CHORUS_OK)
-    self->note_posted(ep, false);
+    note_posted(ep, send);
   else if (rc == CHORUS_ERR_AGAIN)
-    self->retries_.fetch_add(1, std::memory_order_relaxed);
+    retries_.fetch_add(1, std::memory_order_relaxed);
   else if (rc == CHORUS_ERR_PEER_LOST)
-    self->note_post_lost(ep);
+    note_post_lost(ep);
   return rc;
 }
 

@@ -227,6 +227,9 @@ class Communicator {
   static int proxy_post_recv(chorus_tp_endpoint_t* ep, void* buf, size_t length, chorus_tp_mr_t* mr,
                              uint64_t wr_id);
   static int proxy_poll(chorus_tp_context_t* ctx, chorus_tp_completion_t* out, size_t max);
+  /// The bookkeeping after a post to `ep`: outstanding counts, retries, or
+  /// the peer a PEER_LOST refusal names. Returns `rc`.
+  int after_post(chorus_tp_endpoint_t* ep, bool send, int rc);
   static int proxy_read_error(chorus_tp_context_t* ctx, chorus_tp_error_t* err_out);
   /// The transport's poll without the notice traffic: completions on notice
   /// endpoints are consumed, their errors dropped; a data error is kept in
@@ -255,14 +258,13 @@ class Communicator {
   std::unordered_map<const chorus_tp_endpoint_t*, int> notice_peer_;
   void* notice_block_ = nullptr;  // [peer] receive buffers, then the send buffer
   chorus_tp_mr_t* notice_mr_ = nullptr;
-  std::vector<int> notice_lost_;     // [peer]: the rank that peer reported lost, or -1
-  std::vector<char> notice_closed_;  // [peer]: its notice receive failed (connection ended)
-  int notice_first_from_ = -1;
-  int notice_sends_done_ = 0;  // own notices completed or failed, in send_notices    // the peer
-                               // whose notice arrived first
-  int lost_rank_ = -1;         // whom this communicator's failure blames
-  int lost_via_ = -1;          // the peer that reported lost_rank_, -1: seen here
-  int post_lost_peer_ = -1;    // the peer a post failed for with PEER_LOST, this call
+  std::vector<int> notice_lost_;       // [peer]: the rank that peer reported lost, or -1
+  std::vector<char> notice_closed_;    // [peer]: its notice receive failed (connection ended)
+  int notice_first_from_ = -1;         // the peer whose notice arrived first
+  int notice_sends_done_ = 0;          // own notices completed or failed, in send_notices
+  int lost_rank_ = -1;                 // whom this communicator's failure blames
+  int lost_via_ = -1;                  // the peer that reported lost_rank_, -1: seen here
+  int post_lost_peer_ = -1;            // the peer a post failed for with PEER_LOST, this call
   chorus_tp_error_t pending_error_{};  // read by poll_data, not yet reported
   bool has_pending_error_ = false;
   std::vector<int> pending_sends_;  // per peer, in the running call
