@@ -83,7 +83,8 @@ class Executor {
       lane.from = lane.reverse ? right : left;
       lane.ep_send = env->endpoint(env->core, lane.to, channel);
       lane.ep_recv = env->endpoint(env->core, lane.from, channel);
-      for (size_t s = 0; s < slots_per_lane; ++s) lane.free_slots.push_back(size_t(l) * slots_per_lane + s);
+      for (size_t s = 0; s < slots_per_lane; ++s)
+        lane.free_slots.push_back(size_t(l) * slots_per_lane + s);
       lane.send_window = std::min<size_t>(2 * slots_per_lane, send_cap);
       lane.recv_window = std::min<size_t>(2 * slots_per_lane, recv_cap);
       lane.recv_start.assign(size_t(plan_.steps) + 1, 0);
@@ -91,7 +92,8 @@ class Executor {
         Step st = plan_.step(u, lane.reverse);
         size_t n = st.recv_chunk >= 0 ? piece_count(sub(lane, st.recv_chunk).count, piece_) : 0;
         lane.recv_start[size_t(u) + 1] = lane.recv_start[size_t(u)] + n;
-        if (st.send_chunk >= 0) lane.send_total += piece_count(sub(lane, st.send_chunk).count, piece_);
+        if (st.send_chunk >= 0)
+          lane.send_total += piece_count(sub(lane, st.send_chunk).count, piece_);
       }
       lane.recv_total = lane.recv_start.back();
       lanes_.push_back(std::move(lane));
@@ -112,8 +114,8 @@ class Executor {
       for (auto& lane : lanes_) {
         if (int rc = pump(lane); rc != CHORUS_OK) return rc;
         done = done && lane.send_done == lane.send_total && lane.recv_done == lane.recv_total;
-        outstanding = outstanding || lane.send_posted > lane.send_done ||
-                      lane.recv_posted > lane.recv_done;
+        outstanding =
+            outstanding || lane.send_posted > lane.send_done || lane.recv_posted > lane.recv_done;
       }
       if (!own_copied) {
         Range own = plan_.chunk(plan_.own_chunk);
@@ -197,8 +199,9 @@ class Executor {
       int rc = tp->post_recv(lane.ep_recv, buf, r.count * esize_, mr, wr);
       if (rc == CHORUS_ERR_AGAIN) break;
       if (rc != CHORUS_OK)
-        return fail(env_, rc, "ring: post_recv from rank " + std::to_string(lane.from) +
-                                  " failed: " + tp->last_error());
+        return fail(env_, rc,
+                    "ring: post_recv from rank " + std::to_string(lane.from) +
+                        " failed: " + tp->last_error());
       if (slot >= 0) lane.free_slots.pop_back();
       lane.posted.push_back({lane.recv_step, lane.recv_piece, slot});
       ++lane.recv_posted;
@@ -223,8 +226,9 @@ class Executor {
       int rc = tp->post_send(lane.ep_send, src, r.count * esize_, mr, wr);
       if (rc == CHORUS_ERR_AGAIN) break;
       if (rc != CHORUS_OK)
-        return fail(env_, rc, "ring: post_send to rank " + std::to_string(lane.to) +
-                                  " failed: " + tp->last_error());
+        return fail(
+            env_, rc,
+            "ring: post_send to rank " + std::to_string(lane.to) + " failed: " + tp->last_error());
       ++lane.send_posted;
       ++lane.send_piece;
     }
@@ -234,7 +238,8 @@ class Executor {
   int complete(const chorus_tp_completion_t& c) {
     size_t l = size_t((c.wr_id & ~kSendBit) >> kLaneShift);
     if (l >= lanes_.size())
-      return fail(env_, CHORUS_ERR_INTERNAL, "ring: completion for unknown lane " + std::to_string(l));
+      return fail(env_, CHORUS_ERR_INTERNAL,
+                  "ring: completion for unknown lane " + std::to_string(l));
     Lane& lane = lanes_[l];
     if (c.wr_id & kSendBit) {
       ++lane.send_done;
@@ -292,7 +297,8 @@ int ring_all_reduce(const chorus_algo_env_v1_t* env, const void* in, void* out, 
   Plan plan{all_reduce_steps(size),
             [=](int u, bool rev) { return directed_step(all_reduce_step, rank, size, u, rev); },
             [=](int c) { return split(count, size, c); }};
-  return Executor(env, settings, static_cast<std::byte*>(out), mr, esize, kernel, std::move(plan)).run();
+  return Executor(env, settings, static_cast<std::byte*>(out), mr, esize, kernel, std::move(plan))
+      .run();
 }
 
 int ring_all_gather(const chorus_algo_env_v1_t* env, const void* in, void* out, size_t count,
@@ -316,7 +322,9 @@ int ring_all_gather(const chorus_algo_env_v1_t* env, const void* in, void* out, 
   int rank = env->rank, size = env->size;
   Plan plan{all_gather_steps(size),
             [=](int u, bool rev) { return directed_step(all_gather_step, rank, size, u, rev); },
-            [=](int c) { return Range{size_t(c) * count, count}; }};
+            [=](int c) {
+              return Range{size_t(c) * count, count};
+            }};
   if (!overlaps) {
     plan.own_chunk = rank;
     plan.own_in = static_cast<const std::byte*>(in);
@@ -367,7 +375,9 @@ int ring_reduce_scatter(const chorus_algo_env_v1_t* env, const void* in, void* o
   int rank = env->rank, size = env->size;
   Plan plan{reduce_scatter_steps(size),
             [=](int u, bool rev) { return directed_step(reduce_scatter_step, rank, size, u, rev); },
-            [=](int c) { return Range{size_t(c) * count, count}; }};
+            [=](int c) {
+              return Range{size_t(c) * count, count};
+            }};
   int rc = Executor(env, settings, scratch, mr, esize, kernel, std::move(plan)).run();
   if (rc == CHORUS_OK) std::memcpy(out, scratch + size_t(rank) * block, block);
   return rc;
@@ -383,23 +393,29 @@ int ring_broadcast(const chorus_algo_env_v1_t* env, void* buf, size_t count, int
   int rank = env->rank, size = env->size;
   Plan plan{broadcast_steps(size),
             [=](int, bool rev) {
-              return rev ? mirror_chunks(broadcast_step(mirror(rank, size), size, mirror(root, size)), size)
+              return rev ? mirror_chunks(
+                               broadcast_step(mirror(rank, size), size, mirror(root, size)), size)
                          : broadcast_step(rank, size, root);
             },
-            [=](int) { return Range{0, count}; }};
-  return Executor(env, settings, static_cast<std::byte*>(buf), mr, esize, nullptr, std::move(plan)).run();
+            [=](int) {
+              return Range{0, count};
+            }};
+  return Executor(env, settings, static_cast<std::byte*>(buf), mr, esize, nullptr, std::move(plan))
+      .run();
 }
 
 /// Posts one message and progresses until it (and anything else) completes.
 int one_message(const chorus_algo_env_v1_t* env, bool send, int peer, size_t slot) {
   chorus_tp_endpoint_t* ep = env->endpoint(env->core, peer, 0);
-  if (!ep) return fail(env, CHORUS_ERR_INTERNAL, "ring: no endpoint to rank " + std::to_string(peer));
+  if (!ep)
+    return fail(env, CHORUS_ERR_INTERNAL, "ring: no endpoint to rank " + std::to_string(peer));
   void* buf = env->staging[slot];
   int rc = send ? env->tp->post_send(ep, buf, 1, env->staging_mr[slot], kSendBit)
                 : env->tp->post_recv(ep, buf, 1, env->staging_mr[slot], 0);
   if (rc != CHORUS_OK)
-    return fail(env, rc, std::string("ring barrier: post to rank ") + std::to_string(peer) +
-                             " failed: " + env->tp->last_error());
+    return fail(env, rc,
+                std::string("ring barrier: post to rank ") + std::to_string(peer) +
+                    " failed: " + env->tp->last_error());
   chorus_tp_completion_t c;
   int n = env->progress(env->core, &c, 1);
   return n < 0 ? n : CHORUS_OK;
@@ -442,19 +458,19 @@ int ring_preference(int collective, int size, uint64_t bytes) {
 }  // namespace
 }  // namespace chorus::ring
 
-extern "C" __attribute__((visibility("default"))) const chorus_algorithm_plugin_v1_t
-    chorus_algorithm_plugin_v1 = {
-        sizeof(chorus_algorithm_plugin_v1_t),
-        CHORUS_ALGORITHM_ABI_MINOR,
-        "ring",
-        CHORUS_ALGO_PEERS_RING,
-        CHORUS_ALGO_DETERMINISTIC_ACROSS_RANKS | CHORUS_ALGO_DETERMINISTIC_ACROSS_RUNS,
-        chorus::ring::ring_init,
-        nullptr,
-        chorus::ring::ring_preference,
-        chorus::ring::ring_all_reduce,
-        chorus::ring::ring_all_gather,
-        chorus::ring::ring_reduce_scatter,
-        chorus::ring::ring_broadcast,
-        chorus::ring::ring_barrier,
+extern "C" __attribute__((visibility("default")))
+const chorus_algorithm_plugin_v1_t chorus_algorithm_plugin_v1 = {
+    sizeof(chorus_algorithm_plugin_v1_t),
+    CHORUS_ALGORITHM_ABI_MINOR,
+    "ring",
+    CHORUS_ALGO_PEERS_RING,
+    CHORUS_ALGO_DETERMINISTIC_ACROSS_RANKS | CHORUS_ALGO_DETERMINISTIC_ACROSS_RUNS,
+    chorus::ring::ring_init,
+    nullptr,
+    chorus::ring::ring_preference,
+    chorus::ring::ring_all_reduce,
+    chorus::ring::ring_all_gather,
+    chorus::ring::ring_reduce_scatter,
+    chorus::ring::ring_broadcast,
+    chorus::ring::ring_barrier,
 };

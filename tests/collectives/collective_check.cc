@@ -71,8 +71,10 @@ void run_reductions(chorus_comm_t* comm, size_t count) {
       if (!sampled()) continue;
       // all_reduce, out of place and in place
       std::vector<std::byte> in(count * es + 1), out(count * es + 1, std::byte{0x5A}), expect;
-      chorus::bench::fill_input(CHORUS_COLL_ALL_REDUCE, dtype, op, g_rank, g_size, in.data(), count, count);
-      chorus::bench::expected_output(CHORUS_COLL_ALL_REDUCE, false, dtype, op, g_rank, g_size, 0, count, expect);
+      chorus::bench::fill_input(CHORUS_COLL_ALL_REDUCE, dtype, op, g_rank, g_size, in.data(), count,
+                                count);
+      chorus::bench::expected_output(CHORUS_COLL_ALL_REDUCE, false, dtype, op, g_rank, g_size, 0,
+                                     count, expect);
       int rc = chorus_all_reduce(comm, in.data(), out.data(), count, dtype, op);
       out.resize(count * es);
       check_result(name("all_reduce", dtype, op, count), rc, dtype, out, expect);
@@ -84,8 +86,8 @@ void run_reductions(chorus_comm_t* comm, size_t count) {
       std::vector<std::byte> rs_in(count * es * size_t(g_size) + 1), rs_out(count * es + 1);
       chorus::bench::fill_input(CHORUS_COLL_REDUCE_SCATTER, dtype, op, g_rank, g_size, rs_in.data(),
                                 count * size_t(g_size), count);
-      chorus::bench::expected_output(CHORUS_COLL_REDUCE_SCATTER, false, dtype, op, g_rank, g_size, 0,
-                                     count, expect);
+      chorus::bench::expected_output(CHORUS_COLL_REDUCE_SCATTER, false, dtype, op, g_rank, g_size,
+                                     0, count, expect);
       rc = chorus_reduce_scatter(comm, rs_in.data(), rs_out.data(), count, dtype, op);
       rs_out.resize(count * es);
       check_result(name("reduce_scatter", dtype, op, count), rc, dtype, rs_out, expect);
@@ -98,8 +100,10 @@ void run_movement(chorus_comm_t* comm, size_t count) {
     if (!sampled()) continue;
     size_t es = chorus_dtype_size(dtype);
     std::vector<std::byte> in(count * es + 1), out(count * es * size_t(g_size) + 1), expect;
-    chorus::bench::fill_input(CHORUS_COLL_ALL_GATHER, dtype, -1, g_rank, g_size, in.data(), count, count);
-    chorus::bench::expected_output(CHORUS_COLL_ALL_GATHER, false, dtype, -1, g_rank, g_size, 0, count, expect);
+    chorus::bench::fill_input(CHORUS_COLL_ALL_GATHER, dtype, -1, g_rank, g_size, in.data(), count,
+                              count);
+    chorus::bench::expected_output(CHORUS_COLL_ALL_GATHER, false, dtype, -1, g_rank, g_size, 0,
+                                   count, expect);
     int rc = chorus_all_gather(comm, in.data(), out.data(), count, dtype);
     out.resize(count * es * size_t(g_size));
     check_result(name("all_gather", dtype, -1, count), rc, dtype, out, expect);
@@ -113,9 +117,11 @@ void run_movement(chorus_comm_t* comm, size_t count) {
 
     for (int root : {0, g_size - 1}) {
       std::vector<std::byte> buf(count * es + 1, std::byte{0x33});
-      chorus::bench::fill_input(CHORUS_COLL_BROADCAST, dtype, -1, g_rank, g_size, buf.data(), count, count);
+      chorus::bench::fill_input(CHORUS_COLL_BROADCAST, dtype, -1, g_rank, g_size, buf.data(), count,
+                                count);
       if (g_rank != root) std::fill(buf.begin(), buf.end(), std::byte{0x33});
-      chorus::bench::expected_output(CHORUS_COLL_BROADCAST, false, dtype, -1, g_rank, g_size, root, count, expect);
+      chorus::bench::expected_output(CHORUS_COLL_BROADCAST, false, dtype, -1, g_rank, g_size, root,
+                                     count, expect);
       rc = chorus_broadcast(comm, buf.data(), count, dtype, root);
       buf.resize(count * es);
       check_result(name(("broadcast root=" + std::to_string(root)).c_str(), dtype, -1, count), rc,
@@ -147,7 +153,8 @@ void run_misuse(chorus_comm_t* comm) {
   report(rc == CHORUS_ERR_INVALID_ARGUMENT && std::strstr(chorus_last_error(), "unknown dtype 99"),
          std::string("unknown dtype refused: ") + chorus_last_error());
   rc = chorus_all_reduce(comm, x, x, 4, CHORUS_FLOAT32, 17);
-  report(rc == CHORUS_ERR_INVALID_ARGUMENT, std::string("unknown op refused: ") + chorus_last_error());
+  report(rc == CHORUS_ERR_INVALID_ARGUMENT,
+         std::string("unknown op refused: ") + chorus_last_error());
   rc = chorus_all_reduce(comm, x, x, 2, CHORUS_COMPLEX64, CHORUS_MAX);
   report(rc == CHORUS_ERR_INVALID_ARGUMENT && std::strstr(chorus_last_error(), "complex64"),
          std::string("max on complex refused: ") + chorus_last_error());
@@ -158,9 +165,11 @@ void run_misuse(chorus_comm_t* comm) {
   report(rc == CHORUS_ERR_INVALID_ARGUMENT && std::strstr(chorus_last_error(), "overflows"),
          std::string("count overflow refused: ") + chorus_last_error());
   rc = chorus_broadcast(comm, x, 4, CHORUS_FLOAT32, g_size);
-  report(rc == CHORUS_ERR_INVALID_ARGUMENT, std::string("bad root refused: ") + chorus_last_error());
+  report(rc == CHORUS_ERR_INVALID_ARGUMENT,
+         std::string("bad root refused: ") + chorus_last_error());
   rc = chorus_send(comm, x, 4, CHORUS_FLOAT32, g_rank);
-  report(rc == CHORUS_ERR_INVALID_ARGUMENT, std::string("send to self refused: ") + chorus_last_error());
+  report(rc == CHORUS_ERR_INVALID_ARGUMENT,
+         std::string("send to self refused: ") + chorus_last_error());
   // The communicator still works after refused calls (nothing was sent).
   float y[3] = {1.0f, float(g_rank), 2.0f};
   rc = chorus_all_reduce(comm, y, y, 3, CHORUS_FLOAT32, CHORUS_SUM);
@@ -177,10 +186,14 @@ int main(int argc, char** argv) {
   std::string algorithm;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--big") big = true;
-    else if (a == "-a" && i + 1 < argc) algorithm = argv[++i];
-    else if (a == "--every" && i + 1 < argc) g_every = std::max(1, std::atoi(argv[++i]));
-    else if (a == "--offset" && i + 1 < argc) g_offset = std::atoi(argv[++i]);
+    if (a == "--big")
+      big = true;
+    else if (a == "-a" && i + 1 < argc)
+      algorithm = argv[++i];
+    else if (a == "--every" && i + 1 < argc)
+      g_every = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--offset" && i + 1 < argc)
+      g_offset = std::atoi(argv[++i]);
     else if (a == "--counts" && i + 1 < argc) {
       std::stringstream ss(argv[++i]);
       std::string item;
