@@ -16,5 +16,8 @@ case "$kind" in
         flags=(-DCMAKE_C_FLAGS="-fsanitize=thread" -DCMAKE_CXX_FLAGS="-fsanitize=thread") ;;
   *) echo "usage: $0 [release|asan|tsan]" >&2; exit 2 ;;
 esac
+# Under CI (CHORUS_TEST_REQUIRE=1, scripts/test.sh) every optional part is
+# required: a missing library is a configure error, not a part left out.
+if [ -n "${CHORUS_TEST_REQUIRE:-}" ]; then flags+=(-DCHORUS_REQUIRE_ALL=ON); fi
 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${flags[@]}" >/dev/null
 cmake --build "$dir" -j"$jobs"

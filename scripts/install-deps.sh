@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
-# Installs Chorus's build and test dependencies from Debian 12's packages.
+# Installs everything Chorus's build, tests and benchmarks need from Debian 12's
+# packages, including the soft-RoCE guest (scripts/install-softroce.sh).
 # Idempotent: does nothing when everything is already installed.
+# tests/deps/check_deps.py (ctest deps.declared) fails when the tree uses a
+# header, program or Python module from a package that this list and
+# install-softroce.sh's neither name nor pull in.
 set -euo pipefail
 
 packages=(
@@ -11,8 +15,15 @@ packages=(
   libibverbs-dev libfabric-dev libfabric-bin
   iproute2 procps nftables
   libgloo-dev libbenchmark-dev python3-matplotlib
-  python3-torch python3-pytest
+  python3-torch python3-pytest python3-setuptools libtorch-dev pybind11-dev
+  clang libclang-rt-dev
 )
+
+# --list prints the package names and installs nothing (tests/deps reads it).
+if [ "${1:-}" = --list ]; then
+  printf '%s\n' "${packages[@]}"
+  exit 0
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -20,11 +31,14 @@ for p in "${packages[@]}"; do
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
-  exit 0
+else
+  echo "install-deps: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -q
+  $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
-echo "install-deps: installing ${missing[*]}"
-SUDO=""
-[ "$(id -u)" -eq 0 ] || SUDO=sudo
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -q
-$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+# The soft-RoCE guest (QEMU, rdma-core, Debian's kernel) that the RDMA verbs
+# suite runs in; its own script, since it also unpacks a kernel.
+bash "$(dirname "$0")/install-softroce.sh"

@@ -19,6 +19,12 @@ cache="${SOFTROCE_CACHE:-/var/cache/chorus-softroce}"
 packages=(qemu-system-x86 busybox-static rdma-core ibverbs-providers ibverbs-utils perftest
           iproute2 kmod)
 
+# --list prints the package names and installs nothing (tests/deps reads it).
+if [ "${1:-}" = --list ]; then
+  printf '%s\n' "${packages[@]}"
+  exit 0
+fi
+
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
 export DEBIAN_FRONTEND=noninteractive

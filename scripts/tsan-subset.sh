@@ -44,7 +44,10 @@ trap 'rm -rf "$reports"' EXIT
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp log_path=$reports/report"
 
 status=0
-ctest --test-dir "$dir" -j"$jobs" --output-on-failure --no-tests=error -R "$subset" || status=1
+ctest --test-dir "$dir" -j"$jobs" --output-on-failure --no-tests=error -R "$subset" \
+  --output-junit "$reports/junit.xml" || status=1
+tests=$(grep -c '<testcase ' "$reports/junit.xml" 2>/dev/null || echo 0)
+passed=$(grep -c '<testcase [^>]*status="run"' "$reports/junit.xml" 2>/dev/null || echo 0)
 for f in "$reports"/report.*; do
   [ -e "$f" ] || continue
   echo "==== ThreadSanitizer report ($(basename "$f"))"
@@ -53,4 +56,5 @@ for f in "$reports"/report.*; do
 done
 end=$(date +%s)
 echo "tsan-subset: configure+build $((built - start)) s, tests $((end - built)) s, total $((end - start)) s"
+echo "tsan-subset: $passed passed, $((tests - passed)) failed"
 exit $status

@@ -4,7 +4,11 @@
 // refused with a clear error and leaves the communicator usable.
 //
 // Usage: chorusrun -n N collective_check [-a ALGORITHM] [--counts 0,1,7,...]
-//                                         [--big] [--every N --offset M]
+//                                         [--big [--big-every K --big-offset J]]
+//                                         [--every N --offset M]
+// --big adds the 4 Mi + 3 element count; --big-every/--big-offset choose which
+// (dtype, op) combinations run at that count (index % K == J; default all),
+// so a full matrix fits its time by choosing where the large count runs.
 #include <chorus/chorus.h>
 
 #include "tools/bench/bench_data.h"
@@ -24,12 +28,15 @@ int g_size = 1;
 int g_passed = 0;
 int g_failed = 0;
 // Deterministic sampling of the (dtype, op) cross product: a combination with
-// index i runs when i % g_every == g_offset.
-int g_every = 1;
-int g_offset = 0;
+// index i runs when i % every == offset.
+struct Sample {
+  int every = 1;
+  int offset = 0;
+};
+Sample g_sample;  // the sample of the count being run
 int g_combo = 0;
 
-bool sampled() { return g_combo++ % g_every == g_offset; }
+bool sampled() { return g_combo++ % g_sample.every == g_sample.offset; }
 
 void report(bool ok, const std::string& what) {
   if (ok) {
@@ -183,6 +190,7 @@ void run_misuse(chorus_comm_t* comm) {
 int main(int argc, char** argv) {
   std::vector<size_t> counts;
   bool big = false;
+  Sample small, large;
   std::string algorithm;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -191,21 +199,26 @@ int main(int argc, char** argv) {
     else if (a == "-a" && i + 1 < argc)
       algorithm = argv[++i];
     else if (a == "--every" && i + 1 < argc)
-      g_every = std::max(1, std::atoi(argv[++i]));
+      small.every = std::max(1, std::atoi(argv[++i]));
     else if (a == "--offset" && i + 1 < argc)
-      g_offset = std::atoi(argv[++i]);
+      small.offset = std::atoi(argv[++i]);
+    else if (a == "--big-every" && i + 1 < argc)
+      large.every = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--big-offset" && i + 1 < argc)
+      large.offset = std::atoi(argv[++i]);
     else if (a == "--counts" && i + 1 < argc) {
       std::stringstream ss(argv[++i]);
       std::string item;
       while (std::getline(ss, item, ',')) counts.push_back(std::stoull(item));
     } else {
       std::fprintf(stderr,
-                   "usage: collective_check [-a ALGORITHM] [--counts a,b,c] [--big] "
-                   "[--every N --offset M]\n");
+                   "usage: collective_check [-a ALGORITHM] [--counts a,b,c] "
+                   "[--big [--big-every K --big-offset J]] [--every N --offset M]\n");
       return 2;
     }
   }
-  g_offset %= g_every;
+  small.offset %= small.every;
+  large.offset %= large.every;
   std::vector<std::string> settings;
   if (!algorithm.empty())
     for (const char* coll : {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "barrier"})
@@ -223,13 +236,15 @@ int main(int argc, char** argv) {
   }
   chorus_comm_rank(comm, &g_rank);
   chorus_comm_size(comm, &g_size);
+  constexpr size_t kBigCount = (4u << 20) + 3;
   if (counts.empty()) {
     size_t n = size_t(g_size);
     counts = {0, 1, n > 1 ? n - 1 : 2, n + 1, 1000, 99991};
-    if (big) counts.push_back((4u << 20) + 3);
+    if (big) counts.push_back(kBigCount);
   }
   for (size_t count : counts) {
     g_combo = 0;  // the same sample at every count
+    g_sample = big && count == kBigCount ? large : small;
     run_reductions(comm, count);
     run_movement(comm, count);
   }
@@ -238,7 +253,7 @@ int main(int argc, char** argv) {
   run_misuse(comm);
   chorus_comm_finalize(comm);
   std::printf("collective_check rank %d of %d (algorithm %s, sample %d/%d): %d passed, %d failed\n",
-              g_rank, g_size, algorithm.empty() ? "auto" : algorithm.c_str(), g_offset, g_every,
+              g_rank, g_size, algorithm.empty() ? "auto" : algorithm.c_str(), small.offset, small.every,
               g_passed, g_failed);
   return g_failed == 0 ? 0 : 1;
 }

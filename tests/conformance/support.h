@@ -12,8 +12,11 @@ namespace chorus::conformance {
 
 /// Whether the transport can open a context on this machine. A transport
 /// that answers CHORUS_ERR_UNAVAILABLE (no NIC, no device) is reported and
-/// its cases pass vacuously, unless CHORUS_CONFORMANCE_REQUIRE_AVAILABLE is
-/// set (CI decides which transports must run).
+/// its cases do not run; with CHORUS_CONFORMANCE_REQUIRE_AVAILABLE (set for
+/// tcp and shm always) or CHORUS_TEST_REQUIRE (CI) that is a failure, and
+/// with CHORUS_CONFORMANCE_EXPECT_UNAVAILABLE=TEXT the transport must be
+/// unavailable with TEXT in the reason (the verbs plugin on a host without
+/// RDMA devices).
 inline bool transport_available(std::string& why) {
   static int state = -1;  // -1 unknown, 0 unavailable, 1 available
   static std::string reason;
@@ -49,15 +52,26 @@ inline bool transport_available(std::string& why) {
 }  // namespace chorus::conformance
 
 /// First statement of every case that needs a working transport.
-#define CONFORMANCE_NEEDS_TRANSPORT()                                          \
-  do {                                                                         \
-    std::string why_unavailable_;                                              \
-    if (!::chorus::conformance::transport_available(why_unavailable_)) {       \
-      WARN("transport '" << ::chorus::conformance::Plugin::get().transport()   \
-                         << "' is unavailable on this machine, case not run: " \
-                         << why_unavailable_);                                 \
-      return;                                                                  \
-    }                                                                          \
+#define CONFORMANCE_NEEDS_TRANSPORT()                                                   \
+  do {                                                                                  \
+    std::string why_unavailable_;                                                       \
+    const bool available_ = ::chorus::conformance::transport_available(why_unavailable_); \
+    if (const char* expect_ = std::getenv("CHORUS_CONFORMANCE_EXPECT_UNAVAILABLE")) {    \
+      INFO("expected the transport to be unavailable with: " << expect_);               \
+      REQUIRE_FALSE(available_);                                                        \
+      REQUIRE_THAT(why_unavailable_, Catch::Contains(expect_));                         \
+      return;                                                                           \
+    }                                                                                   \
+    if (!available_) {                                                                  \
+      if (std::getenv("CHORUS_TEST_REQUIRE") != nullptr)                                \
+        FAIL("transport '" << ::chorus::conformance::Plugin::get().transport()          \
+                           << "' is unavailable on this machine: " << why_unavailable_  \
+                           << " (CHORUS_TEST_REQUIRE=1: a missing capability fails)");  \
+      WARN("transport '" << ::chorus::conformance::Plugin::get().transport()            \
+                         << "' is unavailable on this machine, case not run: "          \
+                         << why_unavailable_);                                          \
+      return;                                                                           \
+    }                                                                                   \
   } while (0)
 
 /// REQUIRE a status, showing the status name and the plugin's last error.

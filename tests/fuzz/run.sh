@@ -13,6 +13,8 @@ CC=${CC:-clang} CXX=${CXX:-clang++} cmake -S "$root/tests/fuzz" -B "$build" \
 cmake --build "$build" -j"${JOBS:-2}"
 
 status=0
+passed=0
+failed=0
 for target in config_fuzz bootstrap_frame_fuzz tcp_wire_fuzz; do
   seeds=$root/tests/fuzz/corpus/${target%_fuzz}
   work=$build/corpus/$target          # grows across runs; the seeds stay as checked in
@@ -25,8 +27,11 @@ for target in config_fuzz bootstrap_frame_fuzz tcp_wire_fuzz; do
     echo "FAIL: $target (log: $build/$target.log, reproducer in $artifacts)"
     tail -40 "$build/$target.log"
     status=1
+    failed=$((failed + 1))
   else
+    passed=$((passed + 1))
     grep -E "^stat::number_of_executed_units|^stat::new_units_added" "$build/$target.log" | sed 's/^/  /'
   fi
 done
+echo "fuzz: $passed passed, $failed failed"
 exit $status

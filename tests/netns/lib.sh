@@ -14,8 +14,9 @@
 # in $NETNS_DIR: pid.R (the rank process), rc.R ("<exit code> <end us>" once
 # it has ended), out.R, err.R.
 #
-# Needs root, iproute2 and nftables (scripts/install-deps.sh). Without root
+# Needs root, iproute2 and nftables (scripts/install-deps.sh). Without them
 # the tests exit 77 (ctest reports them as skipped) unless
+# CHORUS_TEST_REQUIRE=1 (set by scripts/test.sh in CI) or
 # CHORUS_TEST_NETNS_REQUIRE=1 is set, which turns that into a failure.
 
 NETNS_PREFIX="chorus-$$"
@@ -43,10 +44,21 @@ netns_require() {
   command -v ip >/dev/null || missing+=("ip (iproute2)")
   command -v nft >/dev/null || missing+=("nft (nftables; run scripts/install-deps.sh)")
   [ -x /usr/bin/python3 ] || missing+=("/usr/bin/python3")
+  if [ ${#missing[@]} -eq 0 ]; then
+    local probe="${NETNS_PREFIX}-probe" err
+    if err="$(ip netns add "$probe" 2>&1)"; then
+      ip netns del "$probe" 2>/dev/null
+    else
+      missing+=("network namespaces (ip netns add: $err)")
+    fi
+  fi
   [ ${#missing[@]} -eq 0 ] && return 0
   echo "netns tests need: ${missing[*]}"
-  if [ "${CHORUS_TEST_NETNS_REQUIRE:-0}" = 1 ]; then exit 1; fi
-  echo "skipped (set CHORUS_TEST_NETNS_REQUIRE=1 to make this a failure)"
+  if [ -n "${CHORUS_TEST_REQUIRE:-}" ] || [ "${CHORUS_TEST_NETNS_REQUIRE:-0}" = 1 ]; then
+    echo "FAIL: a missing capability fails under CHORUS_TEST_REQUIRE / CHORUS_TEST_NETNS_REQUIRE"
+    exit 1
+  fi
+  echo "skipped (set CHORUS_TEST_REQUIRE=1 to make this a failure)"
   exit 77
 }
 

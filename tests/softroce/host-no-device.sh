@@ -6,11 +6,13 @@
 #  1. chorus-bench with CHORUS_TRANSPORT=verbs exits non-zero at init, and
 #     its stderr carries the "no RDMA device found" message;
 #  2. chorus-info lists the verbs plugin with "0 devices".
-# Exits 77 (ctest: skipped) on a host that does have devices.
+# Exits 77 (ctest: skipped) on a host that does have devices; 1 under
+# CHORUS_TEST_REQUIRE=1 (CI), where nothing may skip.
 set -uo pipefail
 build="${1:?usage: $0 BUILD_DIR}"
 if [ -d /sys/class/infiniband ] && [ -n "$(ls -A /sys/class/infiniband 2>/dev/null)" ]; then
   echo "this host has RDMA devices ($(ls /sys/class/infiniband | tr '\n' ' ')); the no-device case does not apply"
+  [ -n "${CHORUS_TEST_REQUIRE:-}" ] && { echo "FAIL: CHORUS_TEST_REQUIRE=1 and this case cannot run here"; exit 1; }
   exit 77
 fi
 fail=0
