@@ -5,6 +5,7 @@
 #include "core/communicator.h"
 #include "core/config.h"
 #include "core/log.h"
+#include "core/transport_probe.h"
 
 #include <chrono>
 #include <cstring>
@@ -71,30 +72,55 @@ CHORUS_API void chorus_options_init(chorus_options_t* opts) {
   opts->size = -1;
 }
 
+namespace {
+
+/// The configuration sources `opts` adds to the environment (NULL: none).
+/// INVALID_ARGUMENT, naming `caller`, for malformed options.
+chorus::core::Status config_inputs(const chorus_options_t* opts, const char* caller,
+                                   chorus::core::ConfigInputs& in) {
+  using chorus::core::Status;
+  in.env = chorus::core::environment_map();
+  if (!opts) return Status::ok();
+  const std::string who(caller);
+  if (opts->struct_size < offsetof(chorus_options_t, settings_count) + sizeof(size_t))
+    return {CHORUS_ERR_INVALID_ARGUMENT,
+            who + ": options.struct_size is too small; call chorus_options_init first"};
+  if (opts->config_path) in.api_config_path = opts->config_path;
+  for (size_t i = 0; i < opts->settings_count; ++i) {
+    if (!opts->settings || !opts->settings[i])
+      return {CHORUS_ERR_INVALID_ARGUMENT, who + ": settings[" + std::to_string(i) + "] is NULL"};
+    in.api_settings.emplace_back(opts->settings[i]);
+  }
+  if (opts->rank >= 0) in.api_settings.push_back("bootstrap.rank=" + std::to_string(opts->rank));
+  if (opts->size > 0)
+    in.api_settings.push_back("bootstrap.world_size=" + std::to_string(opts->size));
+  if (opts->coordinator) {
+    std::string c = opts->coordinator;
+    if (c.find('"') != std::string::npos || c.find('\\') != std::string::npos)
+      return {CHORUS_ERR_INVALID_ARGUMENT, who + ": coordinator contains a quote or backslash"};
+    in.api_settings.push_back("bootstrap.coordinator=\"" + c + "\"");
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+CHORUS_API int chorus_transport_probe(const chorus_options_t* opts) {
+  return guarded([&] {
+    chorus::core::ConfigInputs in;
+    if (auto st = config_inputs(opts, "chorus_transport_probe", in); !st.is_ok())
+      return set_error(st);
+    auto cfg = chorus::core::load_config(in);
+    if (!cfg.is_ok()) return set_error(cfg.status());
+    return set_error(chorus::core::probe_transport(*cfg, cfg->transport));
+  });
+}
+
 CHORUS_API int chorus_comm_init(const chorus_options_t* opts, chorus_comm_t** comm_out) {
   return guarded([&] {
     if (!comm_out) return invalid("chorus_comm_init: comm_out is NULL");
     chorus::core::ConfigInputs in;
-    in.env = chorus::core::environment_map();
-    if (opts) {
-      if (opts->struct_size < offsetof(chorus_options_t, settings_count) + sizeof(size_t))
-        return invalid("chorus_comm_init: options.struct_size is too small; call chorus_options_init first");
-      if (opts->config_path) in.api_config_path = opts->config_path;
-      for (size_t i = 0; i < opts->settings_count; ++i) {
-        if (!opts->settings || !opts->settings[i])
-          return invalid("chorus_comm_init: settings[" + std::to_string(i) + "] is NULL");
-        in.api_settings.emplace_back(opts->settings[i]);
-      }
-      if (opts->rank >= 0) in.api_settings.push_back("bootstrap.rank=" + std::to_string(opts->rank));
-      if (opts->size > 0)
-        in.api_settings.push_back("bootstrap.world_size=" + std::to_string(opts->size));
-      if (opts->coordinator) {
-        std::string c = opts->coordinator;
-        if (c.find('"') != std::string::npos || c.find('\\') != std::string::npos)
-          return invalid("chorus_comm_init: coordinator contains a quote or backslash");
-        in.api_settings.push_back("bootstrap.coordinator=\"" + c + "\"");
-      }
-    }
+    if (auto st = config_inputs(opts, "chorus_comm_init", in); !st.is_ok()) return set_error(st);
     auto cfg = chorus::core::load_config(in);
     if (!cfg.is_ok()) return set_error(cfg.status());
     std::unique_ptr<chorus::core::SideChannel> host_channel;

@@ -523,6 +523,7 @@ Communicator::~Communicator() {
     queue_.clear();
   }
   if (tp_ && ctx_) {
+    if (!broken_ && !aborted_.load()) say_goodbye();
     for (auto*& ep : endpoints_)
       if (ep) tp_->endpoint_close(ep), ep = nullptr;
     for (auto*& ep : notice_eps_)
@@ -808,10 +809,16 @@ namespace {
 
 constexpr uint32_t kNoticeMagic = 0x4e53'4843;  // "CHSN" in memory on little-endian hosts
 constexpr uint32_t kNoticePeerLost = 1;
+constexpr uint32_t kNoticeFinalized = 2;
 constexpr size_t kNoticeBytes = 16;
 // How long a rank that saw a peer's connections close waits for that peer's
 // notice, and how long a failing rank spends sending its own.
 constexpr int kNoticeGraceMs = 100;
+// How long an orderly finalize waits for the peers' "finalized" notices.
+// Ranks that end a job together finalize within milliseconds of each other;
+// a peer that does not within this bound is left behind, and its transport
+// may then report the closed connections.
+constexpr int kFinalizeGraceMs = 1000;
 constexpr uint64_t kNoticeWrId = 0x6e6f'7469'6365'0000ull;  // "notice"
 
 struct NoticeWire {
@@ -827,6 +834,7 @@ static_assert(sizeof(NoticeWire) == kNoticeBytes);
 Status Communicator::arm_notices() {
   notice_lost_.assign(size_t(size_), -1);
   notice_closed_.assign(size_t(size_), 0);
+  notice_finished_.assign(size_t(size_), 0);
   if (size_ < 2) return Status::ok();
   // [peer] receive slots, then one send slot.
   const size_t bytes = (size_t(size_) + 1) * kNoticeBytes;
@@ -881,6 +889,12 @@ int Communicator::filter_notices(chorus_tp_completion_t* out, int n) {
     NoticeWire w{};
     std::memcpy(&w, static_cast<std::byte*>(notice_block_) + size_t(peer) * kNoticeBytes,
                 sizeof(w));
+    if (out[i].byte_len == kNoticeBytes && w.magic == kNoticeMagic && w.kind == kNoticeFinalized &&
+        w.reporter == peer) {
+      notice_finished_[size_t(peer)] = 1;
+      log(CHORUS_LOG_DEBUG, "rank " + std::to_string(peer) + " finalized its communicator");
+      continue;
+    }
     if (out[i].byte_len != kNoticeBytes || w.magic != kNoticeMagic || w.kind != kNoticePeerLost ||
         w.reporter != peer || w.lost_rank < 0 || w.lost_rank >= size_) {
       log(CHORUS_LOG_WARN,
@@ -905,8 +919,10 @@ void Communicator::resolve_lost(int peer) {
   // close, so once the peer's notice endpoint failed without one, none is
   // coming: the peer itself is gone, and the grace is not spent.
   pump_notices(
-      Deadline::after(std::chrono::milliseconds(call_deadline_.remaining_ms(kNoticeGraceMs))),
-      [&] { return notice_lost_[size_t(peer)] >= 0 || notice_closed_[size_t(peer)]; });
+      Deadline::after(std::chrono::milliseconds(call_deadline_.remaining_ms(kNoticeGraceMs))), [&] {
+        return notice_lost_[size_t(peer)] >= 0 || notice_closed_[size_t(peer)] ||
+               notice_finished_[size_t(peer)];
+      });
   const int reported = notice_lost_[size_t(peer)];
   if (reported >= 0 && reported != peer && reported != rank_) {
     lost_rank_ = reported;
@@ -922,9 +938,9 @@ bool Communicator::note_notice_error(const chorus_tp_error_t& e) {
   return true;
 }
 
-void Communicator::pump_notices(const Deadline& limit, const std::function<bool()>& done) {
+bool Communicator::drain_notices() {
   chorus_tp_completion_t comps[16];
-  while (!done() && !limit.expired() && !aborted_.load()) {
+  for (;;) {
     int n = tp_->poll(ctx_, comps, 16);
     if (n > 0) {
       filter_notices(comps, n);  // a failed call's own completions no longer matter
@@ -932,11 +948,17 @@ void Communicator::pump_notices(const Deadline& limit, const std::function<bool(
     }
     if (n == CHORUS_ERR_PENDING) {
       chorus_tp_error_t e{};
-      if (tp_->read_error(ctx_, &e) != CHORUS_OK) break;
+      if (tp_->read_error(ctx_, &e) != CHORUS_OK) return false;
       note_notice_error(e);
       continue;
     }
-    if (n < 0) break;
+    return n == 0;
+  }
+}
+
+void Communicator::pump_notices(const Deadline& limit, const std::function<bool()>& done) {
+  while (!done() && !limit.expired() && !aborted_.load()) {
+    if (!drain_notices() || done()) break;
     tp_->wait(ctx_, std::max(1, limit.remaining_ms(kNoticeGraceMs)));
   }
 }
@@ -985,6 +1007,45 @@ void Communicator::send_notices() {
   log(CHORUS_LOG_DEBUG, "told " + std::to_string(notice_sends_done_) + " of " +
                             std::to_string(posted) + " peers that rank " +
                             std::to_string(lost_rank_) + " is lost");
+}
+
+void Communicator::say_goodbye() {
+  if (!notice_block_ || size_ < 2) return;
+  // A peer that already finalized and left has closed its notice connection:
+  // take that in first, so no goodbye is written to a closed connection.
+  if (!drain_notices()) return;
+  NoticeWire w{kNoticeMagic, kNoticeFinalized, -1, rank_};
+  void* slot = static_cast<std::byte*>(notice_block_) + size_t(size_) * kNoticeBytes;
+  std::memcpy(slot, &w, sizeof(w));
+  int posted = 0;
+  notice_sends_done_ = 0;
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_ || !notice_eps_[size_t(p)] || notice_closed_[size_t(p)]) continue;
+    if (tp_->post_send(notice_eps_[size_t(p)], slot, kNoticeBytes, notice_mr_, kNoticeWrId) ==
+        CHORUS_OK)
+      ++posted;
+  }
+  // Every rank waits for every peer's goodbye before it closes: the last
+  // goodbye a rank receives was sent to a connection that was still open.
+  auto everyone_done = [&] {
+    if (notice_sends_done_ < posted) return false;
+    for (int p = 0; p < size_; ++p)
+      if (p != rank_ && notice_eps_[size_t(p)] && !notice_finished_[size_t(p)] &&
+          !notice_closed_[size_t(p)])
+        return false;
+    return true;
+  };
+  pump_notices(Deadline::after(std::chrono::milliseconds(kFinalizeGraceMs)), everyone_done);
+  if (!everyone_done()) {
+    std::string missing;
+    for (int p = 0; p < size_; ++p)
+      if (p != rank_ && notice_eps_[size_t(p)] && !notice_finished_[size_t(p)] &&
+          !notice_closed_[size_t(p)])
+        missing += (missing.empty() ? "" : ", ") + std::to_string(p);
+    log(CHORUS_LOG_DEBUG,
+        "finalized without waiting longer for rank(s) " +
+            (missing.empty() ? std::string("(none; own notices pending)") : missing));
+  }
 }
 
 std::string Communicator::outstanding_peers() const {

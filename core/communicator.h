@@ -190,7 +190,10 @@ class Communicator {
   // with a 16-byte receive always posted. A rank whose call fails because
   // it lost a peer sends every other rank a notice naming the rank it lost
   // before it closes its connections, so a survivor that then sees this
-  // rank's connections close can name the rank that really died.
+  // rank's connections close can name the rank that really died. A healthy
+  // communicator's finalize sends a "finalized" notice instead, which takes
+  // the peer's standing receive: its connections then close with nothing
+  // outstanding, which no transport reports as a loss.
   Status malformed_table(int peer) const;
   /// Posts the standing notice receives; the end of connect_from().
   Status arm_notices();
@@ -205,13 +208,20 @@ class Communicator {
   /// An error on a notice endpoint: records that the peer's notice
   /// connection ended (no notice will follow); false for data endpoints.
   bool note_notice_error(const chorus_tp_error_t& e);
-  /// Polls outside a call, feeding notice traffic through filter_notices and
-  /// note_notice_error, until done() holds, `limit` passes or an abort.
+  /// Polls without blocking, feeding notice traffic through filter_notices
+  /// and note_notice_error, until the transport has nothing ready. False
+  /// when the transport's poll failed.
+  bool drain_notices();
+  /// drain_notices and waits, until done() holds, `limit` passes or an abort.
   void pump_notices(const Deadline& limit, const std::function<bool()>& done);
   /// A post to `ep` failed with PEER_LOST: remembers the peer for env_fail.
   void note_post_lost(const chorus_tp_endpoint_t* ep);
   /// Tells every other rank that this one lost lost_rank_; bounded.
   void send_notices();
+  /// Orderly finalize: tells every peer this rank is leaving and waits,
+  /// bounded, until every peer has said the same (or its notice connection
+  /// ended), so that no rank closes a connection a peer still expects.
+  void say_goodbye();
   /// The PEER_LOST message for a notice that arrived in the running call.
   std::string notice_message() const;
 
@@ -260,6 +270,7 @@ class Communicator {
   chorus_tp_mr_t* notice_mr_ = nullptr;
   std::vector<int> notice_lost_;       // [peer]: the rank that peer reported lost, or -1
   std::vector<char> notice_closed_;    // [peer]: its notice receive failed (connection ended)
+  std::vector<char> notice_finished_;  // [peer]: it sent its "finalized" notice
   int notice_first_from_ = -1;         // the peer whose notice arrived first
   int notice_sends_done_ = 0;          // own notices completed or failed, in send_notices
   int lost_rank_ = -1;                 // whom this communicator's failure blames

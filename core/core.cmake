@@ -7,7 +7,8 @@ add_library(chorus_core STATIC
   communicator.cc
   config.cc
   log.cc
-  plugin_loader.cc)
+  plugin_loader.cc
+  transport_probe.cc)
 target_compile_features(chorus_core PUBLIC cxx_std_20)
 target_include_directories(chorus_core PUBLIC ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR})
 target_compile_definitions(chorus_core PRIVATE CHORUS_INSTALL_LIBDIR="${CMAKE_INSTALL_LIBDIR}")

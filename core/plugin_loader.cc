@@ -3,6 +3,7 @@
 #include <chorus/chorus.h>
 
 #include "core/log.h"
+#include "core/transport_probe.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -291,19 +292,14 @@ std::vector<PluginListing> list_plugins(const std::vector<std::string>& search_p
         std::string path = dir + "/" + file;
         if (seen[real_path(path)]) continue;
         seen[real_path(path)] = true;
-        PluginListing item{kind, name, path, false, {}, {}, {}};
+        PluginListing item{kind, name, path, false, true, {}, {}, {}};
         auto loaded = load_plugin(kind, path, {});
         if (loaded.is_ok()) {
           item.loaded = true;
           item.abi_version = (*loaded)->abi_version();
-          const auto* t = (*loaded)->transport();
-          if (t && t->struct_size >= offsetof(chorus_transport_plugin_v1_t, describe) + sizeof(void*) &&
-              t->describe) {
-            char buf[1024] = {0};
-            int rc = t->describe(buf, sizeof(buf));
-            buf[sizeof(buf) - 1] = '\0';
-            item.inventory = (rc == CHORUS_OK ? "" : "unusable here: ") + std::string(buf);
-          }
+          const TransportInventory inv = describe_transport(**loaded);
+          item.usable = inv.usable;
+          if (inv.described) item.inventory = (inv.usable ? "" : "unusable here: ") + inv.text;
         } else {
           std::string msg = loaded.status().message();
           auto colon = msg.find(path + ": ");

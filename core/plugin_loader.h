@@ -62,6 +62,8 @@ struct PluginListing {
   std::string name;
   std::string path;
   bool loaded = false;
+  /// False when a loaded transport's describe op finds nothing usable here.
+  bool usable = true;
   std::string abi_version;
   std::string error;
   /// A transport's own inventory (devices, providers) from its optional describe op.

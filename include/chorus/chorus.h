@@ -83,6 +83,21 @@ void chorus_options_init(chorus_options_t* opts);
 int chorus_comm_init(const chorus_options_t* opts, chorus_comm_t** comm_out);
 
 /**
+ * Whether the transport chorus_comm_init would use with `opts` can be used on
+ * this machine: its plugin is found, loads and initialises (for
+ * transport.name = "auto", both sub-transports'), and its optional describe
+ * op finds something to use (a device, a provider). Reads the configuration
+ * as chorus_comm_init does but joins no job: rank, size and coordinator are
+ * not needed. Blocks while the plugin loads; loaded plugins are released
+ * again unless a communicator holds them.
+ * @param[in] opts  options, or NULL for "everything from config/environment"
+ * @returns CHORUS_OK; CHORUS_ERR_UNAVAILABLE (plugin missing, not loadable,
+ *          or nothing usable here) or CHORUS_ERR_INVALID_ARGUMENT (the
+ *          configuration is rejected), with the reason in chorus_last_error().
+ */
+int chorus_transport_probe(const chorus_options_t* opts);
+
+/**
  * Destroy a communicator. Never hangs; safe on a failed or aborted one. NULL is
  * ignored. Requests still pending are aborted: queued ones complete with
  * CHORUS_ERR_ABORTED without running, a running one is interrupted as by

@@ -351,7 +351,59 @@ TEST_CASE("prefer_ring reaches Chorus as pinned ring algorithms", "[init][ring]"
   }
 }
 
-TEST_CASE("is_available", "[init]") { CHECK(jaccl::is_available()); }
+namespace {
+
+/// Sets `name` for the object's lifetime and restores what was there.
+class ScopedVariable {
+ public:
+  ScopedVariable(const char* name, const char* value) : name_(name) {
+    if (const char* v = std::getenv(name)) saved_ = v;
+    ::setenv(name, value, 1);
+  }
+  ~ScopedVariable() {
+    if (saved_)
+      ::setenv(name_, saved_->c_str(), 1);
+    else
+      ::unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> saved_;
+};
+
+}  // namespace
+
+TEST_CASE("is_available answers whether the configured transport is usable", "[init]") {
+  CleanEnvironment env;
+  SECTION("tcp, Chorus's default, loads from the build tree") {
+    ScopedVariable tcp("CHORUS_TRANSPORT", "tcp");
+    CHECK(jaccl::is_available());
+  }
+  SECTION("a transport plugin that does not exist") {
+    ScopedVariable missing("CHORUS_TRANSPORT", "nonexistent");
+    CHECK_FALSE(jaccl::is_available());
+    // init agrees: no group, and with strict the loader's reason.
+    CHECK(jaccl::init(false) == nullptr);
+    try {
+      jaccl::init(true);
+      FAIL("init(strict) made a group over a transport that does not exist");
+    } catch (const std::runtime_error& e) {
+      INFO(e.what());
+      CHECK(contains(e.what(), "CHORUS_ERR_UNAVAILABLE"));
+      CHECK(contains(e.what(), "nonexistent"));
+    }
+  }
+  SECTION("auto, when one of its sub-transports does not exist") {
+    ScopedVariable automatic("CHORUS_TRANSPORT", "auto");
+    ScopedVariable fabric("CHORUS_TRANSPORT_AUTO_FABRIC", "nonexistent");
+    CHECK_FALSE(jaccl::is_available());
+  }
+  SECTION("a configuration Chorus rejects") {
+    ScopedVariable bad("CHORUS_TIMEOUT_INIT", "soon");
+    CHECK_FALSE(jaccl::is_available());
+  }
+}
 
 TEST_CASE("A process on its own is a group of one", "[group]") {
   CleanEnvironment env;

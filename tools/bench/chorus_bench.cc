@@ -5,6 +5,11 @@
 // rank's time of each iteration counts, and the median over iterations is
 // reported. busbw uses the nccl-tests factors so numbers compare across
 // libraries.
+//
+// Checking (-c): every rank compares the output of every iteration, warm-up
+// and timed, with the closed-form result (bench_data.h), outside the timed
+// region. The verdict is each rank's own exit status: it is never combined
+// with the collective under test, which could hide its own errors.
 #include <chorus/chorus.h>
 
 #include <CLI/CLI.hpp>
@@ -85,7 +90,10 @@ int main(int argc, char** argv) {
   app.add_option("-n,--iters", o.iters, "timed iterations per size")->check(CLI::Range(1, 1000000));
   app.add_option("-w,--warmup", o.warmup, "untimed iterations per size")->check(CLI::Range(0, 1000000));
   app.add_option("-r,--root", o.root, "broadcast root");
-  app.add_flag("-c,--check", o.check, "check every element on every rank");
+  app.add_flag("-c,--check", o.check,
+               "check every element of every iteration (warm-up and timed) on every rank, "
+               "outside the timed region; each rank prints its own count of wrong elements and "
+               "exits 3 if it found any");
   app.add_flag("--json", o.json, "one JSON object per size instead of the table");
   app.add_flag("--stats", o.stats,
                "at the end, print every rank's communicator counters (lines \"# stats r<rank> "
@@ -149,9 +157,10 @@ int main(int argc, char** argv) {
   if (coll == Coll::kAllGather || coll == Coll::kReduceScatter) bus_factor = double(nranks - 1) / nranks;
 
   if (rank == 0 && !o.json) {
-    std::printf("# chorus-bench %s: %d ranks, transport %s, dtype %s, op %s, iters %d, warmup %d%s\n",
-                o.coll.c_str(), nranks, chorus_comm_transport(comm), o.dtype.c_str(), o.op.c_str(),
-                o.iters, o.warmup, o.check ? ", checking every element" : "");
+    std::printf(
+        "# chorus-bench %s: %d ranks, transport %s, dtype %s, op %s, iters %d, warmup %d%s\n",
+        o.coll.c_str(), nranks, chorus_comm_transport(comm), o.dtype.c_str(), o.op.c_str(), o.iters,
+        o.warmup, o.check ? ", checking every iteration on every rank (#wrong: rank 0's)" : "");
     std::printf("# %12s %12s %10s %12s %10s %10s %8s\n", "size(B)", "count", "algorithm",
                 "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
   }
@@ -182,6 +191,27 @@ int main(int argc, char** argv) {
       chorus::bench::expected_output(coll_id, o.coll == "sendrecv", dtype, op, rank, nranks,
                                      o.root, count, expect);
 
+    // Outside the timed region: poison the output so that stale data cannot
+    // pass the check, and give the broadcast root its data again (the
+    // operation is in place).
+    auto prepare = [&] {
+      if (o.check) std::fill(out.begin(), out.end(), std::byte{0xA5});
+      if (coll == Coll::kBroadcast && rank == o.root)
+        std::memcpy(out.data(), in.data(), count * esize);
+    };
+    uint64_t wrong = 0;  // this rank's, over every iteration of this size
+    int bad_iterations = 0;
+    std::string first_bad;
+    auto check = [&](const char* phase, int iteration) {
+      if (!o.check) return;
+      const uint64_t w =
+          chorus::bench::count_wrong(dtype, out.data(), expect.data(), expect.size() / esize);
+      if (w == 0) return;
+      wrong += w;
+      if (bad_iterations++ == 0)
+        first_bad = std::string(phase) + " iteration " + std::to_string(iteration);
+    };
+
     auto run_once = [&]() -> int {
       switch (coll) {
         case Coll::kAllReduce:
@@ -191,7 +221,6 @@ int main(int argc, char** argv) {
         case Coll::kReduceScatter:
           return chorus_reduce_scatter(comm, in.data(), out.data(), count, dtype, op);
         case Coll::kBroadcast:
-          if (rank == o.root) std::memcpy(out.data(), in.data(), count * esize);
           return chorus_broadcast(comm, out.data(), count, dtype, o.root);
         case Coll::kBarrier:
           return chorus_barrier(comm);
@@ -209,24 +238,30 @@ int main(int argc, char** argv) {
       return CHORUS_ERR_INTERNAL;
     };
 
-    for (int i = 0; i < o.warmup; ++i)
+    for (int i = 0; i < o.warmup; ++i) {
+      prepare();
       if (int rc = run_once(); rc != CHORUS_OK) return fail(o.coll.c_str(), rc);
-    std::fill(out.begin(), out.end(), std::byte{0xA5});  // stale data cannot pass the check
+      check("warm-up", i);
+    }
     std::vector<double> times(size_t(o.iters), 0.0);
     for (int i = 0; i < o.iters; ++i) {
+      prepare();
       if (int rc = chorus_barrier(comm); rc != CHORUS_OK) return fail("barrier", rc);
       auto t0 = std::chrono::steady_clock::now();
       if (int rc = run_once(); rc != CHORUS_OK) return fail(o.coll.c_str(), rc);
       times[size_t(i)] = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+      check("timed", i);  // before the next barrier: not in any rank's timed region
     }
     if (int rc = chorus_all_reduce(comm, times.data(), times.data(), times.size(), CHORUS_FLOAT64,
                                    CHORUS_MAX);
         rc != CHORUS_OK)
       return fail("collecting times", rc);
-    uint64_t wrong = 0;
-    if (o.check) wrong = chorus::bench::count_wrong(dtype, out.data(), expect.data(), expect.size() / esize);
-    if (int rc = chorus_all_reduce(comm, &wrong, &wrong, 1, CHORUS_UINT64, CHORUS_SUM); rc != CHORUS_OK)
-      return fail("collecting check results", rc);
+    if (wrong > 0)
+      std::fprintf(stderr,
+                   "chorus-bench: rank %d: %s of %llu bytes: %llu wrong elements in %d of %d "
+                   "iterations (first in %s)\n",
+                   rank, o.coll.c_str(), (unsigned long long)bytes, (unsigned long long)wrong,
+                   bad_iterations, o.warmup + o.iters, first_bad.c_str());
     total_wrong += wrong;
 
     double us = median(times);
@@ -271,12 +306,17 @@ int main(int argc, char** argv) {
       if (int rc = chorus_barrier(comm); rc != CHORUS_OK) return fail("barrier", rc);
     }
   }
-  if (rank == 0 && !o.json) {
+  if (rank == 0 && !o.json)
     std::printf("# Average busbw: %.3f GB/s over %d sizes\n", busbw_n ? busbw_sum / busbw_n : 0.0,
                 busbw_n);
-    std::printf("# Wrong elements: %llu%s\n", (unsigned long long)total_wrong,
-                o.check ? "" : " (not checked; pass -c)");
-  }
+  // Every rank reports its own count (stderr with --json, whose stdout is
+  // JSON lines only), and its exit status is its own verdict.
+  if (o.check)
+    std::fprintf(o.json ? stderr : stdout, "# Wrong elements: %llu\n",
+                 (unsigned long long)total_wrong);
+  else if (rank == 0 && !o.json)
+    std::printf("# Wrong elements: 0 (not checked; pass -c)\n");
+  std::fflush(stdout);
   chorus_comm_finalize(comm);
   return total_wrong == 0 ? 0 : 3;
 }

@@ -1,30 +1,86 @@
 // chorus-info: which transport and algorithm plugins this installation finds,
-// their ABI versions and paths, and why any of them failed to load.
+// their ABI versions and paths, and why any of them failed to load. Its exit
+// status is the verdict on what it was asked about (see usage()).
 #include <chorus/chorus.h>
 
+#include "core/auto_transport.h"
 #include "core/config.h"
 #include "core/plugin_loader.h"
+#include "core/transport_probe.h"
 
 #include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace chorus::core;
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailed = 1;
+constexpr int kExitUsage = 2;
+
+void usage(std::FILE* to) {
+  std::fprintf(
+      to,
+      "usage: chorus-info [NAME...]\n"
+      "Lists the Chorus plugins found along CHORUS_PLUGIN_PATH, the config's plugin_path\n"
+      "and <libdir>/chorus, with their ABI version or the reason they did not load, and\n"
+      "whether the configured transport is usable here.\n"
+      "Each NAME (a transport, \"auto\", or an algorithm) is checked too: a transport must\n"
+      "load and find something usable here, an algorithm must load.\n"
+      "Exit status: 0 when everything checked is fine; 1 when the configuration is not\n"
+      "usable, a plugin found failed to load, the configured transport is not usable\n"
+      "here, or a NAME fails; 2 for a usage error.\n");
+}
+
+/// The verdict on one NAME: a transport (or "auto") must pass the probe, an
+/// algorithm must load. OK, or why not.
+Status check_name(const Config& cfg, const std::vector<PluginListing>& found,
+                  const std::string& name) {
+  if (name == kAutoTransportName) return probe_transport(cfg, name);
+  bool listed = false;
+  for (const auto& item : found) {
+    if (item.name != name) continue;
+    listed = true;
+    if (item.kind == PluginKind::kTransport) return probe_transport(cfg, name);
+    if (!item.loaded) return {CHORUS_ERR_UNAVAILABLE, "algorithm '" + name + "': " + item.error};
+  }
+  if (listed) return Status::ok();
+  return {CHORUS_ERR_UNAVAILABLE, "no transport or algorithm plugin named '" + name +
+                                      "' on the search path (" +
+                                      plugin_file_name(PluginKind::kTransport, name) + ", " +
+                                      plugin_file_name(PluginKind::kAlgorithm, name) + ")"};
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
-  (void)argv;
-  if (argc > 1) {
-    std::printf(
-        "usage: chorus-info\n"
-        "Lists the Chorus plugins found along CHORUS_PLUGIN_PATH, the config's plugin_path\n"
-        "and <libdir>/chorus, with their ABI version or the reason they did not load.\n");
-    return argc == 2 ? 0 : 2;
+  std::vector<std::string> names;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "-h") || !std::strcmp(argv[i], "--help")) {
+      usage(stdout);
+      return kExitOk;
+    }
+    if (argv[i][0] == '-') {
+      std::fprintf(stderr, "chorus-info: unknown option %s\n", argv[i]);
+      usage(stderr);
+      return kExitUsage;
+    }
+    names.emplace_back(argv[i]);
   }
-  using namespace chorus::core;
+  int exit_code = kExitOk;
   std::vector<std::string> extra;
   ConfigInputs in;
   in.env = environment_map();
   auto cfg = load_config(in);
-  if (cfg.is_ok())
+  if (cfg.is_ok()) {
     extra = cfg->plugin_path;
-  else
-    std::printf("warning: configuration not usable: %s\n\n", cfg.status().message().c_str());
+  } else {
+    std::printf("FAILED: configuration not usable: %s\n\n", cfg.status().message().c_str());
+    exit_code = kExitFailed;
+  }
 
   std::printf("Chorus %d.%d.%d\n", CHORUS_VERSION_MAJOR, CHORUS_VERSION_MINOR,
               CHORUS_VERSION_PATCH);
@@ -35,7 +91,6 @@ int main(int argc, char** argv) {
   std::printf("Plugin search path:\n");
   for (const auto& p : path) std::printf("  %s\n", p.c_str());
   auto found = list_plugins(path);
-  int failed = 0;
   for (PluginKind kind : {PluginKind::kTransport, PluginKind::kAlgorithm}) {
     std::printf("%s plugins:\n", kind == PluginKind::kTransport ? "Transport" : "Algorithm");
     int n = 0;
@@ -47,7 +102,8 @@ int main(int argc, char** argv) {
                     item.path.c_str());
         if (!item.inventory.empty()) std::printf("      %s\n", item.inventory.c_str());
       } else {
-        ++failed;
+        // A plugin file that does not load is a broken installation.
+        exit_code = kExitFailed;
         std::printf("  %-12s FAILED  %s\n      reason: %s\n", item.name.c_str(), item.path.c_str(),
                     item.error.c_str());
       }
@@ -57,14 +113,7 @@ int main(int argc, char** argv) {
   // The composite "auto" transport lives in the core: usable when both of
   // its sub-transports load (docs/configuration.md, transport.auto.*).
   {
-    std::string local = "shm", fabric = "tcp";
-    if (cfg.is_ok()) {
-      if (auto it = cfg->transport_settings.find("auto"); it != cfg->transport_settings.end())
-        for (const auto& s : it->second) {
-          if (s.key == "local") local = s.value;
-          if (s.key == "fabric") fabric = s.value;
-        }
-    }
+    const auto [local, fabric] = auto_transport_names(cfg.is_ok() ? *cfg : Config{});
     auto loads = [&](const std::string& name) {
       for (const auto& item : found)
         if (item.kind == PluginKind::kTransport && item.name == name && item.loaded) return true;
@@ -77,8 +126,23 @@ int main(int argc, char** argv) {
         "auto", ok ? "ok    " : "FAILED", local.c_str(), fabric.c_str(),
         ok ? "" : "; one of them is not loadable above");
   }
-  if (cfg.is_ok())
-    std::printf("Default transport: %s (config: %s)\n", cfg->transport.c_str(),
-                cfg->source.c_str());
-  return 0;
+  if (!cfg.is_ok()) return exit_code;
+
+  const Status configured = probe_transport(*cfg, cfg->transport);
+  std::printf("Default transport: %s (config: %s): %s\n", cfg->transport.c_str(),
+              cfg->source.c_str(),
+              configured.is_ok() ? "usable" : ("NOT usable: " + configured.message()).c_str());
+  if (!configured.is_ok()) exit_code = kExitFailed;
+
+  if (!names.empty()) std::printf("Checked:\n");
+  for (const auto& name : names) {
+    const Status st = check_name(*cfg, found, name);
+    if (st.is_ok()) {
+      std::printf("  %-12s ok\n", name.c_str());
+    } else {
+      std::printf("  %-12s FAILED  %s\n", name.c_str(), st.message().c_str());
+      exit_code = kExitFailed;
+    }
+  }
+  return exit_code;
 }

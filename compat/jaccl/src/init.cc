@@ -78,7 +78,11 @@ std::string why_invalid(const Config& cfg) {
 
 }  // namespace
 
-bool is_available() { return true; }
+bool is_available() {
+  // Chorus's own question, asked of the same configuration init would read:
+  // the transport's plugin loads and finds something to use here.
+  return chorus_transport_probe(nullptr) == CHORUS_OK;
+}
 
 std::shared_ptr<Group> init(const Config& cfg, bool strict) {
   if (!cfg.is_valid()) return unusable(strict, why_invalid(cfg));

@@ -108,9 +108,12 @@ class JACCL_EXPORT Config {
 };
 
 /**
- * Whether a group can be made here. Chorus needs no special hardware (its
- * default transport is TCP), so this is true; init still reports a
- * configured transport that cannot be loaded.
+ * Whether the backend can be used here: the transport Chorus's configuration
+ * names (config file, CHORUS_TRANSPORT, ...; TCP by default) is found, loads
+ * and finds something to use on this machine (for "auto", both of its
+ * sub-transports). Needs no job: rank, size and coordinator are not read.
+ * Never throws. When it is false, init returns nullptr (or throws with the
+ * reason when strict).
  */
 JACCL_EXPORT bool is_available();
 
