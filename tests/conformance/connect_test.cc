@@ -102,14 +102,16 @@ TEST_CASE("connect to a peer that is gone fails within its timeout", "[connect]"
   REQUIRE_OK(tp().endpoint_close(gone_rank == 0 ? ea.ep : eb.ep));
   REQUIRE_OK(gone.close());
 
+  constexpr int kTimeoutMs = 500;
   const auto t0 = Clock::now();
-  const int rc = connect_endpoint(survivor, gone_blob, 500);
+  const int rc = connect_endpoint(survivor, gone_blob, kTimeoutMs);
   const double elapsed = ms_since(t0);
   INFO("endpoint_connect -> " << status_name(rc) << " after " << elapsed
                               << " ms: " << last_error());
   CHECK((rc == CHORUS_ERR_TIMEOUT || rc == CHORUS_ERR_PEER_LOST));
-  if (rc == CHORUS_ERR_TIMEOUT) CHECK(elapsed >= 400);
-  CHECK(elapsed < 3000);
+  // A timeout never fires early; late is allowed, a hang is not.
+  if (rc == CHORUS_ERR_TIMEOUT) CHECK(elapsed >= kTimeoutMs * 0.8);
+  CHECK(elapsed < 10 * kTimeoutMs);
 }
 
 TEST_CASE("connect with a blob that is not an address fails cleanly", "[connect]") {
@@ -120,11 +122,12 @@ TEST_CASE("connect with a blob that is not an address fails cleanly", "[connect]
   Bytes junk(eb.blob.size());
   std::mt19937 rng(42);
   for (auto& x : junk) x = static_cast<unsigned char>(rng());
+  constexpr int kTimeoutMs = 1000;
   const auto t0 = Clock::now();
-  const int rc = connect_endpoint(ea, junk, 1000);
+  const int rc = connect_endpoint(ea, junk, kTimeoutMs);
   INFO("endpoint_connect(junk) -> " << status_name(rc) << ": " << last_error());
   CHECK(rc != CHORUS_OK);
-  CHECK(ms_since(t0) < 3000);
+  CHECK(ms_since(t0) < 10 * kTimeoutMs);  // fails, at the latest at its timeout: no hang
   // A blob meant for another endpoint (the wrong channel) must not connect either.
   Endpoint eb1 = open_endpoint(b, 0, 1);
   const int rc2 = connect_endpoint(ea, eb1.blob, 500);

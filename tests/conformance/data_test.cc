@@ -415,5 +415,6 @@ TEST_CASE("closing endpoints and contexts with posts outstanding never hangs", "
     REQUIRE_OK(p.a.close());
     REQUIRE_OK(p.b.close());
   }
-  CHECK(ms_since(t0) < 5000);
+  // A hang guard, not a speed check: well over 10x what the above takes.
+  CHECK(ms_since(t0) < 30000);
 }

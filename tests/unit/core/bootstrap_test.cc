@@ -1,8 +1,8 @@
 // Unit tests of the bootstrap side channel: ranks are threads of this process
 // talking over 127.0.0.1. Catch2 assertions are not thread-safe, so rank
 // threads only record what happened and the test thread checks it.
-#include "core/auth.h"
 #include "core/bootstrap.h"
+#include "core/auth.h"
 
 #include <catch2/catch.hpp>
 
@@ -531,12 +531,14 @@ TEST_CASE("rank 0 timing out names the ranks that never joined", "[bootstrap]") 
   CHECK_THAT(out[0].message, Catch::StartsWith("rank 0: timed out after"));
   CHECK_THAT(out[0].message, Catch::Contains("waiting for ranks 2, 4 to join"));
   CHECK_THAT(out[0].message, Catch::Contains(local(port)));
-  CHECK(out[0].seconds < 3);
-  // The ranks that did join hear about it at once instead of waiting 10 s.
+  CHECK(out[0].seconds >= 0.45);  // not before its deadline
+  CHECK(out[0].seconds < 5);      // nor a hang
+  // The ranks that did join hear about it from rank 0 instead of waiting out
+  // their own 10 s: PEER_LOST naming the missing ranks, where their own
+  // deadline would have given TIMEOUT.
   for (const int r : {1, 3}) {
     CHECK(out[static_cast<std::size_t>(r)].code == CHORUS_ERR_PEER_LOST);
     CHECK_THAT(out[static_cast<std::size_t>(r)].message, Catch::Contains("ranks 2, 4"));
-    CHECK(out[static_cast<std::size_t>(r)].seconds < 3);
   }
 }
 
@@ -552,8 +554,8 @@ TEST_CASE("a rank that cannot reach the coordinator times out with advice", "[bo
       m, Catch::StartsWith("rank 3: could not reach coordinator " + local(port) + " within 0."));
   CHECK_THAT(m, Catch::Contains("(last error: Connection refused)"));
   CHECK_THAT(m, Catch::Contains("is rank 0 running"));
-  CHECK(seconds >= 0.25);
-  CHECK(seconds < 2);
+  CHECK(seconds >= 0.25);  // not before its deadline
+  CHECK(seconds < 3);      // nor a hang
 }
 
 TEST_CASE("rank 0 reports a coordinator port that is in use", "[bootstrap]") {
@@ -776,7 +778,7 @@ TEST_CASE("a peer stalling mid-frame cannot hang the job", "[bootstrap]") {
     if (!b.is_ok()) return me.set(b.status());
     const auto start = Clock::now();
     std::vector<Bytes> all;
-    me.set((*b)->all_gather(blob(r, 10, 0), all, Deadline::after(r == 0 ? 1000ms : 10000ms)));
+    me.set((*b)->all_gather(blob(r, 10, 0), all, Deadline::after(r == 0 ? 1000ms : 30000ms)));
     me.seconds = since(start);
   });
   INFO(describe(out));
@@ -784,12 +786,12 @@ TEST_CASE("a peer stalling mid-frame cannot hang the job", "[bootstrap]") {
   CHECK(out[0].code == CHORUS_ERR_TIMEOUT);
   CHECK_THAT(out[0].message, Catch::Contains("all_gather #1 timed out after"));
   CHECK_THAT(out[0].message, Catch::Contains("waiting for rank 2"));
-  CHECK(out[0].seconds >= 0.9);
-  CHECK(out[0].seconds < 3);
-  // Rank 1 is told by rank 0 instead of waiting out its own 10 s.
+  CHECK(out[0].seconds >= 0.9);  // not before its deadline
+  CHECK(out[0].seconds < 10);    // nor a hang
+  // Rank 1 is told by rank 0 instead of waiting out its own 30 s: PEER_LOST,
+  // where its own deadline would have given TIMEOUT.
   CHECK(out[1].code == CHORUS_ERR_PEER_LOST);
   CHECK_THAT(out[1].message, Catch::Contains("waiting for rank 2"));
-  CHECK(out[1].seconds < 4);
 }
 
 TEST_CASE("a coordinator stalling mid-frame cannot hang a rank", "[bootstrap]") {
@@ -826,8 +828,8 @@ TEST_CASE("a coordinator stalling mid-frame cannot hang a rank", "[bootstrap]") 
   CHECK(s.code() == CHORUS_ERR_TIMEOUT);
   CHECK_THAT(s.message(), Catch::StartsWith("rank 1: barrier #1 timed out after"));
   CHECK_THAT(s.message(), Catch::Contains("waiting for rank 0"));
-  CHECK(seconds >= 0.45);
-  CHECK(seconds < 2);
+  CHECK(seconds >= 0.45);  // not before its deadline
+  CHECK(seconds < 5);      // nor a hang
 }
 
 TEST_CASE("collectives called out of step fail on every rank", "[bootstrap]") {
