@@ -31,12 +31,6 @@ from collections import defaultdict
 SOURCE_EXT = (".c", ".cc", ".cpp", ".h", ".hpp")
 SKIP_DIRS = {".git", "corpus"}
 
-# Things a scan finds that are not a dependency, each with the reason.
-NOT_DEPENDENCIES = {
-    # Commands the harness scripts define themselves or that name files in
-    # the tree or the build, found in command position by the shell scan.
-}
-
 SHELL_WORDS = {
     # keywords and builtins: not programs
     "if", "then", "else", "elif", "fi", "for", "while", "until", "do", "done", "case",
@@ -234,71 +228,52 @@ def shell_commands(text):
     return words
 
 
+def sources(source, wanted):
+    """(relative path, text) of the tree's files for which wanted(rel) holds."""
+    for f in tree_files(source):
+        rel = os.path.relpath(f, source)
+        if wanted(rel):
+            with open(f, errors="replace") as fh:
+                yield rel, fh.read()
+
+
 def programs(source):
     """{program name: [files that run it]}."""
     used = defaultdict(list)
-    funcs = set()
-    scripts = []
-    for f in tree_files(source):
-        rel = os.path.relpath(f, source)
-        if f.endswith(".sh") or rel == ".ci/run":
-            scripts.append((f, rel))
-    for f, _ in scripts:
-        with open(f, errors="replace") as fh:
-            for m in re.finditer(r"^\s*(?:function\s+)?([A-Za-z_][A-Za-z0-9_-]*)\s*\(\)", fh.read(), re.M):
-                funcs.add(m.group(1))
-    for f, rel in scripts:
-        with open(f, errors="replace") as fh:
-            text = fh.read()
+    scripts = list(sources(source, lambda rel: rel.endswith(".sh") or rel == ".ci/run"))
+    funcs = {m.group(1) for _, text in scripts
+             for m in re.finditer(r"^\s*(?:function\s+)?([A-Za-z_][A-Za-z0-9_-]*)\s*\(\)", text, re.M)}
+    for rel, text in scripts:
         if text.startswith("#!/bin/busybox"):
             continue  # busybox applets (busybox-static), run inside the guest's initramfs
-        if True:
-            for w in shell_commands(text):
-                if w in SHELL_WORDS or w in funcs or not re.match(r"^[A-Za-z][A-Za-z0-9._+-]*$", w):
-                    continue
+        for w in shell_commands(text):
+            if w not in SHELL_WORDS and w not in funcs and re.match(r"^[A-Za-z][A-Za-z0-9._+-]*$", w):
                 used[w].append(rel)
     # CMake: add_test(... COMMAND prog ...) with a plain program name, and find_program.
-    for f in tree_files(source):
-        if not (f.endswith("CMakeLists.txt") or f.endswith(".cmake")):
-            continue
-        rel = os.path.relpath(f, source)
-        with open(f, errors="replace") as fh:
-            text = fh.read()
+    cmake = lambda rel: rel.endswith("CMakeLists.txt") or rel.endswith(".cmake")
+    for rel, text in sources(source, cmake):
         for m in re.finditer(r"\bCOMMAND\s+([A-Za-z][A-Za-z0-9._+-]*)\b", text):
             used[m.group(1)].append(rel)
         for m in re.finditer(r"find_program\(\s*\w+\s+(?:NAMES\s+)?([A-Za-z][A-Za-z0-9._+-]*)", text):
             used[m.group(1)].append(rel)
     # Python: subprocess argument lists that start with a literal program.
-    for f in tree_files(source):
-        if not f.endswith(".py"):
-            continue
-        rel = os.path.relpath(f, source)
-        with open(f, errors="replace") as fh:
-            text = fh.read()
+    for rel, text in sources(source, lambda rel: rel.endswith(".py")):
         for m in re.finditer(r"(?:run|Popen|call|check_call|check_output)\(\s*\[\s*[\"']([A-Za-z][A-Za-z0-9._+-]*)[\"']", text):
             used[m.group(1)].append(rel)
     return used
 
 
 def python_modules(source):
+    """{top-level module: [files that import it]}, the tree's own modules aside."""
     used = defaultdict(list)
-    local = set()
-    files = []
-    for f in tree_files(source):
-        if f.endswith(".py"):
-            files.append(f)
-            local.add(os.path.splitext(os.path.basename(f))[0])
-        elif os.path.isdir(f):
-            pass
-    for dirpath, dirnames, _ in os.walk(source):
+    files = list(sources(source, lambda rel: rel.endswith(".py")))
+    local = {os.path.splitext(os.path.basename(rel))[0] for rel, _ in files}
+    for _, dirnames, _ in os.walk(source):
         local.update(dirnames)
-    for f in files:
-        rel = os.path.relpath(f, source)
-        with open(f, errors="replace") as fh:
-            for line in fh:
-                m = re.match(r"^\s*(?:import|from)\s+([A-Za-z_][A-Za-z0-9_]*)", line)
-                if m and m.group(1) not in local and m.group(1) != "__future__":
-                    used[m.group(1)].append(rel)
+    for rel, text in files:
+        for m in re.finditer(r"^\s*(?:import|from)\s+([A-Za-z_][A-Za-z0-9_]*)", text, re.M):
+            if m.group(1) not in local and m.group(1) != "__future__":
+                used[m.group(1)].append(rel)
     return used
 
 
@@ -350,7 +325,7 @@ def main():
     system_path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
     problems = []
     for prog, users in sorted(programs(source).items()):
-        if prog in NOT_DEPENDENCIES or os.path.isfile(os.path.join(source, prog)):
+        if os.path.isfile(os.path.join(source, prog)):
             continue
         path = shutil.which(prog, path=system_path)
         if path is None:
