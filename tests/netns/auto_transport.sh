@@ -67,8 +67,10 @@ run() {
       echo "FAIL: rank $r logged '$line', expected '${expected[$r]}'"; bad=1
     fi
   done
-  grep -q "checking every element" "$NETNS_DIR/out.0" || { echo "FAIL: rank 0 did not check the data"; bad=1; }
-  grep -q "^# Wrong elements: 0$" "$NETNS_DIR/out.0" || { echo "FAIL: wrong elements reported"; bad=1; }
+  grep -q "checking every iteration on every rank" "$NETNS_DIR/out.0" || { echo "FAIL: rank 0 did not check the data"; bad=1; }
+  for ((r = 0; r < total; ++r)); do
+    grep -q "^# Wrong elements: 0$" "$NETNS_DIR/out.$r" || { echo "FAIL: rank $r reported wrong elements or no check"; bad=1; }
+  done
   sed 's/^/    /' "$NETNS_DIR/out.0"
   if [ "$bad" = 0 ]; then
     echo "ok: all_reduce over auto, $per rank(s) per namespace: exact on every rank"
