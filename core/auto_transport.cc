@@ -51,6 +51,13 @@ void log_host(int level, const std::string& message) {
     g_host->log(g_host->ctx, level, message.c_str());
 }
 
+/// "channel 1", or "notice channel" for the core's peer-loss notice endpoint
+/// (channel indexes at or past `data_channels`; 0: unknown, all are data).
+std::string channel_name(int channel, int data_channels) {
+  if (data_channels > 0 && channel >= data_channels) return "notice channel";
+  return "channel " + std::to_string(channel);
+}
+
 bool has_op(const chorus_transport_plugin_v1_t* t, size_t offset, const void* op) {
   return t->struct_size >= offset + sizeof(void*) && op != nullptr;
 }
@@ -216,6 +223,7 @@ struct AutoMr {
 struct AutoContext {
   Sub subs[2];
   int rank = 0;
+  int data_channels = 0;  // chorus_tp_context_info_t, minor 3; 0: unknown
   std::string host_id;
   chorus_tp_caps_t caps{};
   std::vector<std::unique_ptr<AutoEndpoint>> endpoints;
@@ -383,6 +391,9 @@ int auto_context_open(const chorus_tp_context_info_t* info, chorus_tp_context_t*
 
   auto ctx = std::make_unique<AutoContext>();
   ctx->rank = info->rank;
+  if (info->struct_size >=
+      offsetof(chorus_tp_context_info_t, data_channels) + sizeof info->data_channels)
+    ctx->data_channels = info->data_channels;
   ctx->host_id = host_id.empty() ? auto_host_identity() : host_id;
   if (ctx->host_id.size() > kAutoMaxHostId) ctx->host_id.resize(kAutoMaxHostId);
 
@@ -570,9 +581,9 @@ int auto_endpoint_connect(chorus_tp_endpoint_t* e, const void* peer_address, siz
     return fail(rc, std::string("endpoint_connect over ") + sub.name +
                         (slot == kLocal ? " (same host)" : " (other host)") + ": " +
                         sub.tp->last_error());
-  log_host(CHORUS_LOG_DEBUG, "auto: rank " + std::to_string(ctx->rank) + " -> rank " +
-                                 std::to_string(ep->peer) + " channel " +
-                                 std::to_string(ep->channel) + " over " + sub.name);
+  log_host(CHORUS_LOG_DEBUG,
+           "auto: rank " + std::to_string(ctx->rank) + " -> rank " + std::to_string(ep->peer) +
+               " " + channel_name(ep->channel, ctx->data_channels) + " over " + sub.name);
   return CHORUS_OK;
 }
 

@@ -198,6 +198,8 @@ Status Communicator::open_context() {
   info.config_count = kv.size();
   info.job_key = reinterpret_cast<const unsigned char*>(cfg_.transport_key.data());
   info.job_key_len = cfg_.transport_key.size();
+  // Endpoints past the data channels are the notice endpoints (open_endpoints).
+  info.data_channels = cfg_.channels;
   if (int rc = tp_->context_open(&info, &ctx_); rc != CHORUS_OK)
     return {rc, "rank " + std::to_string(rank_) + ": transport '" + cfg_.transport +
                     "' could not open a context: " + tp_->last_error()};

@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 #define CHORUS_TRANSPORT_ABI_MAJOR 1
-#define CHORUS_TRANSPORT_ABI_MINOR 2
+#define CHORUS_TRANSPORT_ABI_MINOR 3
 /** Name of the symbol every v1 transport plugin exports. */
 #define CHORUS_TRANSPORT_SYMBOL_V1 "chorus_transport_plugin_v1"
 
@@ -99,6 +99,17 @@ typedef struct chorus_tp_context_info {
    */
   const unsigned char* job_key;
   size_t job_key_len;
+  /* Minor 3. A plugin reads this only when struct_size covers it. */
+  /**
+   * Number of data channels per peer. Endpoints with a channel index
+   * >= `data_channels` are the core's control endpoints (the peer-loss notice
+   * endpoint, docs/reliability.md), not channels the user configured: name
+   * them as such in messages ("rank 2 (notice channel)", not "channel 1").
+   * They carry data like any other endpoint. 0, or a struct_size that does
+   * not cover this field (an older core), means unknown: treat every channel
+   * as a data channel.
+   */
+  int data_channels;
 } chorus_tp_context_info_t;
 
 /** A successful completion. */

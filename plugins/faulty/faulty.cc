@@ -51,6 +51,14 @@ using Clock = std::chrono::steady_clock;
 thread_local std::string t_last_error;
 const chorus_host_v1_t* g_host = nullptr;
 
+/// "channel 1", or "notice channel" for the core's peer-loss notice endpoint:
+/// channel indexes at or past `data_channels` (chorus_tp_context_info_t,
+/// minor 3; 0 when the caller did not say, then every channel is data).
+std::string channel_name(int channel, int data_channels) {
+  if (data_channels > 0 && channel >= data_channels) return "notice channel";
+  return "channel " + std::to_string(channel);
+}
+
 int set_error(int status, std::string message) {
   t_last_error = std::move(message);
   return status;
@@ -123,6 +131,7 @@ struct chorus_tp_context {
   chorus_tp_context_t* ictx = nullptr;
   chorus::faulty::FaultConfig cfg;
   int rank = 0;
+  int data_channels = 0;  // from context_open; 0: unknown
   chorus_tp_caps_t caps{};
   std::deque<Entry> queue;
   std::vector<std::unique_ptr<chorus_tp_endpoint>> endpoints;
@@ -279,8 +288,8 @@ struct chorus_tp_context {
   void drop(chorus_tp_endpoint* ep, uint64_t trigger) {
     pump_inner();  // what has already finished completes normally
     ep->dropped = true;
-    ep->drop_reason = "faulty: dropped the connection to rank " + std::to_string(ep->peer) +
-                      " (channel " + std::to_string(ep->channel) + ") after " +
+    ep->drop_reason = "faulty: dropped the connection to rank " + std::to_string(ep->peer) + " (" +
+                      chorus::faulty::channel_name(ep->channel, data_channels) + ") after " +
                       std::to_string(ep->sends) +
                       " sends (drop_after=" + std::to_string(cfg.drop_after) + ")";
     chorus::faulty::log(CHORUS_LOG_WARN, "rank " + std::to_string(rank) + ": " + ep->drop_reason);
@@ -344,6 +353,10 @@ int faulty_context_open(const chorus_tp_context_info_t* info, chorus_tp_context_
     inner_info.bind_address = info->bind_address;
     inner_info.config = kv.empty() ? nullptr : kv.data();
     inner_info.config_count = kv.size();
+    // Minor 3: the inner transport names the notice endpoint as the core does.
+    if (info->struct_size >=
+        offsetof(chorus_tp_context_info_t, data_channels) + sizeof info->data_channels)
+      inner_info.data_channels = info->data_channels;
     if (int rc = ctx->ops().context_open(&inner_info, &ctx->ictx); rc != CHORUS_OK)
       return ctx->forward_error(rc, "context_open");
     ctx->caps.struct_size = sizeof ctx->caps;
@@ -353,6 +366,7 @@ int faulty_context_open(const chorus_tp_context_info_t* info, chorus_tp_context_
       return status;
     }
     ctx->rank = info->rank;
+    ctx->data_channels = inner_info.data_channels;
     ctx->rng.seed(ctx->cfg.seed ^ (0x9E3779B97F4A7C15ull * uint64_t(info->rank + 1)));
     const FaultConfig& c = ctx->cfg;
     if (c.drop_after || c.delay_us || c.error_after)

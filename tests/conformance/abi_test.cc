@@ -3,7 +3,10 @@
 
 #include <dlfcn.h>
 
+#include <cstddef>
 #include <cstring>
+#include <string>
+#include <vector>
 
 using namespace chorus::conformance;
 
@@ -123,6 +126,66 @@ TEST_CASE("endpoint_open reports its blob and rejects bad arguments", "[abi]") {
           CHORUS_ERR_INVALID_ARGUMENT);
   }
   REQUIRE_OK(tp().endpoint_close(ep.ep));
+}
+
+TEST_CASE("context info of every minor is accepted; the notice endpoint is no data channel",
+          "[abi][info]") {
+  CONFORMANCE_NEEDS_TRANSPORT();
+  using Info = chorus_tp_context_info_t;
+  // Info as a core of minor 0, 2 and this header's minor fills it. Past
+  // struct_size, data_channels holds 1 all the same: the plugin must not read it.
+  const std::size_t info_size =
+      GENERATE(offsetof(Info, config_count) + sizeof(size_t),
+               offsetof(Info, job_key_len) + sizeof(size_t), sizeof(Info));
+  const bool states_data_channels = info_size >= offsetof(Info, data_channels) + sizeof(int);
+  INFO("info struct_size " << info_size << " of " << sizeof(Info));
+  Context a(0, 2, {}, InfoOptions{info_size, 1}), b(1, 2, {}, InfoOptions{info_size, 1});
+  // Channel 0 is the one data channel; channel 1 is what the core opens as
+  // its peer-loss notice endpoint (data_channels = 1).
+  std::vector<Endpoint> ea, eb;
+  for (int c = 0; c < 2; ++c) {
+    ea.push_back(open_endpoint(a, 1, c));
+    eb.push_back(open_endpoint(b, 0, c));
+  }
+  for (std::size_t c = 0; c < 2; ++c) connect_pair(ea[c], eb[c]);
+
+  // The notice endpoint carries messages like any other.
+  Bytes out(48), in(64);
+  fill_pattern(out.data(), out.size(), 5);
+  Registration ra_out(a, out.data(), out.size()), ra_in(a, in.data(), in.size());
+  Registration rb_in(b, in.data(), in.size());
+  REQUIRE_OK(tp().post_recv(eb[1].ep, in.data(), in.size(), rb_in.mr(), 1));
+  REQUIRE_OK(tp().post_send(ea[1].ep, out.data(), out.size(), ra_out.mr(), 2));
+  REQUIRE(pump_until(
+      {&a, &b}, [&] { return a.completions.size() == 1 && b.completions.size() == 1; }, 10000));
+  REQUIRE(a.errors.empty());
+  REQUIRE(b.errors.empty());
+  CHECK(b.completions[0].byte_len == out.size());
+  CHECK_FALSE(pattern_mismatch(in.data(), out.size(), 5));
+
+  // Its loss is reported, and with data_channels stated, neither the error
+  // nor the log calls it "channel 1": the user configured one channel.
+  Plugin::get().clear_logs();
+  REQUIRE_OK(tp().post_recv(ea[1].ep, in.data(), in.size(), ra_in.mr(), 3));
+  REQUIRE_OK(tp().endpoint_close(eb[1].ep));
+  REQUIRE(pump_until(
+      {&a, &b}, [&] { return !a.errors.empty(); }, 10000));
+  const chorus_tp_error_t& e = a.errors.front();
+  INFO("error: " << e.message);
+  CHECK(e.wr_id == 3);
+  CHECK(e.status == CHORUS_ERR_PEER_LOST);
+  CHECK(e.peer_rank == 1);
+  CHECK(e.endpoint == ea[1].ep);
+  if (states_data_channels) {
+    CHECK_THAT(std::string(e.message), !Catch::Contains("channel 1"));
+    for (const std::string& line : Plugin::get().logs()) {
+      INFO("logged: " << line);
+      CHECK_THAT(line, !Catch::Contains("channel 1"));
+    }
+  }
+  REQUIRE_OK(tp().endpoint_close(ea[1].ep));
+  REQUIRE_OK(tp().endpoint_close(ea[0].ep));
+  REQUIRE_OK(tp().endpoint_close(eb[0].ep));
 }
 
 TEST_CASE("an unknown configuration key is rejected by name", "[abi][config]") {

@@ -170,7 +170,7 @@ void check(int rc, const std::string& what) {
 
 // ---- Context / Endpoint ---------------------------------------------------------
 
-Context::Context(int rank, int size, const Kvs& extra) : rank_(rank) {
+Context::Context(int rank, int size, const Kvs& extra, const InfoOptions& options) : rank_(rank) {
   Kvs all = Plugin::get().env_config();
   all.insert(all.end(), extra.begin(), extra.end());
   std::vector<chorus_kv_t> kv;
@@ -185,6 +185,8 @@ Context::Context(int rank, int size, const Kvs& extra) : rank_(rank) {
   // Every context of this process belongs to one "job" (minor 2's job key).
   info.job_key = reinterpret_cast<const unsigned char*>(kConformanceJobKey);
   info.job_key_len = sizeof kConformanceJobKey - 1;
+  info.data_channels = options.data_channels;
+  if (options.struct_size != 0) info.struct_size = options.struct_size;
   check(tp().context_open(&info, &ctx_), "context_open(rank " + std::to_string(rank) + ")");
   caps_.struct_size = sizeof caps_;
   check(tp().get_caps(ctx_, &caps_), "get_caps");

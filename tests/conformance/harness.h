@@ -77,12 +77,23 @@ void check(int rc, const std::string& what);
 
 // ---- contexts, endpoints, registrations -----------------------------------------
 
+/// What a Context says in chorus_tp_context_info_t besides rank, size,
+/// address, configuration and the job key.
+struct InfoOptions {
+  /// The struct_size it claims; 0 for sizeof. A smaller size (ending at a
+  /// field an older minor appended) acts as a core built against that minor:
+  /// the fields past it hold values the plugin must not read.
+  std::size_t struct_size = 0;
+  /// data_channels (minor 3); 0 says nothing.
+  int data_channels = 0;
+};
+
 /// An open context plus the completions pumped out of it so far.
 class Context {
  public:
   /// Opens rank `rank` of `size` on Plugin::bind_address() with the env
   /// config plus `extra`.
-  Context(int rank, int size, const Kvs& extra = {});
+  Context(int rank, int size, const Kvs& extra = {}, const InfoOptions& options = {});
   ~Context();
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;

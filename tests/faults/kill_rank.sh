@@ -2,10 +2,14 @@
 # Starts N ranks by hand (the chorusrun contract: CHORUS_RANK, CHORUS_WORLD_SIZE,
 # CHORUS_COORDINATOR), lets them run a long all_reduce loop, SIGKILLs one rank
 # mid-collective, and requires every survivor to exit non-zero within BOUND
-# seconds with a peer-lost error naming the killed rank. Nothing may be left running.
+# seconds with a peer-lost error naming the killed rank. No survivor's output
+# may name a channel the job does not have ("channel N" for N >= the data
+# channels, CHORUS_ALGORITHM_CHANNELS, default 1): transports call the core's
+# peer-loss notice endpoint "notice channel". Nothing may be left running.
 # usage: kill_rank.sh BENCH NRANKS VICTIM [BOUND_S] [DELAY_S]
 set -uo pipefail
 bench="$1"; n="$2"; victim="$3"; bound="${4:-15}"; delay="${5:-2}"
+channels="${CHORUS_ALGORITHM_CHANNELS:-1}"
 port=$(( 20000 + (RANDOM % 20000) ))
 dir=$(mktemp -d)
 trap 'kill -9 "${pids[@]}" 2>/dev/null; rm -rf "$dir"' EXIT
@@ -50,7 +54,16 @@ for r in $(seq 0 $((n - 1))); do
       echo "FAIL: rank $r blames rank '${blamed}', not the killed rank $victim: $line"
       failed=$((failed + 1)); continue
     fi
-    echo "ok: rank $r exited $rc after ${took_ms} ms: $(cut -c1-300 <<<"$line")"
+    bad=$(cat "$dir/out.$r" "$dir/err.$r" | grep -oE "channel [0-9]+" |
+          awk -v c="$channels" '$2 >= c' | head -n1)
+    if [ -n "$bad" ]; then
+      echo "FAIL: rank $r names '$bad', but the job has $channels channel(s):"
+      grep -hE "channel [0-9]+" "$dir/out.$r" "$dir/err.$r" | head -n 5
+      failed=$((failed + 1)); continue
+    fi
+    notice=$(cat "$dir/out.$r" "$dir/err.$r" | grep -c "notice channel")
+    echo "ok: rank $r exited $rc after ${took_ms} ms, $notice line(s) naming the notice channel:" \
+      "$(cut -c1-300 <<<"$line")"
     passed=$((passed + 1))
   else
     echo "FAIL: rank $r exited $rc without a peer-lost error:"; cat "$dir/err.$r"; failed=$((failed + 1))

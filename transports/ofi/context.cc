@@ -1,5 +1,6 @@
 #include "context.h"
 
+#include "channel_name.h"
 #include "error.h"
 #include "local_endpoints.h"
 #include "log.h"
@@ -66,6 +67,7 @@ void close_fid(T*& object, const char* what) {
 Context::Context(const chorus_tp_context_info_t& info)
     : rank_(checked(info).rank),
       size_(info.size),
+      data_channels_(data_channels_of(info)),
       cfg_(Config::parse(info.config, info.config_count)),
       entries_(kCqBatch) {
   // Members hold raw libfabric objects: if construction fails half way,
@@ -300,9 +302,9 @@ Endpoint* Context::open_endpoint(int peer_rank, int channel, void* address_out,
   }
   for (const auto& ep : endpoints_) {
     if (ep->peer_rank() == peer_rank && ep->channel() == channel) {
-      throw Error(CHORUS_ERR_INVALID_ARGUMENT, "endpoint_open: an endpoint to rank " +
-                                                   std::to_string(peer_rank) + " channel " +
-                                                   std::to_string(channel) + " is already open");
+      throw Error(CHORUS_ERR_INVALID_ARGUMENT,
+                  "endpoint_open: an endpoint to " +
+                      endpoint_name(peer_rank, channel, data_channels_) + " is already open");
     }
   }
   if (*address_len < wire::kBlobHeaderSize) {

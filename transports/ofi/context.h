@@ -70,6 +70,8 @@ class Context {
   Context& operator=(const Context&) = delete;
 
   int rank() const { return rank_; }
+  /// chorus_tp_context_info_t::data_channels (0: unknown); see channel_name.h.
+  int data_channels() const { return data_channels_; }
   const Config& config() const { return cfg_; }
   const fi_info& info() const { return *info_; }
   fid_domain* domain() const { return domain_; }
@@ -159,6 +161,7 @@ class Context {
 
   int rank_ = 0;
   int size_ = 1;
+  int data_channels_ = 0;
   Config cfg_;
   FiInfoPtr info_;
   std::string provider_;

@@ -1,5 +1,6 @@
 #include "endpoint.h"
 
+#include "channel_name.h"
 #include "context.h"
 #include "error.h"
 #include "local_endpoints.h"
@@ -71,7 +72,7 @@ Endpoint::Endpoint(Context& ctx, int peer_rank, int channel, std::uint32_t key)
 Endpoint::~Endpoint() { detach(); }
 
 std::string Endpoint::who() const {
-  return "rank " + std::to_string(peer_rank_) + " (channel " + std::to_string(channel_) + ")";
+  return endpoint_name(peer_rank_, channel_, ctx_.data_channels());
 }
 
 std::string Endpoint::op_text(OpKind kind) const {
@@ -137,9 +138,10 @@ void Endpoint::connect(const void* peer_blob, std::size_t length, int timeout_ms
   if (blob->rank != peer_rank_ || blob->peer_rank != ctx_.rank() || blob->channel != channel_) {
     throw Error(CHORUS_ERR_INVALID_ARGUMENT,
                 "endpoint_connect: the blob belongs to rank " + std::to_string(blob->rank) +
-                    "'s endpoint for rank " + std::to_string(blob->peer_rank) + " channel " +
-                    std::to_string(blob->channel) + ", but this is rank " +
-                    std::to_string(ctx_.rank()) + "'s endpoint for " + who());
+                    "'s endpoint for " +
+                    endpoint_name(blob->peer_rank, blob->channel, ctx_.data_channels()) +
+                    ", but this is rank " + std::to_string(ctx_.rank()) + "'s endpoint for " +
+                    who());
   }
   const Deadline deadline = Deadline::after_ms(timeout_ms);
   ctx_.watch(*blob, deadline);
@@ -188,9 +190,7 @@ void Endpoint::connect(const void* peer_blob, std::size_t length, int timeout_ms
       break;
     std::string why;
     if (bye_seen_) {
-      throw Error(CHORUS_ERR_PEER_LOST, "rank " + std::to_string(peer_rank_) +
-                                            " closed its endpoint (channel " +
-                                            std::to_string(channel_) + ") before connecting");
+      throw Error(CHORUS_ERR_PEER_LOST, who() + " closed its endpoint before connecting");
     }
     if (ctx_.rank_dead(peer_rank_, &why)) throw Error(CHORUS_ERR_PEER_LOST, why);
     if (!control_error_.empty()) {
@@ -330,8 +330,7 @@ void Endpoint::on_control(const std::byte* data, std::size_t length) {
 
 void Endpoint::peer_closed(std::uint64_t count) {
   bye_seen_ = true;
-  const std::string why = "rank " + std::to_string(peer_rank_) + " closed its endpoint (channel " +
-                          std::to_string(channel_) + ")";
+  const std::string why = who() + " closed its endpoint";
   fail_tx(CHORUS_ERR_PEER_LOST, why);
   rx_limit_ = count;
   fail_rx(count, CHORUS_ERR_PEER_LOST,
@@ -373,11 +372,10 @@ int Endpoint::post(Queue& q, OpKind kind, std::byte* buf, std::size_t length, Me
     return set_last_error(status, std::string(op) + ": " + (send ? tx_error_ : rx_error_));
   }
   if (!send && rx_.tail >= rx_limit_) {
-    return set_last_error(CHORUS_ERR_PEER_LOST,
-                          std::string(op) + ": rank " + std::to_string(peer_rank_) +
-                              " closed its endpoint (channel " + std::to_string(channel_) +
-                              ") after sending " + std::to_string(rx_limit_) +
-                              " messages; this receive can never match");
+    return set_last_error(CHORUS_ERR_PEER_LOST, std::string(op) + ": " + who() +
+                                                    " closed its endpoint after sending " +
+                                                    std::to_string(rx_limit_) +
+                                                    " messages; this receive can never match");
   }
   if (buf == nullptr && length > 0) {
     return set_last_error(CHORUS_ERR_INVALID_ARGUMENT, std::string(op) + ": NULL buffer");

@@ -1,5 +1,6 @@
 #include "context.h"
 
+#include "channel_name.h"
 #include "error.h"
 #include "log.h"
 
@@ -37,6 +38,7 @@ Context::Context(const chorus_tp_context_info_t& info)
     : cfg_(Config::parse(info.config, info.config_count)),
       rank_(info.rank),
       size_(info.size),
+      data_channels_(data_channels_of(info)),
       // The communicator's size bounds the ranks on this host (they are all
       // here when shm carries every pair; fewer under the auto transport).
       oversubscribed_(info.size > usable_cores()) {
@@ -89,9 +91,9 @@ Endpoint* Context::open_endpoint(int peer, int channel, void* address_out,
   }
   for (const auto& e : endpoints_) {
     if (e->peer() == peer && e->channel() == channel) {
-      throw Error(CHORUS_ERR_INVALID_ARGUMENT, "an endpoint to rank " + std::to_string(peer) +
-                                                   " channel " + std::to_string(channel) +
-                                                   " is already open");
+      throw Error(
+          CHORUS_ERR_INVALID_ARGUMENT,
+          "an endpoint to " + endpoint_name(peer, channel, data_channels_) + " is already open");
     }
   }
   auto ep = std::make_unique<Endpoint>(*this, peer, channel);

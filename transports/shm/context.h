@@ -32,6 +32,8 @@ class Context {
 
   const Config& config() const { return cfg_; }
   int rank() const { return rank_; }
+  /// chorus_tp_context_info_t::data_channels (0: unknown); see channel_name.h.
+  int data_channels() const { return data_channels_; }
   int size() const { return size_; }
   CompletionQueue& cq() { return cq_; }
   chorus_tp_caps_t caps() const;
@@ -61,6 +63,7 @@ class Context {
   Config cfg_;
   int rank_;
   int size_;
+  int data_channels_;
   /// More ranks than usable cores: spin passes yield the core (the rank we
   /// wait for may need it) instead of pausing on it.
   bool oversubscribed_;

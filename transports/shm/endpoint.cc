@@ -1,5 +1,6 @@
 #include "endpoint.h"
 
+#include "channel_name.h"
 #include "context.h"
 #include "error.h"
 #include "futex.h"
@@ -103,7 +104,7 @@ Endpoint::~Endpoint() {
 }
 
 std::string Endpoint::peer_name() const {
-  return "rank " + std::to_string(peer_) + " (channel " + std::to_string(channel_) +
+  return "rank " + std::to_string(peer_) + " (" + channel_name(channel_, ctx_.data_channels()) +
          (peer_pid_ > 0 ? ", pid " + std::to_string(peer_pid_) : std::string()) + ")";
 }
 
@@ -147,9 +148,9 @@ void Endpoint::connect(const void* peer_blob, std::size_t length) {
   if (b.rank != peer_ || b.peer != ctx_.rank() || b.channel != channel_) {
     throw Error(CHORUS_ERR_INVALID_ARGUMENT,
                 "the address given for " + peer_name() + " belongs to rank " +
-                    std::to_string(b.rank) + "'s endpoint to rank " + std::to_string(b.peer) +
-                    " channel " + std::to_string(b.channel) + ", not to this endpoint (rank " +
-                    std::to_string(ctx_.rank()) + ")");
+                    std::to_string(b.rank) + "'s endpoint to " +
+                    endpoint_name(b.peer, b.channel, ctx_.data_channels()) +
+                    ", not to this endpoint (rank " + std::to_string(ctx_.rank()) + ")");
   }
   const HostIdentity& id = HostIdentity::local();
   if (std::memcmp(b.boot_id, id.boot_id, sizeof b.boot_id) != 0) {

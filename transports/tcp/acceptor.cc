@@ -1,5 +1,6 @@
 #include "acceptor.h"
 
+#include "channel_name.h"
 #include "error.h"
 #include "log.h"
 #include "socket_options.h"
@@ -54,8 +55,14 @@ struct Acceptor::Incoming {
   std::string remote;
 };
 
-Acceptor::Acceptor(const asio::ip::address& bind, const Config& cfg, int rank, auth::Key key)
-    : cfg_(cfg), rank_(rank), key_(std::move(key)), acceptor_(io_), backoff_(io_) {
+Acceptor::Acceptor(const asio::ip::address& bind, const Config& cfg, int rank, int data_channels,
+                   auth::Key key)
+    : cfg_(cfg),
+      rank_(rank),
+      data_channels_(data_channels),
+      key_(std::move(key)),
+      acceptor_(io_),
+      backoff_(io_) {
   const asio::ip::tcp::endpoint where(bind, 0);
   std::error_code ec;
   acceptor_.open(where.protocol(), ec);
@@ -210,17 +217,17 @@ void Acceptor::on_proof(const std::shared_ptr<Incoming>& in) {
   wire::Proof proof;
   if (!wire::decode(in->proof, proof) ||
       !auth::same(proof.mac, auth::connector_proof(key_, in->hello, in->acceptor_nonce))) {
-    log(CHORUS_LOG_WARN, "dropped connection from " + in->remote + " claiming rank " +
-                             std::to_string(h.rank) + " channel " + std::to_string(h.channel) +
+    log(CHORUS_LOG_WARN, "dropped connection from " + in->remote + " claiming " +
+                             endpoint_name(h.rank, h.channel, data_channels_) +
                              ": authentication failed (it does not hold this job's key)");
     finish(in);
     return;
   }
   const wire::AckStatus status = admit(h);
   if (status != wire::AckStatus::kAccepted) {
-    log(CHORUS_LOG_WARN, "refused connection from " + in->remote + " claiming rank " +
-                             std::to_string(h.rank) + " channel " + std::to_string(h.channel) +
-                             ": " + describe(status));
+    log(CHORUS_LOG_WARN, "refused connection from " + in->remote + " claiming " +
+                             endpoint_name(h.rank, h.channel, data_channels_) + ": " +
+                             describe(status));
   }
   wire::encode(status, in->ack);
   asio::async_write(in->socket, asio::buffer(in->ack),
@@ -317,8 +324,8 @@ void Acceptor::purge_foreign(Expected& e) {
   for (std::size_t i = 0; i < e.slots.size(); ++i) {
     Slot& s = e.slots[i];
     if (s.reserved && !s.taken && s.sender_nonce != e.sender_nonce) {
-      log(CHORUS_LOG_WARN, "closed a connection claiming rank " + std::to_string(e.peer_rank) +
-                               " channel " + std::to_string(e.channel) +
+      log(CHORUS_LOG_WARN, "closed a connection claiming " +
+                               endpoint_name(e.peer_rank, e.channel, data_channels_) +
                                ": it does not come from the endpoint whose address was given");
       if (s.fd >= 0) {
         ::close(s.fd);

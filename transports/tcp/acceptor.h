@@ -36,8 +36,10 @@ namespace chorus::tcp {
 class Acceptor {
  public:
   /// Listens on `bind`:0 (ephemeral port) and admits only connectors that
-  /// prove they hold `key`. Throws Error(SYSTEM) on failure.
-  Acceptor(const asio::ip::address& bind, const Config& cfg, int rank, auth::Key key);
+  /// prove they hold `key`. `data_channels` (chorus_tp_context_info_t) only
+  /// names channels in messages. Throws Error(SYSTEM) on failure.
+  Acceptor(const asio::ip::address& bind, const Config& cfg, int rank, int data_channels,
+           auth::Key key);
   ~Acceptor();
   Acceptor(const Acceptor&) = delete;
   Acceptor& operator=(const Acceptor&) = delete;
@@ -89,6 +91,7 @@ class Acceptor {
 
   const Config cfg_;
   const int rank_;
+  const int data_channels_;
   const auth::Key key_;
   std::uint16_t port_ = 0;
 

@@ -1,6 +1,7 @@
 #include "connector.h"
 
 #include "auth.h"
+#include "channel_name.h"
 #include "error.h"
 #include "socket_options.h"
 
@@ -45,24 +46,25 @@ std::error_code run_bounded(asio::io_context& io, asio::ip::tcp::socket& socket,
   return result;
 }
 
-std::string where(const asio::ip::tcp::endpoint& ep, const wire::Hello& h) {
+std::string where(const asio::ip::tcp::endpoint& ep, const wire::Hello& h, int data_channels) {
   std::ostringstream s;
-  s << "rank " << h.peer_rank << " (channel " << h.channel << ", socket " << h.index << ") at "
-    << ep;
+  s << "rank " << h.peer_rank << " (" << channel_name(h.channel, data_channels) << ", socket "
+    << h.index << ") at " << ep;
   return s.str();
 }
 
 }  // namespace
 
 int connect_socket(const asio::ip::tcp::endpoint& remote, wire::Hello hello, const Config& cfg,
-                   const auth::Key& key, const Deadline& deadline) {
+                   int data_channels, const auth::Key& key, const Deadline& deadline) {
   asio::io_context io(1);
   asio::ip::tcp::socket socket(io);
   std::string last_error = "no attempt made";
   auto backoff = std::chrono::milliseconds(2);
   for (;;) {
     if (deadline.expired()) {
-      throw Error(CHORUS_ERR_TIMEOUT, "timed out connecting to " + where(remote, hello) +
+      throw Error(CHORUS_ERR_TIMEOUT, "timed out connecting to " +
+                                          where(remote, hello, data_channels) +
                                           " (last attempt: " + last_error + ")");
     }
     std::error_code ec;
@@ -103,13 +105,13 @@ int connect_socket(const asio::ip::tcp::endpoint& remote, wire::Hello hello, con
   if (!ec) {
     wire::Challenge challenge;
     if (!wire::decode(challenge_bytes, challenge)) {
-      throw Error(CHORUS_ERR_PEER_LOST, where(remote, hello) +
+      throw Error(CHORUS_ERR_PEER_LOST, where(remote, hello, data_channels) +
                                             " answered the handshake with garbage (not Chorus "
                                             "TCP of this version?)");
     }
     if (!auth::same(challenge.mac, auth::acceptor_proof(key, hello_bytes, challenge.acceptor_nonce))) {
       throw Error(CHORUS_ERR_PEER_LOST,
-                  where(remote, hello) +
+                  where(remote, hello, data_channels) +
                       " failed authentication: it does not hold this job's key (the address is "
                       "now someone else's, or the ranks were given different job tokens)");
     }
@@ -126,32 +128,33 @@ int connect_socket(const asio::ip::tcp::endpoint& remote, wire::Hello hello, con
     });
   }
   if (ec == asio::error::timed_out) {
-    throw Error(CHORUS_ERR_TIMEOUT,
-                "timed out waiting for " + where(remote, hello) + " to answer the handshake");
+    throw Error(CHORUS_ERR_TIMEOUT, "timed out waiting for " + where(remote, hello, data_channels) +
+                                        " to answer the handshake");
   }
   if (ec) {
-    throw Error(
-        CHORUS_ERR_PEER_LOST,
-        where(remote, hello) + " dropped the connection during the handshake: " + ec.message());
+    throw Error(CHORUS_ERR_PEER_LOST,
+                where(remote, hello, data_channels) +
+                    " dropped the connection during the handshake: " + ec.message());
   }
   wire::AckStatus status;
   if (!wire::decode(ack_bytes, status)) {
-    throw Error(CHORUS_ERR_PEER_LOST,
-                where(remote, hello) + " answered the handshake with garbage (not Chorus TCP?)");
+    throw Error(CHORUS_ERR_PEER_LOST, where(remote, hello, data_channels) +
+                                          " answered the handshake with garbage (not Chorus TCP?)");
   }
   switch (status) {
     case wire::AckStatus::kAccepted:
       break;
     case wire::AckStatus::kMismatch:
       throw Error(CHORUS_ERR_INVALID_ARGUMENT,
-                  where(remote, hello) + " refused the connection: transport.tcp.sockets is " +
+                  where(remote, hello, data_channels) +
+                      " refused the connection: transport.tcp.sockets is " +
                       std::to_string(hello.sockets) + " here but differs there");
     case wire::AckStatus::kDuplicate:
-      throw Error(CHORUS_ERR_INTERNAL,
-                  where(remote, hello) + " already has this socket of the endpoint connected");
+      throw Error(CHORUS_ERR_INTERNAL, where(remote, hello, data_channels) +
+                                           " already has this socket of the endpoint connected");
     default:
       throw Error(CHORUS_ERR_PEER_LOST,
-                  where(remote, hello) +
+                  where(remote, hello, data_channels) +
                       " refused the connection: it has no open endpoint matching this address "
                       "(endpoint closed, or a stale address blob)");
   }

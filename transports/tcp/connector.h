@@ -18,7 +18,8 @@ namespace chorus::tcp {
 /// caller. Throws Error: TIMEOUT at the deadline, PEER_LOST when the peer
 /// refuses, fails authentication or drops the handshake, INVALID_ARGUMENT on
 /// a configuration mismatch.
+/// `data_channels` (chorus_tp_context_info_t) only names the channel in messages.
 int connect_socket(const asio::ip::tcp::endpoint& remote, wire::Hello hello, const Config& cfg,
-                   const auth::Key& key, const Deadline& deadline);
+                   int data_channels, const auth::Key& key, const Deadline& deadline);
 
 }  // namespace chorus::tcp

@@ -1,5 +1,6 @@
 #include "context.h"
 
+#include "channel_name.h"
 #include "error.h"
 #include "log.h"
 #include "wire.h"
@@ -80,6 +81,7 @@ Context::Context(const chorus_tp_context_info_t& info) : discard_(64 * 1024), ev
   }
   rank_ = info.rank;
   size_ = info.size;
+  data_channels_ = data_channels_of(info);
   {
     // The communicator's size bounds the ranks on this host.
     cpu_set_t set;
@@ -115,7 +117,7 @@ Context::Context(const chorus_tp_context_info_t& info) : discard_(64 * 1024), ev
     throw Error(CHORUS_ERR_SYSTEM, "epoll_ctl(eventfd): " + errno_text(errno));
   }
   to_progress_.reserve(kMaxEvents);
-  acceptor_ = std::make_unique<Acceptor>(bind_address, cfg_, rank_, job_key_);
+  acceptor_ = std::make_unique<Acceptor>(bind_address, cfg_, rank_, data_channels_, job_key_);
   log(CHORUS_LOG_DEBUG, "rank " + std::to_string(rank_) + " listening on " + listen_address() +
                             " (sockets=" + std::to_string(cfg_.sockets) +
                             ", nodelay=" + (cfg_.nodelay ? "true" : "false") +
@@ -184,9 +186,9 @@ Endpoint* Context::open_endpoint(int peer_rank, int channel, void* address_out,
   }
   for (const auto& ep : endpoints_) {
     if (ep->peer_rank() == peer_rank && ep->channel() == channel) {
-      throw Error(CHORUS_ERR_INVALID_ARGUMENT, "endpoint_open: an endpoint to rank " +
-                                                   std::to_string(peer_rank) + " channel " +
-                                                   std::to_string(channel) + " is already open");
+      throw Error(CHORUS_ERR_INVALID_ARGUMENT,
+                  "endpoint_open: an endpoint to " +
+                      endpoint_name(peer_rank, channel, data_channels_) + " is already open");
     }
   }
   auto ep = std::make_unique<chorus_tp_endpoint>(*this, peer_rank, channel, random_nonce());

@@ -39,6 +39,8 @@ class Context {
 
   int rank() const { return rank_; }
   const Config& config() const { return cfg_; }
+  /// chorus_tp_context_info_t::data_channels (0: unknown); see channel_name.h.
+  int data_channels() const { return data_channels_; }
   /// The job key from context_open (empty when the core passed none).
   const auth::Key& job_key() const { return job_key_; }
   CompletionQueue& cq() { return cq_; }
@@ -69,6 +71,7 @@ class Context {
 
   int rank_ = 0;
   int size_ = 1;
+  int data_channels_ = 0;
   /// More ranks than usable cores: spin passes yield the core.
   bool oversubscribed_ = false;
   Config cfg_;

@@ -1,5 +1,6 @@
 #include "endpoint.h"
 
+#include "channel_name.h"
 #include "connector.h"
 #include "context.h"
 #include "error.h"
@@ -50,7 +51,7 @@ Endpoint::Endpoint(Context& ctx, int peer_rank, int channel, std::uint64_t nonce
 Endpoint::~Endpoint() { release_sockets(); }
 
 std::string Endpoint::who() const {
-  return "rank " + std::to_string(peer_rank_) + " (channel " + std::to_string(channel_) + ")";
+  return endpoint_name(peer_rank_, channel_, ctx_.data_channels());
 }
 
 // ---- connection setup -----------------------------------------------------
@@ -66,10 +67,10 @@ void Endpoint::connect(const void* peer_blob, std::size_t length, int timeout_ms
   }
   if (b.rank != peer_rank_ || b.peer_rank != ctx_.rank() || b.channel != channel_) {
     throw Error(CHORUS_ERR_INVALID_ARGUMENT,
-                "address blob mix-up: it is rank " + std::to_string(b.rank) +
-                    "'s endpoint for rank " + std::to_string(b.peer_rank) + " channel " +
-                    std::to_string(b.channel) + ", but this is rank " +
-                    std::to_string(ctx_.rank()) + "'s endpoint for " + who());
+                "address blob mix-up: it is rank " + std::to_string(b.rank) + "'s endpoint for " +
+                    endpoint_name(b.peer_rank, b.channel, ctx_.data_channels()) +
+                    ", but this is rank " + std::to_string(ctx_.rank()) + "'s endpoint for " +
+                    who());
   }
   if (b.sockets != nsockets_) {
     throw Error(CHORUS_ERR_INVALID_ARGUMENT,
@@ -103,7 +104,8 @@ void Endpoint::connect(const void* peer_blob, std::size_t length, int timeout_ms
         h.index = static_cast<std::uint16_t>(i);
         h.target_nonce = b.nonce;
         h.sender_nonce = nonce_;
-        fds.push_back(connect_socket(remote, h, ctx_.config(), ctx_.job_key(), deadline));
+        fds.push_back(connect_socket(remote, h, ctx_.config(), ctx_.data_channels(), ctx_.job_key(),
+                                     deadline));
       }
     } else {
       // Passive side: the acceptor thread has been collecting them.

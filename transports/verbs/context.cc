@@ -1,5 +1,6 @@
 #include "context.h"
 
+#include "channel_name.h"
 #include "deadline.h"
 #include "device.h"
 #include "error.h"
@@ -64,6 +65,7 @@ Context::Context(const chorus_tp_context_info_t& info) : wcs_(32) {
   }
   rank_ = info.rank;
   size_ = info.size;
+  data_channels_ = data_channels_of(info);
   // Configuration first: a wrong key is reported even on a host without RDMA.
   cfg_ = Config::parse(info.config, info.config_count);
   if (!cfg_.devices_file.empty()) {
@@ -161,9 +163,9 @@ Endpoint* Context::open_endpoint(int peer_rank, int channel, void* address_out,
   }
   for (const auto& ep : endpoints_) {
     if (ep->peer_rank() == peer_rank && ep->channel() == channel) {
-      throw Error(CHORUS_ERR_INVALID_ARGUMENT, "an endpoint to rank " + std::to_string(peer_rank) +
-                                                   " channel " + std::to_string(channel) +
-                                                   " is already open");
+      throw Error(CHORUS_ERR_INVALID_ARGUMENT,
+                  "an endpoint to " + endpoint_name(peer_rank, channel, data_channels_) +
+                      " is already open");
     }
   }
   Nic* nic = nics_.empty() ? nullptr : nics_.front().get();
@@ -208,10 +210,10 @@ void Context::connect(Endpoint& ep, const void* peer_address, std::size_t length
   const Blob& b = *blob;
   if (b.rank != ep.peer_rank() || b.peer_rank != rank_ || b.channel != ep.channel()) {
     throw Error(CHORUS_ERR_INVALID_ARGUMENT,
-                "the peer address is rank " + std::to_string(b.rank) + "'s endpoint toward rank " +
-                    std::to_string(b.peer_rank) + " channel " + std::to_string(b.channel) +
-                    ", but this endpoint is rank " + std::to_string(rank_) + "'s toward rank " +
-                    std::to_string(ep.peer_rank()) + " channel " + std::to_string(ep.channel()));
+                "the peer address is rank " + std::to_string(b.rank) + "'s endpoint toward " +
+                    endpoint_name(b.peer_rank, b.channel, data_channels_) +
+                    ", but this endpoint is rank " + std::to_string(rank_) + "'s toward " +
+                    endpoint_name(ep.peer_rank(), ep.channel(), data_channels_));
   }
   const bool theirs_no_link = (b.flags & Blob::kNoLink) != 0;
   if (ep.no_link() || theirs_no_link) {

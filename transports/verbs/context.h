@@ -44,6 +44,8 @@ class Context {
   Context& operator=(const Context&) = delete;
 
   int rank() const { return rank_; }
+  /// chorus_tp_context_info_t::data_channels (0: unknown); see channel_name.h.
+  int data_channels() const { return data_channels_; }
   const Config& config() const { return cfg_; }
   CompletionQueue& cq() { return cq_; }
   const std::vector<std::unique_ptr<Nic>>& nics() const { return nics_; }
@@ -80,6 +82,7 @@ class Context {
 
   int rank_ = 0;
   int size_ = 1;
+  int data_channels_ = 0;
   Config cfg_;
   std::optional<DeviceMatrix> matrix_;
   std::uint32_t depth_ = 0;

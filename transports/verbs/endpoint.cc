@@ -1,5 +1,6 @@
 #include "endpoint.h"
 
+#include "channel_name.h"
 #include "context.h"
 #include "device.h"
 #include "error.h"
@@ -120,7 +121,7 @@ chorus_tp_endpoint* Endpoint::handle() { return static_cast<chorus_tp_endpoint*>
 std::string Endpoint::where() const {
   std::string s = nic_ != nullptr ? nic_->where() + ", " : std::string();
   s += "peer rank " + std::to_string(peer_rank_);
-  if (channel_ > 0) s += ", channel " + std::to_string(channel_);
+  if (channel_ > 0) s += ", " + channel_name(channel_, ctx_.data_channels());
   return s;
 }
 
