@@ -1,6 +1,7 @@
 #include "core/auto_transport.h"
 
 #include <chorus/chorus.h>
+#include <chorus/transport_names.hpp>
 
 #include <pthread.h>
 #include <signal.h>
@@ -49,13 +50,6 @@ void log_host(int level, const std::string& message) {
   if (g_host && g_host->struct_size >= offsetof(chorus_host_v1_t, log) + sizeof(void*) &&
       g_host->log)
     g_host->log(g_host->ctx, level, message.c_str());
-}
-
-/// "channel 1", or "notice channel" for the core's peer-loss notice endpoint
-/// (channel indexes at or past `data_channels`; 0: unknown, all are data).
-std::string channel_name(int channel, int data_channels) {
-  if (data_channels > 0 && channel >= data_channels) return "notice channel";
-  return "channel " + std::to_string(channel);
 }
 
 bool has_op(const chorus_transport_plugin_v1_t* t, size_t offset, const void* op) {
@@ -391,9 +385,7 @@ int auto_context_open(const chorus_tp_context_info_t* info, chorus_tp_context_t*
 
   auto ctx = std::make_unique<AutoContext>();
   ctx->rank = info->rank;
-  if (info->struct_size >=
-      offsetof(chorus_tp_context_info_t, data_channels) + sizeof info->data_channels)
-    ctx->data_channels = info->data_channels;
+  ctx->data_channels = data_channels_of(*info);
   ctx->host_id = host_id.empty() ? auto_host_identity() : host_id;
   if (ctx->host_id.size() > kAutoMaxHostId) ctx->host_id.resize(kAutoMaxHostId);
 

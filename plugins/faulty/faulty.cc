@@ -26,6 +26,7 @@
 // Threading: as the ABI says, one thread at a time per context; interrupt
 // may come from any thread and only forwards to the inner transport.
 #include <chorus/transport.h>
+#include <chorus/transport_names.hpp>
 
 #include "fault_config.h"
 #include "inner_transport.h"
@@ -50,14 +51,6 @@ using Clock = std::chrono::steady_clock;
 
 thread_local std::string t_last_error;
 const chorus_host_v1_t* g_host = nullptr;
-
-/// "channel 1", or "notice channel" for the core's peer-loss notice endpoint:
-/// channel indexes at or past `data_channels` (chorus_tp_context_info_t,
-/// minor 3; 0 when the caller did not say, then every channel is data).
-std::string channel_name(int channel, int data_channels) {
-  if (data_channels > 0 && channel >= data_channels) return "notice channel";
-  return "channel " + std::to_string(channel);
-}
 
 int set_error(int status, std::string message) {
   t_last_error = std::move(message);
@@ -289,7 +282,7 @@ struct chorus_tp_context {
     pump_inner();  // what has already finished completes normally
     ep->dropped = true;
     ep->drop_reason = "faulty: dropped the connection to rank " + std::to_string(ep->peer) + " (" +
-                      chorus::faulty::channel_name(ep->channel, data_channels) + ") after " +
+                      chorus::channel_name(ep->channel, data_channels) + ") after " +
                       std::to_string(ep->sends) +
                       " sends (drop_after=" + std::to_string(cfg.drop_after) + ")";
     chorus::faulty::log(CHORUS_LOG_WARN, "rank " + std::to_string(rank) + ": " + ep->drop_reason);
@@ -354,9 +347,7 @@ int faulty_context_open(const chorus_tp_context_info_t* info, chorus_tp_context_
     inner_info.config = kv.empty() ? nullptr : kv.data();
     inner_info.config_count = kv.size();
     // Minor 3: the inner transport names the notice endpoint as the core does.
-    if (info->struct_size >=
-        offsetof(chorus_tp_context_info_t, data_channels) + sizeof info->data_channels)
-      inner_info.data_channels = info->data_channels;
+    inner_info.data_channels = chorus::data_channels_of(*info);
     if (int rc = ctx->ops().context_open(&inner_info, &ctx->ictx); rc != CHORUS_OK)
       return ctx->forward_error(rc, "context_open");
     ctx->caps.struct_size = sizeof ctx->caps;

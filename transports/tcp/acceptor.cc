@@ -1,6 +1,6 @@
 #include "acceptor.h"
 
-#include "channel_name.h"
+#include <chorus/transport_names.hpp>
 #include "error.h"
 #include "log.h"
 #include "socket_options.h"

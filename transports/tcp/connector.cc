@@ -1,7 +1,7 @@
 #include "connector.h"
 
 #include "auth.h"
-#include "channel_name.h"
+#include <chorus/transport_names.hpp>
 #include "error.h"
 #include "socket_options.h"
 

@@ -1,6 +1,6 @@
 #include "context.h"
 
-#include "channel_name.h"
+#include <chorus/transport_names.hpp>
 #include "error.h"
 #include "log.h"
 #include "wire.h"

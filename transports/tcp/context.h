@@ -39,7 +39,7 @@ class Context {
 
   int rank() const { return rank_; }
   const Config& config() const { return cfg_; }
-  /// chorus_tp_context_info_t::data_channels (0: unknown); see channel_name.h.
+  /// chorus_tp_context_info_t::data_channels (0: unknown); see chorus/transport_names.hpp.
   int data_channels() const { return data_channels_; }
   /// The job key from context_open (empty when the core passed none).
   const auth::Key& job_key() const { return job_key_; }

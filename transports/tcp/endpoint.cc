@@ -1,6 +1,6 @@
 #include "endpoint.h"
 
-#include "channel_name.h"
+#include <chorus/transport_names.hpp>
 #include "connector.h"
 #include "context.h"
 #include "error.h"

@@ -1,6 +1,6 @@
 #include "context.h"
 
-#include "channel_name.h"
+#include <chorus/transport_names.hpp>
 #include "deadline.h"
 #include "device.h"
 #include "error.h"

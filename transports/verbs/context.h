@@ -44,7 +44,7 @@ class Context {
   Context& operator=(const Context&) = delete;
 
   int rank() const { return rank_; }
-  /// chorus_tp_context_info_t::data_channels (0: unknown); see channel_name.h.
+  /// chorus_tp_context_info_t::data_channels (0: unknown); see chorus/transport_names.hpp.
   int data_channels() const { return data_channels_; }
   const Config& config() const { return cfg_; }
   CompletionQueue& cq() { return cq_; }
