@@ -170,13 +170,17 @@ class DualWait {
       lock.lock();
       helper_rc_ = rc;
       helper_message_ = std::move(message);
+      // Only a real wake-up is passed on: after a timeout the caller times
+      // out by itself. Decided before the request is marked finished: until
+      // then the caller cannot return and start its next wait, which clears
+      // caller_back_ again. Deciding after it (as this once did) let a late
+      // look see the next wait's caller_back_, interrupt that wait at once,
+      // which interrupted the helper, and so on: a wait that never slept.
+      if (rc != CHORUS_ERR_TIMEOUT && !caller_back_.load() && caller_sub)
+        caller_sub->tp->interrupt(caller_sub->ctx);
       finished_ = seen;
       lock.unlock();
       done_cv_.notify_all();
-      // Only a real wake-up is passed on: after a timeout the caller times
-      // out by itself.
-      if (rc != CHORUS_ERR_TIMEOUT && !caller_back_.load() && caller_sub)
-        caller_sub->tp->interrupt(caller_sub->ctx);
       lock.lock();
     }
   }
