@@ -253,7 +253,7 @@ int main(int argc, char** argv) {
   run_misuse(comm);
   chorus_comm_finalize(comm);
   std::printf("collective_check rank %d of %d (algorithm %s, sample %d/%d): %d passed, %d failed\n",
-              g_rank, g_size, algorithm.empty() ? "auto" : algorithm.c_str(), small.offset, small.every,
-              g_passed, g_failed);
+              g_rank, g_size, algorithm.empty() ? "auto" : algorithm.c_str(), small.offset,
+              small.every, g_passed, g_failed);
   return g_failed == 0 ? 0 : 1;
 }

@@ -52,26 +52,26 @@ inline bool transport_available(std::string& why) {
 }  // namespace chorus::conformance
 
 /// First statement of every case that needs a working transport.
-#define CONFORMANCE_NEEDS_TRANSPORT()                                                   \
-  do {                                                                                  \
-    std::string why_unavailable_;                                                       \
+#define CONFORMANCE_NEEDS_TRANSPORT()                                                     \
+  do {                                                                                    \
+    std::string why_unavailable_;                                                         \
     const bool available_ = ::chorus::conformance::transport_available(why_unavailable_); \
-    if (const char* expect_ = std::getenv("CHORUS_CONFORMANCE_EXPECT_UNAVAILABLE")) {    \
-      INFO("expected the transport to be unavailable with: " << expect_);               \
-      REQUIRE_FALSE(available_);                                                        \
-      REQUIRE_THAT(why_unavailable_, Catch::Contains(expect_));                         \
-      return;                                                                           \
-    }                                                                                   \
-    if (!available_) {                                                                  \
-      if (std::getenv("CHORUS_TEST_REQUIRE") != nullptr)                                \
-        FAIL("transport '" << ::chorus::conformance::Plugin::get().transport()          \
-                           << "' is unavailable on this machine: " << why_unavailable_  \
-                           << " (CHORUS_TEST_REQUIRE=1: a missing capability fails)");  \
-      WARN("transport '" << ::chorus::conformance::Plugin::get().transport()            \
-                         << "' is unavailable on this machine, case not run: "          \
-                         << why_unavailable_);                                          \
-      return;                                                                           \
-    }                                                                                   \
+    if (const char* expect_ = std::getenv("CHORUS_CONFORMANCE_EXPECT_UNAVAILABLE")) {     \
+      INFO("expected the transport to be unavailable with: " << expect_);                 \
+      REQUIRE_FALSE(available_);                                                          \
+      REQUIRE_THAT(why_unavailable_, Catch::Contains(expect_));                           \
+      return;                                                                             \
+    }                                                                                     \
+    if (!available_) {                                                                    \
+      if (std::getenv("CHORUS_TEST_REQUIRE") != nullptr)                                  \
+        FAIL("transport '" << ::chorus::conformance::Plugin::get().transport()            \
+                           << "' is unavailable on this machine: " << why_unavailable_    \
+                           << " (CHORUS_TEST_REQUIRE=1: a missing capability fails)");    \
+      WARN("transport '" << ::chorus::conformance::Plugin::get().transport()              \
+                         << "' is unavailable on this machine, case not run: "            \
+                         << why_unavailable_);                                            \
+      return;                                                                             \
+    }                                                                                     \
   } while (0)
 
 /// REQUIRE a status, showing the status name and the plugin's last error.

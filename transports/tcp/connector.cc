@@ -1,7 +1,7 @@
 #include "connector.h"
 
-#include "auth.h"
 #include <chorus/transport_names.hpp>
+#include "auth.h"
 #include "error.h"
 #include "socket_options.h"
 

@@ -467,8 +467,9 @@ TEST_CASE("IPv6 and host-name coordinators", "[bootstrap]") {
     if (!have_v6) {
       // Under CI (CHORUS_TEST_REQUIRE=1) a missing capability fails the run.
       if (std::getenv("CHORUS_TEST_REQUIRE") != nullptr)
-        FAIL("no IPv6 loopback on this machine (::1 cannot be bound); enable it with "
-             "`sysctl net.ipv6.conf.lo.disable_ipv6=0`");
+        FAIL(
+            "no IPv6 loopback on this machine (::1 cannot be bound); enable it with "
+            "`sysctl net.ipv6.conf.lo.disable_ipv6=0`");
       WARN("not run: no IPv6 loopback on this machine");
       return;
     }
