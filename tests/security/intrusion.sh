@@ -60,7 +60,7 @@ expect "refused a connection from 127.0.0.1:[0-9]*: authentication failed" "coor
 expect "dropped a connection from 127.0.0.1:[0-9]* that never said hello" "coordinator silent connect"
 expect "dropped connection from 127.0.0.1:[0-9]*: not a Chorus TCP handshake" "data-port garbage"
 expect "dropped connection from 127.0.0.1:[0-9]*: it ended before its handshake" "data-port truncated hello"
-expect "dropped connection from 127.0.0.1:[0-9]* claiming rank 1 channel 0: authentication failed" "data-port wrong key / oversized"
+expect "dropped connection from 127.0.0.1:[0-9]* claiming rank 1 (channel 0): authentication failed" "data-port wrong key / oversized"
 expect "dropped connection from 127.0.0.1:[0-9]*: no handshake within 10 s" "data-port silent connect"
 grep -E "warn.*(dropped|refused) (a )?connection" "$dir/job.log" | sed 's/^/  /'
 echo "PASS: the job finished exactly; every intrusion was dropped and logged"
