@@ -116,6 +116,39 @@ CHORUS_API int chorus_transport_probe(const chorus_options_t* opts) {
   });
 }
 
+CHORUS_API int chorus_config_get(const chorus_options_t* opts, const char* key, char* value,
+                                 size_t value_len, char* origin, size_t origin_len) {
+  return guarded([&] {
+    if (!key) return invalid("chorus_config_get: key is NULL");
+    if ((!value && value_len) || (!origin && origin_len))
+      return invalid("chorus_config_get: a NULL buffer needs length 0");
+    chorus::core::ConfigInputs in;
+    if (auto st = config_inputs(opts, "chorus_config_get", in); !st.is_ok()) return set_error(st);
+    auto cfg = chorus::core::load_config(in);
+    if (!cfg.is_ok()) return set_error(cfg.status());
+    std::string v, o;
+    if (auto it = cfg->origins.find(key); it != cfg->origins.end()) {
+      o = it->second;
+      if (auto vt = cfg->values.find(key); vt != cfg->values.end()) v = vt->second;
+    }
+    auto put = [](const std::string& text, char* buf, size_t len) {
+      if (!buf) return true;
+      if (text.size() >= len) return false;
+      std::memcpy(buf, text.c_str(), text.size() + 1);
+      return true;
+    };
+    if (!put(v, value, value_len))
+      return invalid("chorus_config_get: the value of '" + std::string(key) + "' needs " +
+                     std::to_string(v.size() + 1) + " bytes, the buffer has " +
+                     std::to_string(value_len));
+    if (!put(o, origin, origin_len))
+      return invalid("chorus_config_get: the origin of '" + std::string(key) + "' needs " +
+                     std::to_string(o.size() + 1) + " bytes, the buffer has " +
+                     std::to_string(origin_len));
+    return int(CHORUS_OK);
+  });
+}
+
 CHORUS_API int chorus_comm_init(const chorus_options_t* opts, chorus_comm_t** comm_out) {
   return guarded([&] {
     if (!comm_out) return invalid("chorus_comm_init: comm_out is NULL");

@@ -654,6 +654,13 @@ Result<Config> load_config(const ConfigInputs& inputs) {
   for (const auto& [key, e] : final_entries) {
     if (auto st = apply(*e, cfg); !st.is_ok()) return st;
     cfg.origins[key] = e->origin;
+    if (e->from_env || !e->node) {
+      cfg.values[key] = e->raw;
+    } else {
+      std::ostringstream text;
+      e->node->visit([&](const auto& n) { text << n; });
+      cfg.values[key] = text.str();
+    }
   }
   if (auto it = cfg.transport_settings.find("auto"); it != cfg.transport_settings.end()) {
     const Setting* local = nullptr;

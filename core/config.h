@@ -62,6 +62,9 @@ struct Config {
   std::string source = "embedded default";
   /// Where each key's final value came from ("chorus.toml:3", "env CHORUS_RANK", "api").
   std::map<std::string, std::string> origins;
+  /// Each key's final value as written in its source (TOML text, or the
+  /// variable's text), for the keys in `origins`.
+  std::map<std::string, std::string> values;
 };
 
 /// Everything configuration is read from; split out so tests need no real environment.

@@ -74,6 +74,21 @@ typedef struct chorus_options {
 void chorus_options_init(chorus_options_t* opts);
 
 /**
+ * Where the configuration `opts` (NULL: none) would take `key` from, without
+ * making a job: the same file, environment and API sources chorus_comm_init
+ * reads. On success `origin` holds where the key's value comes from
+ * ("chorus.toml:3", "environment variable CHORUS_TRANSPORT", "API setting
+ * 'transport.name=\"tcp\"'", "launcher variable SLURM_PROCID") and `value`
+ * that value as its source wrote it (TOML text, or the variable's text); both
+ * are "" when no source sets the key and its built-in default applies
+ * (docs/configuration.md). Either buffer may be NULL with length 0; a value
+ * that does not fit is INVALID_ARGUMENT. A configuration chorus_comm_init
+ * would reject is rejected here with the same status and message.
+ */
+int chorus_config_get(const chorus_options_t* opts, const char* key, char* value,
+                      size_t value_len, char* origin, size_t origin_len);
+
+/**
  * Create a communicator: read the configuration, load the transport and
  * algorithm plugins, bootstrap with the other ranks and connect endpoints.
  * Blocks until every rank has joined or `timeout.init` passes.

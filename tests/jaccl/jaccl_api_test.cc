@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -37,6 +38,9 @@ class CleanEnvironment {
       if (const char* v = std::getenv(name)) saved_[name] = v;
       ::unsetenv(name);
     }
+    // The device names of these tests exist on no host: the jobs name tcp,
+    // which wins over the matrix's choice of verbs.
+    ::setenv("CHORUS_TRANSPORT", "tcp", 1);
   }
   ~CleanEnvironment() {
     for (const char* name : kNames) ::unsetenv(name);
@@ -48,7 +52,7 @@ class CleanEnvironment {
   static constexpr const char* kNames[] = {
       "JACCL_RANK",  "JACCL_COORDINATOR",     "JACCL_IBV_DEVICES", "JACCL_RING",
       "MLX_RANK",    "MLX_JACCL_COORDINATOR", "MLX_IBV_DEVICES",   "MLX_JACCL_RING",
-      "CHORUS_RANK", "CHORUS_WORLD_SIZE",     "CHORUS_COORDINATOR"};
+      "CHORUS_RANK", "CHORUS_WORLD_SIZE",     "CHORUS_COORDINATOR", "CHORUS_TRANSPORT"};
   std::map<std::string, std::string> saved_;
 };
 
@@ -402,6 +406,50 @@ TEST_CASE("is_available answers whether the configured transport is usable", "[i
   SECTION("a configuration Chorus rejects") {
     ScopedVariable bad("CHORUS_TIMEOUT_INIT", "soon");
     CHECK_FALSE(jaccl::is_available());
+  }
+}
+
+TEST_CASE("A device matrix selects verbs unless the configuration names a transport", "[init]") {
+  CleanEnvironment env;
+  TempFile devices("[[null, \"rdma_en1\"], [\"rdma_en1\", null]]\n");
+  env.set("JACCL_RANK", "0");
+  env.set("JACCL_COORDINATOR", "127.0.0.1:1");
+  env.set("JACCL_IBV_DEVICES", devices.path());
+  // This test's own view of the host's RDMA devices.
+  bool rdma_here = false;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/sys/class/infiniband", ec)) {
+    (void)e;
+    rdma_here = true;
+  }
+  SECTION("no transport named: verbs, and a device this host lacks fails init, strict or not") {
+    ::unsetenv("CHORUS_TRANSPORT");
+    if (!rdma_here) CHECK_FALSE(jaccl::is_available());
+    for (bool strict : {false, true}) {
+      try {
+        jaccl::init(strict);
+        FAIL("init made a group over a device that does not exist");
+      } catch (const std::runtime_error& e) {
+        INFO(e.what());
+        CHECK(contains(e.what(), "device 'rdma_en1' (row 0, toward rank 1 of the device matrix) "
+                                 "does not exist on this host; RDMA devices here: "));
+        CHECK(contains(e.what(), "CHORUS_TRANSPORT=tcp"));
+      }
+    }
+  }
+  SECTION("the configuration names tcp: tcp wins, and is available") {
+    CHECK(jaccl::is_available());
+  }
+  SECTION("a job size from Chorus's sources that differs from the matrix") {
+    env.set("CHORUS_WORLD_SIZE", "3");
+    try {
+      jaccl::init(false);
+      FAIL("init accepted a 2-rank matrix for a 3-rank job");
+    } catch (const std::runtime_error& e) {
+      INFO(e.what());
+      CHECK(contains(e.what(), "the device matrix has 2 ranks but the job has 3 (environment "
+                               "variable CHORUS_WORLD_SIZE)"));
+    }
   }
 }
 

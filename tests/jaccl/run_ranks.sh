@@ -12,10 +12,17 @@
 #                     only, and JACCL_RING (odd ranks: MLX_JACCL_RING)
 #   MODE env-nocoord  JACCL_RANK and JACCL_IBV_DEVICES only, no coordinator
 #   MODE plain        no JACCL variables; the program is told what it needs
+# Options:
+#   --device NAME       every link in the device file is NAME (default: a
+#                       made-up name per pair, rdma_en<k>, as on a Mac)
+#   --wires K           K devices per link (each link lists its name K times)
+#   --env VAR=VALUE     set for every rank (after the job variables are cleared)
+#   --expect-fail PAT   every rank must fail, its output matching PAT (grep -E)
+#   --expect-log PAT    every rank's output must match PAT (grep -E)
 # In PROGRAM ARGS, {rank} becomes the rank, {size} N and {dir} DIR.
 set -u
 
-mode="" n=0 dir="" free_port="" limit=120
+mode="" n=0 dir="" free_port="" limit=120 device="" wires=1 expect_fail="" expect_logs=() extra_env=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --mode) mode=$2; shift 2 ;;
@@ -23,6 +30,11 @@ while [ $# -gt 0 ]; do
     --dir) dir=$2; shift 2 ;;
     --free-port) free_port=$2; shift 2 ;;
     --timeout) limit=$2; shift 2 ;;
+    --device) device=$2; shift 2 ;;
+    --wires) wires=$2; shift 2 ;;
+    --env) extra_env+=("$2"); shift 2 ;;
+    --expect-fail) expect_fail=$2; shift 2 ;;
+    --expect-log) expect_logs+=("$2"); shift 2 ;;
     --) shift; break ;;
     *) echo "run_ranks.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
@@ -47,7 +59,14 @@ devices="$dir/devices.json"
           linked=1
         fi
       fi
-      if [ $linked -eq 1 ]; then cell="\"rdma_en$((i < j ? i * n + j : j * n + i))\""; else cell=null; fi
+      if [ $linked -eq 1 ]; then
+        name=${device:-rdma_en$((i < j ? i * n + j : j * n + i))}
+        cell="\"$name\""
+        for ((w = 1; w < wires; w++)); do cell="$cell, \"$name\""; done
+        [ "$wires" -gt 1 ] && cell="[$cell]"
+      else
+        cell=null
+      fi
       row="$row${row:+, }$cell"
     done
     sep=","; [ "$i" -eq $((n - 1)) ] && sep=""
@@ -88,7 +107,7 @@ for ((r = 0; r < n; r++)); do
     a=${a//\{rank\}/$r}; a=${a//\{size\}/$n}; a=${a//\{dir\}/$dir}
     args+=("$a")
   done
-  env "${vars[@]}" timeout --kill-after=5 "$limit" "${args[@]}" > "$dir/rank$r.log" 2>&1 &
+  env "${vars[@]}" "${extra_env[@]}" timeout --kill-after=5 "$limit" "${args[@]}" > "$dir/rank$r.log" 2>&1 &
   pids+=($!)
 done
 
@@ -97,11 +116,28 @@ for ((r = 0; r < n; r++)); do
   wait "${pids[$r]}"
   rc=$?
   sed "s/^/[rank $r] /" "$dir/rank$r.log"
-  if [ $rc -ne 0 ]; then
+  for pat in "${expect_logs[@]}"; do
+    if ! grep -qE -- "$pat" "$dir/rank$r.log"; then
+      echo "run_ranks.sh: rank $r's output lacks /$pat/" >&2
+      status=1
+    fi
+  done
+  if [ -n "$expect_fail" ]; then
+    if [ $rc -eq 0 ]; then
+      echo "run_ranks.sh: rank $r succeeded but was expected to fail with /$expect_fail/" >&2
+      status=1
+    elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+      echo "run_ranks.sh: rank $r hung (killed after ${limit}s) instead of failing with /$expect_fail/" >&2
+      status=1
+    elif ! grep -qE -- "$expect_fail" "$dir/rank$r.log"; then
+      echo "run_ranks.sh: rank $r failed (status $rc) without /$expect_fail/" >&2
+      status=1
+    fi
+  elif [ $rc -ne 0 ]; then
     [ $rc -eq 124 ] && echo "run_ranks.sh: rank $r timed out after ${limit}s" >&2
     echo "run_ranks.sh: rank $r exited with status $rc" >&2
     status=1
   fi
 done
-[ $status -eq 0 ] && echo "run_ranks.sh: all $n ranks passed ($mode)"
+[ $status -eq 0 ] && echo "run_ranks.sh: all $n ranks passed ($mode${expect_fail:+, each failed as expected})"
 exit $status

@@ -43,7 +43,7 @@ fi
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 SOFTROCE_TIMEOUT="${SOFTROCE_TIMEOUT:-1500}" \
-  "$here/run-in-guest.sh" bash "$here/guest-suite.sh" "$build" conformance collectives errors kill ofi 2>&1 | tee "$log"
+  "$here/run-in-guest.sh" bash "$here/guest-suite.sh" "$build" conformance collectives errors kill jaccl ofi 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 line="$(grep -E '^guest: [0-9]+ passed, [0-9]+ failed' "$log" | tail -n1)"
 if [ -z "$line" ]; then

@@ -2,6 +2,7 @@
 # guest-suite.sh BUILD_DIR [GROUP...] — the verbs test suite, run INSIDE the
 # soft-RoCE guest (ci.sh starts it through run-in-guest.sh, one boot for all).
 # Groups (default: the first four): conformance, collectives, errors, kill;
+# jaccl (JACCL-API programs started as MLX's launcher starts them);
 # and ofi (libfabric over verbs;ofi_rxm), not in the default set. Its
 # [process] cases run one per process: a child forked after its parent
 # initialised libfabric cannot use the verbs provider (see docs/ofi.md,
@@ -150,6 +151,46 @@ if want kill; then
   # non-zero with a peer-lost error within 60 s instead of hanging.
   step "SIGKILLed rank: survivors fail within 60 s (verbs, n=3)" 200 \
     env CHORUS_TRANSPORT=verbs bash "$src/tests/faults/kill_rank.sh" "$bin/chorus-bench" 3 2 60 20
+fi
+
+if want jaccl; then
+  # JACCL programs started by hand with JACCL_RANK / JACCL_COORDINATOR /
+  # JACCL_IBV_DEVICES (odd ranks: the MLX_* aliases), exactly as MLX's
+  # launcher sets them, and no Chorus transport named: the device matrix
+  # (every link rxe0) selects verbs. Every rank checks all_sum, all_max,
+  # all_min, all_gather, sum_scatter, send/recv and barrier element by element;
+  # the info lines show the choice and, from Chorus's counters, that verbs
+  # carried the bytes.
+  jrun=("$src/tests/jaccl/run_ranks.sh" --free-port "$bin/jaccl_free_port" --timeout 280
+        --device rxe0 --env CHORUS_LOG=info --env CHORUS_TRANSPORT_VERBS_TIMEOUT=18)
+  jexpect=(--expect-log "transport 'verbs': the device matrix names RDMA devices and the configuration names no transport"
+           --expect-log "uses rxe0"
+           --expect-log "finalize: transport 'verbs' carried bytes_sent=[1-9][0-9]* bytes_received=[1-9]")
+  for mode in env env-ring; do
+    for n in 2 3 4; do
+      step "jaccl $mode n=$n over verbs (JACCL_* variables, rxe0 matrix)" 300 \
+        env -u CHORUS_TRANSPORT "${jrun[@]}" "${jexpect[@]}" --mode "$mode" -n "$n" --dir "$work/jaccl.$mode.$n" -- \
+        "$bin/jaccl_allsum" -b 64 -e 1M -f 16 -n 1 -w 0 --check-max 64K --expect-size {size} --expect-rank {rank}
+    done
+  done
+  step "jaccl two wires per neighbour = two channels (n=3, rxe0 twice)" 300 \
+    env -u CHORUS_TRANSPORT "${jrun[@]}" "${jexpect[@]}" --wires 2 \
+    --expect-log "2 channels per neighbour \\(wires per link in the matrix\\)" \
+    --mode env -n 3 --dir "$work/jaccl.wires2" -- \
+    "$bin/jaccl_allsum" -b 64 -e 1M -f 16 -n 1 -w 0 --check-max 64K --expect-size {size} --expect-rank {rank}
+  step "jaccl with CHORUS_TRANSPORT=tcp: the configuration wins (n=2)" 300 \
+    env CHORUS_TRANSPORT=tcp "${jrun[@]}" --mode env -n 2 --dir "$work/jaccl.tcp" \
+    --expect-log "transport 'tcp' \\(environment variable CHORUS_TRANSPORT\\) wins over the device matrix" \
+    --expect-log "finalize: transport 'tcp' carried bytes_sent=[1-9]" -- \
+    "$bin/jaccl_allsum" -b 64 -e 64K -f 16 -n 1 -w 0 --check-max 64K --expect-size {size} --expect-rank {rank}
+  step "jaccl device missing here: every rank fails, listing rxe0 (n=2)" 120 \
+    env -u CHORUS_TRANSPORT "$src/tests/jaccl/run_ranks.sh" --free-port "$bin/jaccl_free_port" --timeout 100 \
+    --device mlx5_9 --mode env -n 2 --dir "$work/jaccl.nodev" \
+    --expect-fail "device 'mlx5_9' \\(row [01], toward rank [01] of the device matrix\\) does not exist on this host; RDMA devices here: rxe0" -- \
+    "$bin/jaccl_allsum" -b 8 -e 8 --expect-size {size} --expect-rank {rank}
+  step "jaccl is_available() with the rxe0 matrix and no transport named" 60 \
+    env -u CHORUS_TRANSPORT JACCL_IBV_DEVICES="$work/jaccl.env.2/devices.json" \
+    "$bin/jaccl_available" --expect 1
 fi
 
 if want ofi && [ -f "$plugins/libchorus-transport-ofi.so" ]; then

@@ -7,6 +7,7 @@
 #include <chorus/chorus.h>
 
 #include <memory>
+#include <string>
 
 namespace jaccl::detail {
 
@@ -18,6 +19,11 @@ class ChorusGroup final : public Group {
  public:
   /// Takes ownership of `comm` (non-NULL); it is finalized with the group.
   explicit ChorusGroup(chorus_comm_t* comm);
+  /// At `info` log level, one line with the bytes the transport carried.
+  ~ChorusGroup() override;
+
+  /// The transport the job runs over and why, for that line.
+  void set_transport(std::string transport) { transport_ = std::move(transport); }
 
   int rank() override { return rank_; }
   int size() override { return size_; }
@@ -42,6 +48,7 @@ class ChorusGroup final : public Group {
   std::unique_ptr<chorus_comm_t, CommDeleter> comm_;
   int rank_ = 0;
   int size_ = 1;
+  std::string transport_;
 };
 
 }  // namespace jaccl::detail

@@ -7,6 +7,7 @@
 #include "chorus_group.h"
 #include "environment.h"
 #include "rendezvous.h"
+#include "transport_choice.h"
 
 #include <stdexcept>
 #include <string>
@@ -22,6 +23,8 @@ struct JoinPlan {
   int size = -1;
   std::string coordinator;
   std::vector<std::string> settings;
+  /// The transport chosen for the device matrix; empty: the configuration's.
+  std::string transport;
 };
 
 /// A ring topology has no links between non-neighbours, so every collective
@@ -39,6 +42,11 @@ std::shared_ptr<Group> unusable(bool strict, const std::string& why) {
 }
 
 std::shared_ptr<Group> join(const JoinPlan& plan, bool strict) {
+  std::string transport_name = plan.transport;
+  if (transport_name.empty()) {
+    detail::configured_transport_origin(&transport_name);
+    if (transport_name.empty()) transport_name = "tcp";
+  }
   chorus_options_t opts;
   chorus_options_init(&opts);
   opts.rank = plan.rank;
@@ -60,7 +68,9 @@ std::shared_ptr<Group> join(const JoinPlan& plan, bool strict) {
       return unusable(strict, why);
     throw std::runtime_error("[jaccl] init: " + why);
   }
-  return std::make_shared<detail::ChorusGroup>(comm);
+  auto group = std::make_shared<detail::ChorusGroup>(comm);
+  group->set_transport(transport_name);
+  return group;
 }
 
 std::string why_invalid(const Config& cfg) {
@@ -80,7 +90,18 @@ std::string why_invalid(const Config& cfg) {
 
 bool is_available() {
   // Chorus's own question, asked of the same configuration init would read:
-  // the transport's plugin loads and finds something to use here.
+  // the transport's plugin loads and finds something to use here. A JACCL
+  // job with a device file runs over verbs unless the configuration names a
+  // transport, so that is the transport asked about.
+  const detail::JacclEnvironment env = detail::read_environment();
+  if (env.devices && detail::configured_transport_origin().empty()) {
+    const char* settings[] = {"transport.name=\"verbs\""};
+    chorus_options_t opts;
+    chorus_options_init(&opts);
+    opts.settings = settings;
+    opts.settings_count = 1;
+    return chorus_transport_probe(&opts) == CHORUS_OK;
+  }
   return chorus_transport_probe(nullptr) == CHORUS_OK;
 }
 
@@ -106,6 +127,12 @@ std::shared_ptr<Group> init(const Config& cfg, bool strict) {
     plan.coordinator = rv.coordinator;
     plan.settings.push_back("bootstrap.job_token=\"" + rv.job_token + "\"");
   }
+  // The matrix picks verbs and its wires unless the configuration names a
+  // transport; the temporary device file lives until the join is done.
+  const detail::TransportChoice transport = detail::choose_transport(cfg.devices_, cfg.rank_);
+  plan.settings.insert(plan.settings.end(), transport.settings.begin(), transport.settings.end());
+  plan.transport = transport.transport;
+  detail::log_info(cfg.rank_, transport.reason);
   return join(plan, strict);
 }
 

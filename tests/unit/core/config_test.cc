@@ -2,6 +2,8 @@
 
 #include "core/config.h"
 
+#include <chorus/chorus.h>
+
 #include <cstdio>
 #include <fstream>
 #include <unistd.h>
@@ -252,4 +254,47 @@ TEST_CASE("launcher variables give rank, size and coordinator", "[config]") {
     CHECK(cfg->rank == 0);
     CHECK(cfg->world_size == 1);
   }
+}
+
+TEST_CASE("chorus_config_get reports a key's value and origin, or none for the default",
+          "[config]") {
+  char value[128], origin[128];
+  ::unsetenv("CHORUS_TRANSPORT");
+  ::unsetenv("CHORUS_CONFIG");
+  REQUIRE(chorus_config_get(nullptr, "transport.name", value, sizeof value, origin,
+                            sizeof origin) == CHORUS_OK);
+  CHECK(std::string(value).empty());
+  CHECK(std::string(origin).empty());
+
+  ::setenv("CHORUS_TRANSPORT", "shm", 1);
+  REQUIRE(chorus_config_get(nullptr, "transport.name", value, sizeof value, origin,
+                            sizeof origin) == CHORUS_OK);
+  CHECK(std::string(value) == "shm");
+  CHECK(std::string(origin) == "environment variable CHORUS_TRANSPORT");
+
+  // An API setting overrides the environment; its value is TOML text.
+  const char* settings[] = {"algorithm.channels=3", "transport.name=\"tcp\""};
+  chorus_options_t opts;
+  chorus_options_init(&opts);
+  opts.settings = settings;
+  opts.settings_count = 2;
+  REQUIRE(chorus_config_get(&opts, "transport.name", value, sizeof value, origin,
+                            sizeof origin) == CHORUS_OK);
+  CHECK(std::string(value) == "'tcp'");  // TOML text, as toml++ writes it
+  CHECK(std::string(origin) == "API setting 'transport.name=\"tcp\"'");
+  REQUIRE(chorus_config_get(&opts, "algorithm.channels", value, sizeof value, nullptr, 0) ==
+          CHORUS_OK);
+  CHECK(std::string(value) == "3");
+
+  // Too small a buffer names the length it needs; a rejected configuration
+  // is rejected as chorus_comm_init would.
+  char tiny[2];
+  CHECK(chorus_config_get(&opts, "transport.name", tiny, sizeof tiny, nullptr, 0) ==
+        CHORUS_ERR_INVALID_ARGUMENT);
+  CHECK(std::string(chorus_last_error()).find("needs 6 bytes") != std::string::npos);
+  ::setenv("CHORUS_TIMEOUT_INIT", "soon", 1);
+  CHECK(chorus_config_get(nullptr, "transport.name", value, sizeof value, origin,
+                          sizeof origin) == CHORUS_ERR_INVALID_ARGUMENT);
+  ::unsetenv("CHORUS_TIMEOUT_INIT");
+  ::unsetenv("CHORUS_TRANSPORT");
 }
