@@ -11,6 +11,7 @@
 #include <cstring>
 #include <new>
 #include <string>
+#include <vector>
 
 #define CHORUS_API extern "C" __attribute__((visibility("default")))
 
@@ -59,8 +60,9 @@ constexpr const char* kDtypeNames[CHORUS_DTYPE_COUNT] = {
     "bool",   "int8",   "int16",   "int32",    "int64",   "uint8",   "uint16",
     "uint32", "uint64", "float16", "bfloat16", "float32", "float64", "complex64"};
 constexpr const char* kOpNames[CHORUS_OP_COUNT] = {"sum", "prod", "max", "min"};
-constexpr const char* kCollNames[CHORUS_COLL_COUNT] = {"all_reduce", "all_gather",
-                                                       "reduce_scatter", "broadcast", "barrier"};
+constexpr const char* kCollNames[CHORUS_COLL_COUNT] = {
+    "all_reduce", "all_gather", "reduce_scatter", "broadcast",  "barrier",
+    "reduce",     "gather",     "scatter",        "all_to_all", "all_to_allv"};
 
 }  // namespace
 
@@ -294,6 +296,53 @@ CHORUS_API int chorus_recv(chorus_comm_t* comm, void* buf, size_t count, int dty
                                 [=](Communicator& c) { return c.recv(buf, count, dtype, peer); }));
 }
 
+CHORUS_API int chorus_reduce(chorus_comm_t* comm, const void* in, void* out, size_t count,
+                             int dtype, int op, int root) {
+  CHORUS_COMM_CALL("chorus_reduce",
+                   run_blocking(*comm->impl, "reduce",
+                                comm->impl->check_reduce(in, out, count, dtype, op, root),
+                                [=](Communicator& c) {
+                                  return c.reduce(in, out, count, dtype, op, root);
+                                }));
+}
+
+CHORUS_API int chorus_gather(chorus_comm_t* comm, const void* in, void* out, size_t count,
+                             int dtype, int root) {
+  CHORUS_COMM_CALL("chorus_gather",
+                   run_blocking(*comm->impl, "gather",
+                                comm->impl->check_gather(in, out, count, dtype, root),
+                                [=](Communicator& c) { return c.gather(in, out, count, dtype, root); }));
+}
+
+CHORUS_API int chorus_scatter(chorus_comm_t* comm, const void* in, void* out, size_t count,
+                              int dtype, int root) {
+  CHORUS_COMM_CALL("chorus_scatter",
+                   run_blocking(*comm->impl, "scatter",
+                                comm->impl->check_scatter(in, out, count, dtype, root),
+                                [=](Communicator& c) { return c.scatter(in, out, count, dtype, root); }));
+}
+
+CHORUS_API int chorus_all_to_all(chorus_comm_t* comm, const void* in, void* out, size_t count,
+                                 int dtype) {
+  CHORUS_COMM_CALL("chorus_all_to_all",
+                   run_blocking(*comm->impl, "all_to_all",
+                                comm->impl->check_all_to_all(in, out, count, dtype),
+                                [=](Communicator& c) { return c.all_to_all(in, out, count, dtype); }));
+}
+
+CHORUS_API int chorus_all_to_allv(chorus_comm_t* comm, const void* in, const size_t* send_counts,
+                                  const size_t* send_offsets, void* out, const size_t* recv_counts,
+                                  const size_t* recv_offsets, int dtype) {
+  CHORUS_COMM_CALL("chorus_all_to_allv",
+                   run_blocking(*comm->impl, "all_to_allv",
+                                comm->impl->check_all_to_allv(in, send_counts, send_offsets, out,
+                                                              recv_counts, recv_offsets, dtype),
+                                [=](Communicator& c) {
+                                  return c.all_to_allv(in, send_counts, send_offsets, out,
+                                                       recv_counts, recv_offsets, dtype);
+                                }));
+}
+
 // The checks below dereference `comm` only when it is not NULL; issue()
 // reports a NULL one.
 #define CHORUS_CHECK(expr) (comm ? comm->impl->expr : Status::ok())
@@ -324,6 +373,60 @@ CHORUS_API int chorus_ibroadcast(chorus_comm_t* comm, void* buf, size_t count, i
   return issue(comm, "chorus_ibroadcast", "broadcast", req_out,
                CHORUS_CHECK(check_broadcast(buf, count, dtype, root)),
                [=](Communicator& c) { return c.broadcast(buf, count, dtype, root); });
+}
+
+CHORUS_API int chorus_ireduce(chorus_comm_t* comm, const void* in, void* out, size_t count,
+                              int dtype, int op, int root, chorus_request_t** req_out) {
+  return issue(comm, "chorus_ireduce", "reduce", req_out,
+               CHORUS_CHECK(check_reduce(in, out, count, dtype, op, root)),
+               [=](Communicator& c) { return c.reduce(in, out, count, dtype, op, root); });
+}
+
+CHORUS_API int chorus_igather(chorus_comm_t* comm, const void* in, void* out, size_t count,
+                              int dtype, int root, chorus_request_t** req_out) {
+  return issue(comm, "chorus_igather", "gather", req_out,
+               CHORUS_CHECK(check_gather(in, out, count, dtype, root)),
+               [=](Communicator& c) { return c.gather(in, out, count, dtype, root); });
+}
+
+CHORUS_API int chorus_iscatter(chorus_comm_t* comm, const void* in, void* out, size_t count,
+                               int dtype, int root, chorus_request_t** req_out) {
+  return issue(comm, "chorus_iscatter", "scatter", req_out,
+               CHORUS_CHECK(check_scatter(in, out, count, dtype, root)),
+               [=](Communicator& c) { return c.scatter(in, out, count, dtype, root); });
+}
+
+CHORUS_API int chorus_iall_to_all(chorus_comm_t* comm, const void* in, void* out, size_t count,
+                                  int dtype, chorus_request_t** req_out) {
+  return issue(comm, "chorus_iall_to_all", "all_to_all", req_out,
+               CHORUS_CHECK(check_all_to_all(in, out, count, dtype)),
+               [=](Communicator& c) { return c.all_to_all(in, out, count, dtype); });
+}
+
+CHORUS_API int chorus_iall_to_allv(chorus_comm_t* comm, const void* in, const size_t* send_counts,
+                                   const size_t* send_offsets, void* out,
+                                   const size_t* recv_counts, const size_t* recv_offsets, int dtype,
+                                   chorus_request_t** req_out) {
+  return guarded([&] {
+    Status checked = CHORUS_CHECK(
+        check_all_to_allv(in, send_counts, send_offsets, out, recv_counts, recv_offsets, dtype));
+    // The host may reuse its count and offset arrays once this returns: the
+    // request keeps its own copies (only read when the check passed).
+    std::vector<size_t> sc, so, rc, ro;
+    if (comm && checked.is_ok()) {
+      const size_t n = size_t(comm->impl->size());
+      sc.assign(send_counts, send_counts + n);
+      so.assign(send_offsets, send_offsets + n);
+      rc.assign(recv_counts, recv_counts + n);
+      ro.assign(recv_offsets, recv_offsets + n);
+    }
+    return issue(comm, "chorus_iall_to_allv", "all_to_allv", req_out, checked,
+                 [=, sc = std::move(sc), so = std::move(so), rc = std::move(rc),
+                  ro = std::move(ro)](Communicator& c) {
+                   return c.all_to_allv(in, sc.data(), so.data(), out, rc.data(), ro.data(),
+                                        dtype);
+                 });
+  });
 }
 
 CHORUS_API int chorus_ibarrier(chorus_comm_t* comm, chorus_request_t** req_out) {

@@ -260,32 +260,27 @@ Status Communicator::select_algorithms() {
     for (const char* name : kBuiltinAlgorithms)
       if (auto st = add(name, false); !st.is_ok()) return st;
 
+  // The op's slot is read only when the table is long enough to hold it: a
+  // plugin built against an older minor ends before the newer entries.
   auto implements = [](const chorus_algorithm_plugin_v1_t* a, int coll) {
+    using T = chorus_algorithm_plugin_v1_t;
     size_t off = 0;
-    const void* op = nullptr;
     switch (coll) {
-      case CHORUS_COLL_ALL_REDUCE:
-        off = offsetof(chorus_algorithm_plugin_v1_t, all_reduce);
-        op = reinterpret_cast<const void*>(a->all_reduce);
-        break;
-      case CHORUS_COLL_ALL_GATHER:
-        off = offsetof(chorus_algorithm_plugin_v1_t, all_gather);
-        op = reinterpret_cast<const void*>(a->all_gather);
-        break;
-      case CHORUS_COLL_REDUCE_SCATTER:
-        off = offsetof(chorus_algorithm_plugin_v1_t, reduce_scatter);
-        op = reinterpret_cast<const void*>(a->reduce_scatter);
-        break;
-      case CHORUS_COLL_BROADCAST:
-        off = offsetof(chorus_algorithm_plugin_v1_t, broadcast);
-        op = reinterpret_cast<const void*>(a->broadcast);
-        break;
-      default:
-        off = offsetof(chorus_algorithm_plugin_v1_t, barrier);
-        op = reinterpret_cast<const void*>(a->barrier);
-        break;
+      case CHORUS_COLL_ALL_REDUCE: off = offsetof(T, all_reduce); break;
+      case CHORUS_COLL_ALL_GATHER: off = offsetof(T, all_gather); break;
+      case CHORUS_COLL_REDUCE_SCATTER: off = offsetof(T, reduce_scatter); break;
+      case CHORUS_COLL_BROADCAST: off = offsetof(T, broadcast); break;
+      case CHORUS_COLL_REDUCE: off = offsetof(T, reduce); break;
+      case CHORUS_COLL_GATHER: off = offsetof(T, gather); break;
+      case CHORUS_COLL_SCATTER: off = offsetof(T, scatter); break;
+      case CHORUS_COLL_ALL_TO_ALL: off = offsetof(T, all_to_all); break;
+      case CHORUS_COLL_ALL_TO_ALLV: off = offsetof(T, all_to_allv); break;
+      default: off = offsetof(T, barrier); break;
     }
-    return a->struct_size >= off + sizeof(void*) && op != nullptr;
+    if (a->struct_size < off + sizeof(void*)) return false;
+    void* op = nullptr;
+    std::memcpy(&op, reinterpret_cast<const char*>(a) + off, sizeof(op));
+    return op != nullptr;
   };
   for (int coll = 0; coll < CHORUS_COLL_COUNT; ++coll) {
     const std::string& want = cfg_.algorithm[coll];
@@ -691,6 +686,62 @@ Status Communicator::barrier() {
   return run(CHORUS_COLL_BARRIER, "barrier", 0,
              [&](const chorus_algorithm_plugin_v1_t* a, const chorus_algo_env_v1_t* env) {
                return a->barrier(env);
+             });
+}
+
+// Rooted collectives and all_to_all(v): the same run() as the others. The
+// size handed to the algorithm choice must be the same on every rank, or
+// ranks could pick different algorithms: all_to_allv's sizes differ per rank,
+// so it is chosen by rank count alone (bytes 0).
+
+Status Communicator::reduce(const void* in, void* out, size_t count, int dtype, int op,
+                            int root) {
+  if (auto st = check_reduce(in, out, count, dtype, op, root); !st.is_ok()) return st;
+  uint64_t bytes = uint64_t(count) * chorus_dtype_size(dtype);
+  return run(CHORUS_COLL_REDUCE, "reduce", bytes,
+             [&](const chorus_algorithm_plugin_v1_t* a, const chorus_algo_env_v1_t* env) {
+               return a->reduce(env, in, out, count, dtype, op, root);
+             });
+}
+
+Status Communicator::gather(const void* in, void* out, size_t count, int dtype, int root) {
+  if (auto st = check_gather(in, out, count, dtype, root); !st.is_ok()) return st;
+  uint64_t bytes = uint64_t(count) * chorus_dtype_size(dtype);
+  return run(CHORUS_COLL_GATHER, "gather", bytes,
+             [&](const chorus_algorithm_plugin_v1_t* a, const chorus_algo_env_v1_t* env) {
+               return a->gather(env, in, out, count, dtype, root);
+             });
+}
+
+Status Communicator::scatter(const void* in, void* out, size_t count, int dtype, int root) {
+  if (auto st = check_scatter(in, out, count, dtype, root); !st.is_ok()) return st;
+  uint64_t bytes = uint64_t(count) * chorus_dtype_size(dtype);
+  return run(CHORUS_COLL_SCATTER, "scatter", bytes,
+             [&](const chorus_algorithm_plugin_v1_t* a, const chorus_algo_env_v1_t* env) {
+               return a->scatter(env, in, out, count, dtype, root);
+             });
+}
+
+Status Communicator::all_to_all(const void* in, void* out, size_t count, int dtype) {
+  if (auto st = check_all_to_all(in, out, count, dtype); !st.is_ok()) return st;
+  uint64_t bytes = uint64_t(count) * chorus_dtype_size(dtype) * uint64_t(size_);
+  return run(CHORUS_COLL_ALL_TO_ALL, "all_to_all", bytes,
+             [&](const chorus_algorithm_plugin_v1_t* a, const chorus_algo_env_v1_t* env) {
+               return a->all_to_all(env, in, out, count, dtype);
+             });
+}
+
+Status Communicator::all_to_allv(const void* in, const size_t* send_counts,
+                                 const size_t* send_offsets, void* out, const size_t* recv_counts,
+                                 const size_t* recv_offsets, int dtype) {
+  if (auto st = check_all_to_allv(in, send_counts, send_offsets, out, recv_counts, recv_offsets,
+                                  dtype);
+      !st.is_ok())
+    return st;
+  return run(CHORUS_COLL_ALL_TO_ALLV, "all_to_allv", 0,
+             [&](const chorus_algorithm_plugin_v1_t* a, const chorus_algo_env_v1_t* env) {
+               return a->all_to_allv(env, in, send_counts, send_offsets, out, recv_counts,
+                                     recv_offsets, dtype);
              });
 }
 
@@ -1444,6 +1495,147 @@ Status Communicator::check_p2p(const char* what, const void* buf, size_t count, 
     return {CHORUS_ERR_INVALID_ARGUMENT, std::string(what) + ": peer " + std::to_string(peer) +
                                              " is not another rank (rank " + std::to_string(rank_) +
                                              " of " + std::to_string(size_) + ")"};
+  return Status::ok();
+}
+
+// ---------------------------------------------------------------------------
+// Issue-time checks of reduce, gather, scatter, all_to_all(v)
+
+namespace {
+
+/// Whether [a, a+n) and [b, b+m) share a byte.
+bool overlaps(const void* a, size_t n, const void* b, size_t m) {
+  if (!a || !b || n == 0 || m == 0) return false;
+  auto x = reinterpret_cast<std::uintptr_t>(a), y = reinterpret_cast<std::uintptr_t>(b);
+  return x < y + m && y < x + n;
+}
+
+Status check_root(const char* what, int root, int size) {
+  if (root < 0 || root >= size)
+    return {CHORUS_ERR_INVALID_ARGUMENT, std::string(what) + " root " + std::to_string(root) +
+                                             " is out of range for " + std::to_string(size) +
+                                             " ranks (valid: 0.." + std::to_string(size - 1) +
+                                             ")"};
+  return Status::ok();
+}
+
+Status bad_overlap(const char* what, const std::string& allowed) {
+  return {CHORUS_ERR_INVALID_ARGUMENT,
+          std::string(what) + ": the input and output buffers overlap; " + allowed};
+}
+
+}  // namespace
+
+Status Communicator::check_reduce(const void* in, const void* out, size_t count, int dtype, int op,
+                                  int root) const {
+  if (auto st = check_root("reduce", root, size_); !st.is_ok()) return st;
+  if (auto st = check_buffer(in, count, 1, dtype, "input"); !st.is_ok()) return st;
+  if (rank_ == root) {
+    if (auto st = check_buffer(out, count, 1, dtype, "output (on the root)"); !st.is_ok())
+      return st;
+    size_t bytes = count * chorus_dtype_size(dtype);
+    if (in != out && overlaps(in, bytes, out, bytes))
+      return bad_overlap("reduce", "they must be the same buffer (in place) or disjoint");
+  }
+  return check_op(dtype, op);
+}
+
+Status Communicator::check_gather(const void* in, const void* out, size_t count, int dtype,
+                                  int root) const {
+  if (auto st = check_root("gather", root, size_); !st.is_ok()) return st;
+  if (auto st = check_buffer(in, count, 1, dtype, "input"); !st.is_ok()) return st;
+  if (rank_ != root) return Status::ok();
+  if (auto st = check_buffer(out, count, size_t(size_), dtype, "output (on the root)");
+      !st.is_ok())
+    return st;
+  size_t block = count * chorus_dtype_size(dtype);
+  const void* own = static_cast<const std::byte*>(out) + size_t(root) * block;
+  if (in != own && overlaps(in, block, out, block * size_t(size_)))
+    return bad_overlap("gather", "on the root the input may be out + root*count (in place) and "
+                                 "must otherwise lie outside the output");
+  return Status::ok();
+}
+
+Status Communicator::check_scatter(const void* in, const void* out, size_t count, int dtype,
+                                   int root) const {
+  if (auto st = check_root("scatter", root, size_); !st.is_ok()) return st;
+  if (auto st = check_buffer(out, count, 1, dtype, "output"); !st.is_ok()) return st;
+  if (rank_ != root) return Status::ok();
+  if (auto st = check_buffer(in, count, size_t(size_), dtype, "input (on the root)"); !st.is_ok())
+    return st;
+  size_t block = count * chorus_dtype_size(dtype);
+  const void* own = static_cast<const std::byte*>(in) + size_t(root) * block;
+  if (out != own && overlaps(out, block, in, block * size_t(size_)))
+    return bad_overlap("scatter", "on the root the output may be in + root*count (in place) and "
+                                  "must otherwise lie outside the input");
+  return Status::ok();
+}
+
+Status Communicator::check_all_to_all(const void* in, const void* out, size_t count,
+                                      int dtype) const {
+  if (auto st = check_buffer(in, count, size_t(size_), dtype, "input"); !st.is_ok()) return st;
+  if (auto st = check_buffer(out, count, size_t(size_), dtype, "output"); !st.is_ok()) return st;
+  size_t bytes = count * chorus_dtype_size(dtype) * size_t(size_);
+  if (in != out && overlaps(in, bytes, out, bytes))
+    return bad_overlap("all_to_all", "they must be the same buffer (in place) or disjoint");
+  return Status::ok();
+}
+
+Status Communicator::check_all_to_allv(const void* in, const size_t* send_counts,
+                                       const size_t* send_offsets, const void* out,
+                                       const size_t* recv_counts, const size_t* recv_offsets,
+                                       int dtype) const {
+  if (auto st = check_dtype(dtype); !st.is_ok()) return st;
+  if (!send_counts || !send_offsets || !recv_counts || !recv_offsets)
+    return {CHORUS_ERR_INVALID_ARGUMENT,
+            "all_to_allv: send_counts, send_offsets, recv_counts and recv_offsets must each point "
+            "to " + std::to_string(size_) + " entries (one per rank); one of them is NULL"};
+  const size_t esize = chorus_dtype_size(dtype);
+  const size_t max_elems = std::numeric_limits<size_t>::max() / esize;
+  // Extent of each side in elements; every block must be addressable.
+  auto extent = [&](const char* side, const size_t* counts, const size_t* offsets, const void* buf,
+                    size_t& end) -> Status {
+    end = 0;
+    for (int p = 0; p < size_; ++p) {
+      size_t c = counts[p], o = offsets[p];
+      if (c == 0) continue;
+      if (c > max_elems || o > max_elems - c)
+        return {CHORUS_ERR_INVALID_ARGUMENT,
+                std::string("all_to_allv: ") + side + "_offsets[" + std::to_string(p) + "] + " +
+                    side + "_counts[" + std::to_string(p) + "] (" + std::to_string(o) + " + " +
+                    std::to_string(c) + " elements of " + chorus_dtype_name(dtype) +
+                    ") overflows the addressable size"};
+      end = std::max(end, o + c);
+    }
+    if (end > 0 && buf == nullptr)
+      return {CHORUS_ERR_INVALID_ARGUMENT, std::string("all_to_allv: ") +
+                                               (side[0] == 's' ? "input" : "output") +
+                                               " is NULL with non-zero " + side + "_counts"};
+    return Status::ok();
+  };
+  size_t in_end = 0, out_end = 0;
+  if (auto st = extent("send", send_counts, send_offsets, in, in_end); !st.is_ok()) return st;
+  if (auto st = extent("recv", recv_counts, recv_offsets, out, out_end); !st.is_ok()) return st;
+  if (send_counts[rank_] != recv_counts[rank_])
+    return {CHORUS_ERR_INVALID_ARGUMENT,
+            "all_to_allv: send_counts[" + std::to_string(rank_) + "] = " +
+                std::to_string(send_counts[rank_]) + " but recv_counts[" + std::to_string(rank_) +
+                "] = " + std::to_string(recv_counts[rank_]) +
+                " on rank " + std::to_string(rank_) + "; what a rank sends itself it receives"};
+  // Received blocks must be disjoint: two peers writing one place race.
+  std::vector<std::pair<size_t, int>> blocks;
+  for (int p = 0; p < size_; ++p)
+    if (recv_counts[p] > 0) blocks.emplace_back(recv_offsets[p], p);
+  std::sort(blocks.begin(), blocks.end());
+  for (size_t i = 1; i < blocks.size(); ++i) {
+    int a = blocks[i - 1].second, b = blocks[i].second;
+    if (recv_offsets[a] + recv_counts[a] > recv_offsets[b])
+      return {CHORUS_ERR_INVALID_ARGUMENT,
+              "all_to_allv: the receive blocks of ranks " + std::to_string(a) + " and " +
+                  std::to_string(b) + " overlap in the output (recv_offsets/recv_counts)"};
+  }
+  if (overlaps(in, in_end * esize, out, out_end * esize))
+    return bad_overlap("all_to_allv", "all_to_allv has no in-place form; use separate buffers");
   return Status::ok();
 }
 

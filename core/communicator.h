@@ -109,6 +109,12 @@ class Communicator {
   Status barrier();
   Status send(const void* buf, size_t count, int dtype, int peer);
   Status recv(void* buf, size_t count, int dtype, int peer);
+  Status reduce(const void* in, void* out, size_t count, int dtype, int op, int root);
+  Status gather(const void* in, void* out, size_t count, int dtype, int root);
+  Status scatter(const void* in, void* out, size_t count, int dtype, int root);
+  Status all_to_all(const void* in, void* out, size_t count, int dtype);
+  Status all_to_allv(const void* in, const size_t* send_counts, const size_t* send_offsets,
+                     void* out, const size_t* recv_counts, const size_t* recv_offsets, int dtype);
 
   /// Argument checks of each call, done at issue time so that a non-blocking
   /// call with bad arguments fails at once and queues nothing.
@@ -118,6 +124,15 @@ class Communicator {
                               int op) const;
   Status check_broadcast(const void* buf, size_t count, int dtype, int root) const;
   Status check_p2p(const char* what, const void* buf, size_t count, int dtype, int peer) const;
+  Status check_reduce(const void* in, const void* out, size_t count, int dtype, int op,
+                      int root) const;
+  Status check_gather(const void* in, const void* out, size_t count, int dtype, int root) const;
+  Status check_scatter(const void* in, const void* out, size_t count, int dtype, int root) const;
+  Status check_all_to_all(const void* in, const void* out, size_t count, int dtype) const;
+  /// The arrays must hold size() entries each (checked for NULL only).
+  Status check_all_to_allv(const void* in, const size_t* send_counts, const size_t* send_offsets,
+                           const void* out, const size_t* recv_counts, const size_t* recv_offsets,
+                           int dtype) const;
 
   /// Blocking: runs `body` after every operation issued before it, then
   /// returns its status. Runs on the calling thread when nothing is queued or

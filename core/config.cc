@@ -21,7 +21,8 @@ namespace chorus::core {
 namespace {
 
 constexpr const char* kCollectiveNames[CHORUS_COLL_COUNT] = {
-    "all_reduce", "all_gather", "reduce_scatter", "broadcast", "barrier"};
+    "all_reduce", "all_gather", "reduce_scatter", "broadcast",  "barrier",
+    "reduce",     "gather",     "scatter",        "all_to_all", "all_to_allv"};
 
 /// One key as it came from one source. Exactly one of `node` (file, API) and
 /// `raw` (environment text) carries the value.

@@ -28,7 +28,8 @@ struct Config {
   /// transport.<name>.* settings, by transport name.
   std::map<std::string, std::vector<Setting>> transport_settings;
   /// algorithm.<collective>: "auto" or an algorithm name.
-  std::array<std::string, CHORUS_COLL_COUNT> algorithm{"auto", "auto", "auto", "auto", "auto"};
+  std::array<std::string, CHORUS_COLL_COUNT> algorithm{"auto", "auto", "auto", "auto", "auto",
+                                                       "auto", "auto", "auto", "auto", "auto"};
   /// algorithm.<name>.* settings, by algorithm name.
   std::map<std::string, std::vector<Setting>> algorithm_settings;
   /// algorithm.deterministic: auto only picks algorithms bitwise reproducible across ranks and runs.

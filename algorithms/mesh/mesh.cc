@@ -74,6 +74,15 @@ struct Call {
   const std::byte* own_in = nullptr;
   chorus_tp_mr_t* own_in_mr = nullptr;
   size_t own_offset = 0;
+  /// Gather-part sends read from here instead of `dst` when set: the input
+  /// of gather (off the root), scatter (on the root) and all_to_all(v).
+  const std::byte* gather_src = nullptr;
+  chorus_tp_mr_t* gather_src_mr = nullptr;
+  /// all_to_all(v): per-peer element counts and offsets (one entry per rank).
+  const size_t* send_counts = nullptr;
+  const size_t* send_offsets = nullptr;
+  const size_t* recv_counts = nullptr;
+  const size_t* recv_offsets = nullptr;
 };
 
 class Executor {
@@ -200,7 +209,7 @@ class Executor {
     send_window_ = std::max<size_t>(1, env_->caps->max_outstanding_sends);
     recv_window_ = std::max<size_t>(1, env_->caps->max_outstanding_recvs);
 
-    Reduction red = reduction(call_.kind, rank, size, call_.count);
+    Reduction red = reduction(call_.kind, rank, size, call_.count, call_.root);
     lanes_.resize(size_t(lanes));
     for (int l = 0; l < lanes; ++l) {
       Lane& lane = lanes_[size_t(l)];
@@ -215,7 +224,11 @@ class Executor {
       for (int p = 0; p < size; ++p) {
         if (p == rank) continue;
         Stream& s = lane.streams[size_t(p)];
-        Exchange x = exchange(call_.kind, rank, size, p, call_.count, call_.root);
+        Exchange x =
+            call_.kind == Kind::kAllToAll
+                ? all_to_all_exchange(call_.send_offsets[p], call_.send_counts[p],
+                                      call_.recv_offsets[p], call_.recv_counts[p])
+                : exchange(call_.kind, rank, size, p, call_.count, call_.root);
         s.peer = p;
         s.reduce_send = lane_slice(x.reduce_send, lanes, l);
         s.reduce_recv = lane_slice(x.reduce_recv, lanes, l);
@@ -289,8 +302,8 @@ class Executor {
         size_t k = idx - s.reduce_send_n;
         if (reducing_ && k >= lane.reduced) break;  // this piece is not reduced yet
         r = piece_of(s.gather_send, piece_, k);
-        buf = call_.dst + r.offset * es;
-        mr = call_.dst_mr;
+        buf = (call_.gather_src ? call_.gather_src : call_.dst) + r.offset * es;
+        mr = call_.gather_src ? call_.gather_src_mr : call_.dst_mr;
         if (call_.own_in && r.offset >= call_.own_offset &&
             r.offset < call_.own_offset + call_.count) {
           buf = call_.own_in + (r.offset - call_.own_offset) * es;
@@ -333,7 +346,9 @@ class Executor {
                   "mesh: received " + std::to_string(c.byte_len) + " bytes from rank " +
                       std::to_string(w.peer) + " where " + std::to_string(r.count * call_.esize) +
                       " were expected; do all ranks pass the same count and dtype, and the same "
-                      "algorithm.mesh settings?");
+                      "algorithm.mesh settings (for all_to_allv: send_counts[" +
+                      std::to_string(env_->rank) + "] on rank " + std::to_string(w.peer) +
+                      " must equal recv_counts[" + std::to_string(w.peer) + "] here)?");
     if (idx < s.reduce_recv_n) ++lane.landed[idx % layout_.groups];
     return CHORUS_OK;
   }
@@ -495,6 +510,175 @@ int mesh_broadcast(const chorus_algo_env_v1_t* env, void* buf, size_t count, int
   return Executor(env, call).run();
 }
 
+/// Scratch for the partial results of a two-phase reduce off the root, kept
+/// per thread and grown on demand (fresh pages cost a fault each; a thread
+/// runs one collective at a time).
+std::byte* scratch_buffer(size_t bytes) {
+  thread_local std::unique_ptr<std::byte[]> buffer;
+  thread_local size_t capacity = 0;
+  if (bytes > capacity) {
+    buffer.reset();
+    buffer.reset(new std::byte[bytes]);
+    capacity = bytes;
+  }
+  return buffer.get();
+}
+
+/// Reduce to a root. Up to one_shot_max bytes every other rank sends its
+/// whole input to the root, which reduces all of it in rank order (one
+/// message latency); above, a reduce-scatter over `size` chunks (rank r
+/// reducing chunk r, as in all_reduce) whose chunks then go to the root
+/// alone, so no link carries more than the all_reduce's first half.
+int mesh_reduce(const chorus_algo_env_v1_t* env, const void* in, void* out, size_t count,
+                int dtype, int op, int root) {
+  Settings settings;
+  if (int rc = load_settings(env, settings); rc != CHORUS_OK) return rc;
+  size_t esize = chorus_dtype_size(dtype);
+  if (count == 0) return CHORUS_OK;
+  const size_t bytes = count * esize;
+  if (env->size == 1) {
+    if (in != out) std::memmove(out, in, bytes);
+    return CHORUS_OK;
+  }
+  Call call;
+  call.kernel = env->reduce_kernel(dtype, op);
+  if (!call.kernel) return fail(env, CHORUS_ERR_INVALID_ARGUMENT, "mesh: no kernel for dtype/op");
+  call.kind = bytes <= settings.one_shot_max ? Kind::kReduceOneShot : Kind::kReduce;
+  call.root = root;
+  call.count = count;
+  call.esize = esize;
+  call.src = static_cast<const std::byte*>(in);
+  if (int rc = register_buffer(env, in, bytes, &call.src_mr); rc != CHORUS_OK) return rc;
+  const bool is_root = env->rank == root;
+  if (call.kind == Kind::kReduceOneShot) {
+    // Only the root reduces, on the CPU: its output is never on the wire.
+    call.dst = is_root ? static_cast<std::byte*>(out) : nullptr;
+  } else {
+    // Off the root the reduced chunk waits in scratch until it goes out.
+    call.dst = is_root ? static_cast<std::byte*>(out) : scratch_buffer(bytes);
+    call.dst_mr = call.src_mr;
+    if (static_cast<const void*>(call.dst) != in)
+      if (int rc = register_buffer(env, call.dst, bytes, &call.dst_mr); rc != CHORUS_OK) return rc;
+  }
+  return Executor(env, call).run();
+}
+
+int mesh_gather(const chorus_algo_env_v1_t* env, const void* in, void* out, size_t count,
+                int dtype, int root) {
+  Settings settings;
+  if (int rc = load_settings(env, settings); rc != CHORUS_OK) return rc;
+  size_t esize = chorus_dtype_size(dtype);
+  if (count == 0) return CHORUS_OK;
+  const size_t block = count * esize;
+  const bool is_root = env->rank == root;
+  if (is_root) {
+    std::byte* own = static_cast<std::byte*>(out) + size_t(root) * block;
+    if (in != own) std::memcpy(own, in, block);  // the core refused other overlaps
+  }
+  if (env->size == 1) return CHORUS_OK;
+  Call call;
+  call.kind = Kind::kGather;
+  call.root = root;
+  call.count = count;
+  call.esize = esize;
+  if (is_root) {
+    call.dst = static_cast<std::byte*>(out);
+    if (int rc = register_buffer(env, out, size_t(env->size) * block, &call.dst_mr);
+        rc != CHORUS_OK)
+      return rc;
+  } else {
+    call.gather_src = static_cast<const std::byte*>(in);
+    if (int rc = register_buffer(env, in, block, &call.gather_src_mr); rc != CHORUS_OK) return rc;
+  }
+  return Executor(env, call).run();
+}
+
+int mesh_scatter(const chorus_algo_env_v1_t* env, const void* in, void* out, size_t count,
+                 int dtype, int root) {
+  Settings settings;
+  if (int rc = load_settings(env, settings); rc != CHORUS_OK) return rc;
+  size_t esize = chorus_dtype_size(dtype);
+  if (count == 0) return CHORUS_OK;
+  const size_t block = count * esize;
+  const bool is_root = env->rank == root;
+  if (is_root) {
+    const auto* own = static_cast<const std::byte*>(in) + size_t(root) * block;
+    if (out != own) std::memcpy(out, own, block);  // the core refused other overlaps
+  }
+  if (env->size == 1) return CHORUS_OK;
+  Call call;
+  call.kind = Kind::kScatter;
+  call.root = root;
+  call.count = count;
+  call.esize = esize;
+  if (is_root) {
+    call.gather_src = static_cast<const std::byte*>(in);
+    if (int rc = register_buffer(env, in, size_t(env->size) * block, &call.gather_src_mr);
+        rc != CHORUS_OK)
+      return rc;
+  } else {
+    call.dst = static_cast<std::byte*>(out);
+    if (int rc = register_buffer(env, out, block, &call.dst_mr); rc != CHORUS_OK) return rc;
+  }
+  return Executor(env, call).run();
+}
+
+/// all_to_all(v): every block goes straight to its rank, all peers at once.
+int mesh_exchange(const chorus_algo_env_v1_t* env, const std::byte* in, const size_t* sc,
+                  const size_t* so, std::byte* out, const size_t* rc, const size_t* ro,
+                  size_t esize) {
+  const int rank = env->rank, size = env->size;
+  std::memcpy(out + ro[rank] * esize, in + so[rank] * esize, sc[rank] * esize);
+  if (size == 1) return CHORUS_OK;
+  size_t in_end = 0, out_end = 0;
+  for (int p = 0; p < size; ++p) {
+    if (sc[p]) in_end = std::max(in_end, so[p] + sc[p]);
+    if (rc[p]) out_end = std::max(out_end, ro[p] + rc[p]);
+  }
+  Call call;
+  call.kind = Kind::kAllToAll;
+  call.esize = esize;
+  call.gather_src = in;
+  call.dst = out;
+  call.send_counts = sc;
+  call.send_offsets = so;
+  call.recv_counts = rc;
+  call.recv_offsets = ro;
+  if (int r = register_buffer(env, in, in_end * esize, &call.gather_src_mr); r != CHORUS_OK)
+    return r;
+  if (int r = register_buffer(env, out, out_end * esize, &call.dst_mr); r != CHORUS_OK) return r;
+  return Executor(env, call).run();
+}
+
+int mesh_all_to_all(const chorus_algo_env_v1_t* env, const void* in, void* out, size_t count,
+                    int dtype) {
+  Settings settings;
+  if (int rc = load_settings(env, settings); rc != CHORUS_OK) return rc;
+  size_t esize = chorus_dtype_size(dtype);
+  if (count == 0) return CHORUS_OK;
+  const size_t n = size_t(env->size);
+  std::vector<size_t> counts(n, count), offsets(n);
+  for (size_t p = 0; p < n; ++p) offsets[p] = p * count;
+  const auto* src = static_cast<const std::byte*>(in);
+  std::vector<std::byte> copy;
+  if (in == out) {  // in place: blocks arriving must not land on blocks still to send
+    copy.assign(src, src + n * count * esize);
+    src = copy.data();
+  }
+  return mesh_exchange(env, src, counts.data(), offsets.data(), static_cast<std::byte*>(out),
+                       counts.data(), offsets.data(), esize);
+}
+
+int mesh_all_to_allv(const chorus_algo_env_v1_t* env, const void* in, const size_t* send_counts,
+                     const size_t* send_offsets, void* out, const size_t* recv_counts,
+                     const size_t* recv_offsets, int dtype) {
+  Settings settings;
+  if (int rc = load_settings(env, settings); rc != CHORUS_OK) return rc;
+  return mesh_exchange(env, static_cast<const std::byte*>(in), send_counts, send_offsets,
+                       static_cast<std::byte*>(out), recv_counts, recv_offsets,
+                       chorus_dtype_size(dtype));
+}
+
 /// Dissemination barrier (mesh_schedule.h): all receives are posted up front
 /// (each round hears from distinct peers, one token per endpoint per
 /// barrier); round k's tokens go out once every earlier round's have landed.
@@ -590,6 +774,12 @@ constexpr int kMeasuredRanks = 8;
 int mesh_preference(int collective, int size, uint64_t bytes) {
   if (collective == CHORUS_COLL_BARRIER) return 150;
   constexpr int kMesh = 150, kRing = 10;  // ring answers 50 (small) or 100
+  // Rooted collectives and all_to_all(v) go straight to the ranks that need
+  // the data: the ring has to forward every block through the ranks in
+  // between (all_to_all: size/2 times the traffic per link), and the chain of
+  // its rooted schedules pays size - 1 latencies. The mesh is never worse in
+  // traffic per link, so it is always the automatic choice for them.
+  if (collective >= CHORUS_COLL_REDUCE) return kMesh;
   const bool measured = size <= kMeasuredRanks;
   switch (collective) {
     case CHORUS_COLL_REDUCE_SCATTER:
@@ -629,4 +819,9 @@ const chorus_algorithm_plugin_v1_t chorus_algorithm_plugin_v1 = {
     chorus::mesh::mesh_reduce_scatter,
     chorus::mesh::mesh_broadcast,
     chorus::mesh::mesh_barrier,
+    chorus::mesh::mesh_reduce,
+    chorus::mesh::mesh_gather,
+    chorus::mesh::mesh_scatter,
+    chorus::mesh::mesh_all_to_all,
+    chorus::mesh::mesh_all_to_allv,
 };

@@ -87,6 +87,11 @@ enum class Kind {
   kReduceScatter,     ///< reduce-scatter over per-rank blocks
   kAllGather,         ///< all-gather of per-rank blocks
   kBroadcast,         ///< the root sends to every peer directly
+  kReduceOneShot,     ///< every other rank sends its whole input to the root, which reduces it
+  kReduce,            ///< reduce-scatter over `size` chunks, then every chunk to the root
+  kGather,            ///< every other rank sends its block to the root directly
+  kScatter,           ///< the root sends every other rank its block directly
+  kAllToAll,          ///< every rank sends every peer its block directly (ranges per call)
 };
 
 /// What one rank moves between itself and one peer, in element ranges. On
@@ -129,6 +134,28 @@ constexpr Exchange exchange(Kind kind, int rank, int size, int peer, size_t coun
       if (rank == root) x.gather_send = {0, count};
       if (peer == root) x.gather_recv = {0, count};
       break;
+    case Kind::kReduceOneShot:
+      if (peer == root) x.reduce_send = {0, count};
+      if (rank == root) x.reduce_recv = {0, count};
+      break;
+    case Kind::kReduce:
+      x.reduce_send = split(count, size, peer);
+      x.reduce_recv = split(count, size, rank);
+      if (peer == root) x.gather_send = split(count, size, rank);
+      if (rank == root) x.gather_recv = split(count, size, peer);
+      break;
+    case Kind::kGather:
+      if (peer == root) x.gather_send = {0, count};
+      if (rank == root) x.gather_recv = {static_cast<size_t>(peer) * count, count};
+      break;
+    case Kind::kScatter:
+      if (rank == root) x.gather_send = {static_cast<size_t>(peer) * count, count};
+      if (peer == root) x.gather_recv = {0, count};
+      break;
+    case Kind::kAllToAll:
+      // Per-peer ranges come from the call's counts and offsets
+      // (all_to_all_exchange); nothing here depends on them.
+      break;
   }
   return x;
 }
@@ -143,10 +170,21 @@ struct Reduction {
 
 constexpr bool reduces(Kind kind) {
   return kind == Kind::kAllReduceOneShot || kind == Kind::kAllReduce ||
-         kind == Kind::kReduceScatter;
+         kind == Kind::kReduceScatter || kind == Kind::kReduceOneShot || kind == Kind::kReduce;
 }
 
-constexpr Reduction reduction(Kind kind, int rank, int size, size_t count) {
+/// The exchange of all_to_all(v) with one peer: its block of the input goes
+/// out from the source (gather_send, read from the input), the peer's block
+/// lands in the output.
+constexpr Exchange all_to_all_exchange(size_t send_offset, size_t send_count, size_t recv_offset,
+                                       size_t recv_count) {
+  Exchange x;
+  x.gather_send = {send_offset, send_count};
+  x.gather_recv = {recv_offset, recv_count};
+  return x;
+}
+
+constexpr Reduction reduction(Kind kind, int rank, int size, size_t count, int root = 0) {
   switch (kind) {
     case Kind::kAllReduceOneShot:
       return {{0, count}, {0, count}};
@@ -154,6 +192,11 @@ constexpr Reduction reduction(Kind kind, int rank, int size, size_t count) {
       return {split(count, size, rank), split(count, size, rank)};
     case Kind::kReduceScatter:
       return {{static_cast<size_t>(rank) * count, count}, {0, count}};
+    case Kind::kReduceOneShot:
+      if (rank == root) return {{0, count}, {0, count}};
+      return {};
+    case Kind::kReduce:
+      return {split(count, size, rank), split(count, size, rank)};
     default:
       return {};
   }

@@ -31,6 +31,12 @@ int fail(const chorus_algo_env_v1_t* env, int status, const std::string& message
   return env->fail(env->core, status, message.c_str());
 }
 
+/// A buffer chunks live in, with its registration.
+struct Place {
+  std::byte* base = nullptr;
+  chorus_tp_mr_t* mr = nullptr;
+};
+
 struct Plan {
   int steps = 0;
   /// Step u in the forward (false) or reverse (true) ring.
@@ -42,6 +48,12 @@ struct Plan {
   int own_chunk = -1;
   const std::byte* own_in = nullptr;
   chorus_tp_mr_t* own_in_mr = nullptr;
+  /// Chunks spread over several buffers: where chunk c lives (the offsets
+  /// of `chunk` are then relative to that base). Empty: the work buffer.
+  std::function<Place(int)> place;
+  /// Run every lane forward, whatever algorithm.ring.bidirectional says:
+  /// for schedules whose chunk numbering does not survive mirroring.
+  bool forward_only = false;
 };
 
 int load_settings(const chorus_algo_env_v1_t* env, Settings& settings) {
@@ -65,7 +77,7 @@ class Executor {
     // Lanes: one per channel, or a forward and a reverse one per channel when
     // running both ways (pointless with two ranks: both neighbours are one
     // peer, and the two directions would share its endpoints' receive order).
-    bool both_ways = settings.bidirectional && env->size > 2;
+    bool both_ways = settings.bidirectional && env->size > 2 && !plan_.forward_only;
     int wanted = both_ways ? 2 * env->channels : env->channels;
     int lanes = std::max(1, std::min<int>(wanted, int(env->staging_slots)));
     n_lanes_ = size_t(lanes);
@@ -154,6 +166,8 @@ class Executor {
     std::deque<PostedRecv> posted;
   };
 
+  Place place(int c) const { return plan_.place ? plan_.place(c) : Place{work_, work_mr_}; }
+
   /// This lane's slice of chunk `c`.
   Range sub(const Lane& lane, int c) const {
     Range whole = plan_.chunk(c);
@@ -186,8 +200,9 @@ class Executor {
         break;
       Step st = plan_.step(lane.recv_step, lane.reverse);
       Range r = piece_range(lane, st.recv_chunk, lane.recv_piece);
-      void* buf = work_ + r.offset * esize_;
-      chorus_tp_mr_t* mr = work_mr_;
+      Place at = place(st.recv_chunk);
+      void* buf = at.base + r.offset * esize_;
+      chorus_tp_mr_t* mr = at.mr;
       long slot = -1;
       if (st.reduce) {
         if (lane.free_slots.empty()) break;
@@ -216,8 +231,9 @@ class Executor {
           lane.recv_done <= lane.recv_start[size_t(st.send_after)] + lane.send_piece)
         break;  // the data this piece forwards has not landed yet
       Range r = piece_range(lane, st.send_chunk, lane.send_piece);
-      const std::byte* src = work_ + r.offset * esize_;
-      chorus_tp_mr_t* mr = work_mr_;
+      Place at = place(st.send_chunk);
+      const std::byte* src = at.base + r.offset * esize_;
+      chorus_tp_mr_t* mr = at.mr;
       if (plan_.own_in && st.send_chunk == plan_.own_chunk) {
         src = plan_.own_in + (r.offset - plan_.chunk(st.send_chunk).offset) * esize_;
         mr = plan_.own_in_mr;
@@ -257,7 +273,7 @@ class Executor {
                       std::to_string(r.count * esize_) +
                       " were expected; do all ranks pass the same count and dtype?");
     if (p.slot >= 0) {
-      kernel_(env_->staging[p.slot], work_ + r.offset * esize_, r.count);
+      kernel_(env_->staging[p.slot], place(st.recv_chunk).base + r.offset * esize_, r.count);
       lane.free_slots.push_back(size_t(p.slot));
     }
     ++lane.recv_done;
@@ -404,6 +420,234 @@ int ring_broadcast(const chorus_algo_env_v1_t* env, void* buf, size_t count, int
       .run();
 }
 
+int ring_reduce(const chorus_algo_env_v1_t* env, const void* in, void* out, size_t count,
+                int dtype, int op, int root) {
+  Settings settings;
+  if (int rc = load_settings(env, settings); rc != CHORUS_OK) return rc;
+  size_t esize = chorus_dtype_size(dtype);
+  if (count == 0) return CHORUS_OK;
+  const size_t bytes = count * esize;
+  const int rank = env->rank, size = env->size;
+  if (size == 1) {
+    if (in != out) std::memmove(out, in, bytes);
+    return CHORUS_OK;
+  }
+  chorus_reduce_fn_t kernel = env->reduce_kernel(dtype, op);
+  if (!kernel) return fail(env, CHORUS_ERR_INVALID_ARGUMENT, "ring: no kernel for dtype/op");
+  // The partial result accumulates in the work buffer: the root's output,
+  // a scratch copy of the input on the ranks in between (the caller's input
+  // stays untouched), and the input itself where the chain starts (only sent).
+  std::byte* work;
+  if (rank == root) {
+    if (in != out) std::memcpy(out, in, bytes);
+    work = static_cast<std::byte*>(out);
+  } else if (mod(rank - root - 1, size) == 0) {
+    work = static_cast<std::byte*>(const_cast<void*>(in));
+  } else {
+    work = scratch_buffer(bytes);
+    std::memcpy(work, in, bytes);
+  }
+  chorus_tp_mr_t* mr = nullptr;
+  if (int rc = register_work(env, work, bytes, &mr); rc != CHORUS_OK) return rc;
+  Plan plan{reduce_steps(size),
+            [=](int, bool rev) {
+              return rev ? mirror_chunks(
+                               reduce_step(mirror(rank, size), size, mirror(root, size)), size)
+                         : reduce_step(rank, size, root);
+            },
+            [=](int) {
+              return Range{0, count};
+            }};
+  return Executor(env, settings, work, mr, esize, kernel, std::move(plan)).run();
+}
+
+int ring_gather(const chorus_algo_env_v1_t* env, const void* in, void* out, size_t count,
+                int dtype, int root) {
+  Settings settings;
+  if (int rc = load_settings(env, settings); rc != CHORUS_OK) return rc;
+  size_t esize = chorus_dtype_size(dtype);
+  if (count == 0) return CHORUS_OK;
+  const size_t block = count * esize;
+  const int rank = env->rank, size = env->size;
+  auto* src = static_cast<std::byte*>(const_cast<void*>(in));  // only ever sent
+  if (rank == root) {
+    std::byte* own = static_cast<std::byte*>(out) + size_t(root) * block;
+    if (src != own) std::memcpy(own, src, block);  // the core refused other overlaps
+  }
+  if (size == 1) return CHORUS_OK;
+  Plan plan;
+  plan.steps = gather_steps(size);
+  plan.step = [=](int u, bool) { return gather_step(rank, size, root, u); };
+  plan.forward_only = true;
+  if (rank == root) {
+    plan.chunk = [=](int c) { return Range{size_t(c) * count, count}; };
+    chorus_tp_mr_t* mr = nullptr;
+    if (int rc = register_work(env, out, size_t(size) * block, &mr); rc != CHORUS_OK) return rc;
+    return Executor(env, settings, static_cast<std::byte*>(out), mr, esize, nullptr,
+                    std::move(plan))
+        .run();
+  }
+  // Off the root: the own block is sent from the input; the blocks passing
+  // through sit in scratch by chain position (0 .. position-1).
+  const int position = mod(rank - root - 1, size);
+  std::byte* scratch = position > 0 ? scratch_buffer(size_t(position) * block) : nullptr;
+  Place own{src, nullptr}, passing{scratch, nullptr};
+  if (int rc = register_work(env, src, block, &own.mr); rc != CHORUS_OK) return rc;
+  if (int rc = register_work(env, scratch, size_t(position) * block, &passing.mr); rc != CHORUS_OK)
+    return rc;
+  plan.chunk = [=](int c) {
+    return c == rank ? Range{0, count} : Range{size_t(gather_slot(c, size, root)) * count, count};
+  };
+  plan.place = [=](int c) { return c == rank ? own : passing; };
+  return Executor(env, settings, nullptr, nullptr, esize, nullptr, std::move(plan)).run();
+}
+
+int ring_scatter(const chorus_algo_env_v1_t* env, const void* in, void* out, size_t count,
+                 int dtype, int root) {
+  Settings settings;
+  if (int rc = load_settings(env, settings); rc != CHORUS_OK) return rc;
+  size_t esize = chorus_dtype_size(dtype);
+  if (count == 0) return CHORUS_OK;
+  const size_t block = count * esize;
+  const int rank = env->rank, size = env->size;
+  auto* dst = static_cast<std::byte*>(out);
+  if (rank == root) {
+    const auto* own = static_cast<const std::byte*>(in) + size_t(root) * block;
+    if (dst != own) std::memcpy(dst, own, block);  // the core refused other overlaps
+  }
+  if (size == 1) return CHORUS_OK;
+  Plan plan;
+  plan.steps = scatter_steps(size);
+  plan.step = [=](int u, bool) { return scatter_step(rank, size, root, u); };
+  plan.forward_only = true;
+  if (rank == root) {
+    plan.chunk = [=](int c) { return Range{size_t(c) * count, count}; };
+    auto* src = static_cast<std::byte*>(const_cast<void*>(in));  // only ever sent
+    chorus_tp_mr_t* mr = nullptr;
+    if (int rc = register_work(env, src, size_t(size) * block, &mr); rc != CHORUS_OK) return rc;
+    return Executor(env, settings, src, mr, esize, nullptr, std::move(plan)).run();
+  }
+  // Off the root: the own block lands in the output; the blocks for ranks
+  // further down the chain pass through scratch.
+  const int beyond = size - 1 - mod(rank - root, size);
+  std::byte* scratch = beyond > 0 ? scratch_buffer(size_t(beyond) * block) : nullptr;
+  Place own{dst, nullptr}, passing{scratch, nullptr};
+  if (int rc = register_work(env, dst, block, &own.mr); rc != CHORUS_OK) return rc;
+  if (int rc = register_work(env, scratch, size_t(beyond) * block, &passing.mr); rc != CHORUS_OK)
+    return rc;
+  plan.chunk = [=](int c) {
+    return c == rank ? Range{0, count}
+                     : Range{size_t(scatter_slot(c, rank, size, root) - 1) * count, count};
+  };
+  plan.place = [=](int c) { return c == rank ? own : passing; };
+  return Executor(env, settings, nullptr, nullptr, esize, nullptr, std::move(plan)).run();
+}
+
+/// The exchange part of all_to_all(v) over ring neighbours (ring_schedule.h,
+/// a2a_step). `sent(o, d)` is the element count rank o sends rank d, known
+/// on every rank (for all_to_allv after an all_gather of the send counts).
+/// A block whose size disagrees with this rank's recv_counts lands in
+/// scratch instead of the output, so the exchange stays matched on every
+/// rank, and the call then fails with INVALID_ARGUMENT naming the pair.
+int ring_exchange(const chorus_algo_env_v1_t* env, const Settings& settings, const std::byte* in,
+                  const size_t* sc, const size_t* so, std::byte* out, const size_t* rc,
+                  const size_t* ro, size_t esize, const std::function<size_t(int, int)>& sent) {
+  const int rank = env->rank, size = env->size;
+  std::memcpy(out + ro[rank] * esize, in + so[rank] * esize, sc[rank] * esize);
+  if (size == 1) return CHORUS_OK;
+  const int n = a2a_steps(size);
+  std::vector<Step> steps(static_cast<size_t>(n));
+  // Blocks in transit (and mismatched arrivals): element offset and count in
+  // scratch, by step index.
+  std::vector<Range> transit(static_cast<size_t>(n));
+  size_t scratch_elems = 0;
+  int mismatch_from = -1;
+  for (int k = 0; k < n; ++k) {
+    A2aStep a = a2a_step_at(rank, size, k);
+    size_t c = sent(a.origin, a.dest);
+    if (a.step.recv_chunk == size + a.origin && c != rc[a.origin]) {
+      mismatch_from = a.origin;
+      a.step.recv_chunk = 2 * size + k;
+    }
+    if (a.step.recv_chunk >= 2 * size) {
+      transit[size_t(k)] = {scratch_elems, c};
+      scratch_elems += c;
+    }
+    steps[size_t(k)] = a.step;
+  }
+  size_t in_end = 0, out_end = 0;
+  for (int p = 0; p < size; ++p) {
+    if (sc[p]) in_end = std::max(in_end, so[p] + sc[p]);
+    if (rc[p]) out_end = std::max(out_end, ro[p] + rc[p]);
+  }
+  std::byte* scratch = scratch_buffer(scratch_elems * esize);
+  Place from{const_cast<std::byte*>(in), nullptr}, to{out, nullptr}, passing{scratch, nullptr};
+  if (int r = register_work(env, from.base, in_end * esize, &from.mr); r != CHORUS_OK) return r;
+  if (int r = register_work(env, to.base, out_end * esize, &to.mr); r != CHORUS_OK) return r;
+  if (int r = register_work(env, scratch, scratch_elems * esize, &passing.mr); r != CHORUS_OK)
+    return r;
+  Plan plan;
+  plan.steps = n;
+  plan.forward_only = true;
+  plan.step = [&](int k, bool) { return steps[size_t(k)]; };
+  plan.chunk = [&](int c) {
+    if (c < size) return Range{so[c], sc[c]};
+    if (c < 2 * size) return Range{ro[c - size], rc[c - size]};
+    return transit[size_t(c - 2 * size)];
+  };
+  plan.place = [&](int c) { return c < size ? from : c < 2 * size ? to : passing; };
+  if (int r = Executor(env, settings, nullptr, nullptr, esize, nullptr, std::move(plan)).run();
+      r != CHORUS_OK)
+    return r;
+  if (mismatch_from >= 0)
+    return fail(env, CHORUS_ERR_INVALID_ARGUMENT,
+                "ring all_to_allv: rank " + std::to_string(mismatch_from) + " sends " +
+                    std::to_string(sent(mismatch_from, rank)) + " elements to rank " +
+                    std::to_string(rank) + " but its recv_counts[" +
+                    std::to_string(mismatch_from) + "] is " + std::to_string(rc[mismatch_from]) +
+                    "; send_counts[q] on rank p must equal recv_counts[p] on rank q (the block "
+                    "was not stored)");
+  return CHORUS_OK;
+}
+
+int ring_all_to_all(const chorus_algo_env_v1_t* env, const void* in, void* out, size_t count,
+                    int dtype) {
+  Settings settings;
+  if (int rc = load_settings(env, settings); rc != CHORUS_OK) return rc;
+  size_t esize = chorus_dtype_size(dtype);
+  if (count == 0) return CHORUS_OK;
+  const size_t n = size_t(env->size);
+  std::vector<size_t> counts(n, count), offsets(n);
+  for (size_t p = 0; p < n; ++p) offsets[p] = p * count;
+  const auto* src = static_cast<const std::byte*>(in);
+  std::vector<std::byte> copy;
+  if (in == out) {  // in place: blocks arriving must not land on blocks still to send
+    copy.assign(src, src + n * count * esize);
+    src = copy.data();
+  }
+  return ring_exchange(env, settings, src, counts.data(), offsets.data(),
+                       static_cast<std::byte*>(out), counts.data(), offsets.data(), esize,
+                       [count](int, int) { return count; });
+}
+
+int ring_all_to_allv(const chorus_algo_env_v1_t* env, const void* in, const size_t* send_counts,
+                     const size_t* send_offsets, void* out, const size_t* recv_counts,
+                     const size_t* recv_offsets, int dtype) {
+  Settings settings;
+  if (int rc = load_settings(env, settings); rc != CHORUS_OK) return rc;
+  size_t esize = chorus_dtype_size(dtype);
+  const size_t n = size_t(env->size);
+  // Ranks in between forward blocks whose sizes only their senders know:
+  // every rank learns every rank's send counts first.
+  std::vector<uint64_t> mine(send_counts, send_counts + n), all(n * n);
+  if (n > 1)
+    if (int rc = ring_all_gather(env, mine.data(), all.data(), n, CHORUS_UINT64); rc != CHORUS_OK)
+      return rc;
+  return ring_exchange(env, settings, static_cast<const std::byte*>(in), send_counts, send_offsets,
+                       static_cast<std::byte*>(out), recv_counts, recv_offsets, esize,
+                       [&](int o, int d) { return size_t(all[size_t(o) * n + size_t(d)]); });
+}
+
 /// Posts one message and progresses until it (and anything else) completes.
 int one_message(const chorus_algo_env_v1_t* env, bool send, int peer, size_t slot) {
   chorus_tp_endpoint_t* ep = env->endpoint(env->core, peer, 0);
@@ -473,4 +717,9 @@ const chorus_algorithm_plugin_v1_t chorus_algorithm_plugin_v1 = {
     chorus::ring::ring_reduce_scatter,
     chorus::ring::ring_broadcast,
     chorus::ring::ring_barrier,
+    chorus::ring::ring_reduce,
+    chorus::ring::ring_gather,
+    chorus::ring::ring_scatter,
+    chorus::ring::ring_all_to_all,
+    chorus::ring::ring_all_to_allv,
 };

@@ -22,7 +22,7 @@ extern "C" {
 #endif
 
 #define CHORUS_ALGORITHM_ABI_MAJOR 1
-#define CHORUS_ALGORITHM_ABI_MINOR 0
+#define CHORUS_ALGORITHM_ABI_MINOR 1
 /** Name of the symbol every v1 algorithm plugin exports. */
 #define CHORUS_ALGORITHM_SYMBOL_V1 "chorus_algorithm_plugin_v1"
 
@@ -101,7 +101,8 @@ typedef struct chorus_algo_env_v1 {
  * the core refuses at init a configuration that pins an algorithm to a
  * collective it lacks. Buffers: `in` may equal `out` for all_reduce; see
  * docs/architecture.md for the aliasing rules of the others. Counts are in
- * elements; for all_gather and reduce_scatter, `count` is the per-rank block.
+ * elements; for all_gather, reduce_scatter, gather, scatter and all_to_all,
+ * `count` is the per-rank block.
  *
  * Frozen: append only, bump CHORUS_ALGORITHM_ABI_MINOR.
  */
@@ -132,6 +133,48 @@ typedef struct chorus_algorithm_plugin_v1 {
                         int dtype, int op);
   int (*broadcast)(const chorus_algo_env_v1_t* env, void* buf, size_t count, int dtype, int root);
   int (*barrier)(const chorus_algo_env_v1_t* env);
+
+  /* Minor 1. A table of minor 0 ends above (struct_size says so): the core
+   * treats these as NULL for it. */
+
+  /**
+   * out = op over ranks of in, on `root` only. `out` is NULL on the other
+   * ranks when the host passed NULL; `in` may equal `out` on the root.
+   */
+  int (*reduce)(const chorus_algo_env_v1_t* env, const void* in, void* out, size_t count,
+                int dtype, int op, int root);
+  /**
+   * Rank r's `count` elements land at out + r*count on `root` (`out` holds
+   * size*count there and may be NULL elsewhere). On the root `in` may equal
+   * out + root*count; otherwise it does not overlap `out`.
+   */
+  int (*gather)(const chorus_algo_env_v1_t* env, const void* in, void* out, size_t count,
+                int dtype, int root);
+  /**
+   * Block r (`count` elements at in + r*count on `root`) lands in `out` on rank
+   * r. `in` may be NULL off the root; on the root `out` may equal
+   * in + root*count, otherwise it does not overlap `in`.
+   */
+  int (*scatter)(const chorus_algo_env_v1_t* env, const void* in, void* out, size_t count,
+                 int dtype, int root);
+  /**
+   * Block p of `in` (count elements at in + p*count) lands at out + r*count on
+   * rank p, for every p including this rank r. `in` and `out` do not overlap.
+   */
+  int (*all_to_all)(const chorus_algo_env_v1_t* env, const void* in, void* out, size_t count,
+                    int dtype);
+  /**
+   * all_to_all with per-peer counts and offsets, in elements: send_counts[p]
+   * elements at in + send_offsets[p] go to rank p, which receives them at
+   * out + recv_offsets[r] (recv_counts[r] elements there). The core has
+   * checked that the local arrays are consistent (send_counts[rank] ==
+   * recv_counts[rank], received blocks disjoint, in and out disjoint); that
+   * send_counts[p] here equals recv_counts[rank] on rank p only the data can
+   * show.
+   */
+  int (*all_to_allv)(const chorus_algo_env_v1_t* env, const void* in, const size_t* send_counts,
+                     const size_t* send_offsets, void* out, const size_t* recv_counts,
+                     const size_t* recv_offsets, int dtype);
 } chorus_algorithm_plugin_v1_t;
 
 #ifdef __cplusplus

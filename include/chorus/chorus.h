@@ -154,6 +154,53 @@ int chorus_reduce_scatter(chorus_comm_t* comm, const void* in, void* out, size_t
 int chorus_broadcast(chorus_comm_t* comm, void* buf, size_t count, int dtype, int root);
 /** Returns once every rank has entered the barrier. */
 int chorus_barrier(chorus_comm_t* comm);
+/**
+ * Reduction to one rank: out[i] = op over ranks of in[i], on `root` only.
+ * @param[in]  in   `count` elements on every rank
+ * @param[out] out  `count` elements, significant only on `root` (may be NULL
+ *                  on the other ranks); `in` may equal `out` on the root (in
+ *                  place); otherwise the two must not overlap.
+ */
+int chorus_reduce(chorus_comm_t* comm, const void* in, void* out, size_t count, int dtype, int op,
+                  int root);
+/**
+ * Gather to one rank: rank r's `count` elements land at out + r*count on `root`.
+ * @param[in]  in   `count` elements on every rank
+ * @param[out] out  size*count elements on `root` (may be NULL elsewhere). On
+ *                  the root `in` may equal out + root*count (in place);
+ *                  otherwise `in` must not overlap `out`.
+ */
+int chorus_gather(chorus_comm_t* comm, const void* in, void* out, size_t count, int dtype,
+                  int root);
+/**
+ * Scatter from one rank: block r of the root's `in` (count elements at
+ * in + r*count) lands in `out` on rank r.
+ * @param[in]  in   size*count elements on `root` (may be NULL elsewhere)
+ * @param[out] out  `count` elements on every rank. On the root `out` may equal
+ *                  in + root*count (in place); otherwise it must not overlap `in`.
+ */
+int chorus_scatter(chorus_comm_t* comm, const void* in, void* out, size_t count, int dtype,
+                   int root);
+/**
+ * Personalised exchange: block p of `in` (count elements at in + p*count)
+ * goes to rank p, where it lands at out + r*count (r = this rank). `in` and
+ * `out` hold size*count elements each. `in` may equal `out` (in place, at the
+ * cost of one copy of the input); otherwise they must not overlap.
+ */
+int chorus_all_to_all(chorus_comm_t* comm, const void* in, void* out, size_t count, int dtype);
+/**
+ * all_to_all with per-rank counts and offsets, all in elements: the
+ * send_counts[p] elements at in + send_offsets[p] go to rank p, which stores
+ * them at out + recv_offsets[r]. Each array has one entry per rank. Rules:
+ * send_counts[p] on this rank must equal recv_counts[r] on rank p (a mismatch
+ * is only seen when the data arrives, and fails the call);
+ * send_counts[rank] == recv_counts[rank]; received blocks must not overlap each
+ * other; `in` and `out` must not overlap (no in-place form). Send blocks may
+ * overlap (they are only read).
+ */
+int chorus_all_to_allv(chorus_comm_t* comm, const void* in, const size_t* send_counts,
+                       const size_t* send_offsets, void* out, const size_t* recv_counts,
+                       const size_t* recv_offsets, int dtype);
 /** Blocking send of `count` elements to `peer`; matched in order by chorus_recv on `peer`. */
 int chorus_send(chorus_comm_t* comm, const void* buf, size_t count, int dtype, int peer);
 /** Blocking receive of exactly `count` elements from `peer`. */
@@ -195,6 +242,25 @@ int chorus_ireduce_scatter(chorus_comm_t* comm, const void* in, void* out, size_
 /** Non-blocking chorus_broadcast(). */
 int chorus_ibroadcast(chorus_comm_t* comm, void* buf, size_t count, int dtype, int root,
                       chorus_request_t** req_out);
+/** Non-blocking chorus_reduce(). */
+int chorus_ireduce(chorus_comm_t* comm, const void* in, void* out, size_t count, int dtype, int op,
+                   int root, chorus_request_t** req_out);
+/** Non-blocking chorus_gather(). */
+int chorus_igather(chorus_comm_t* comm, const void* in, void* out, size_t count, int dtype,
+                   int root, chorus_request_t** req_out);
+/** Non-blocking chorus_scatter(). */
+int chorus_iscatter(chorus_comm_t* comm, const void* in, void* out, size_t count, int dtype,
+                    int root, chorus_request_t** req_out);
+/** Non-blocking chorus_all_to_all(). */
+int chorus_iall_to_all(chorus_comm_t* comm, const void* in, void* out, size_t count, int dtype,
+                       chorus_request_t** req_out);
+/**
+ * Non-blocking chorus_all_to_allv(). The four arrays are copied at issue time;
+ * the data buffers must stay untouched until the request completes.
+ */
+int chorus_iall_to_allv(chorus_comm_t* comm, const void* in, const size_t* send_counts,
+                        const size_t* send_offsets, void* out, const size_t* recv_counts,
+                        const size_t* recv_offsets, int dtype, chorus_request_t** req_out);
 /** Non-blocking chorus_barrier(). */
 int chorus_ibarrier(chorus_comm_t* comm, chorus_request_t** req_out);
 /**

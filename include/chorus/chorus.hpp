@@ -151,6 +151,44 @@ class Communicator {
   void broadcast(void* buf, size_t count, int dtype, int root) {
     check(chorus_broadcast(comm_, buf, count, dtype, root));
   }
+  void reduce(const void* in, void* out, size_t count, int dtype, int op, int root) {
+    check(chorus_reduce(comm_, in, out, count, dtype, op, root));
+  }
+  template <class T>
+  void reduce(const T* in, T* out, size_t count, int root, int op = CHORUS_SUM) {
+    reduce(in, out, count, dtype_of<T>(), op, root);
+  }
+  void gather(const void* in, void* out, size_t count, int dtype, int root) {
+    check(chorus_gather(comm_, in, out, count, dtype, root));
+  }
+  template <class T>
+  void gather(const T* in, T* out, size_t count, int root) {
+    gather(in, out, count, dtype_of<T>(), root);
+  }
+  void scatter(const void* in, void* out, size_t count, int dtype, int root) {
+    check(chorus_scatter(comm_, in, out, count, dtype, root));
+  }
+  template <class T>
+  void scatter(const T* in, T* out, size_t count, int root) {
+    scatter(in, out, count, dtype_of<T>(), root);
+  }
+  void all_to_all(const void* in, void* out, size_t count, int dtype) {
+    check(chorus_all_to_all(comm_, in, out, count, dtype));
+  }
+  template <class T>
+  void all_to_all(const T* in, T* out, size_t count) {
+    all_to_all(in, out, count, dtype_of<T>());
+  }
+  void all_to_allv(const void* in, const size_t* send_counts, const size_t* send_offsets,
+                   void* out, const size_t* recv_counts, const size_t* recv_offsets, int dtype) {
+    check(chorus_all_to_allv(comm_, in, send_counts, send_offsets, out, recv_counts, recv_offsets,
+                             dtype));
+  }
+  template <class T>
+  void all_to_allv(const T* in, const size_t* send_counts, const size_t* send_offsets, T* out,
+                   const size_t* recv_counts, const size_t* recv_offsets) {
+    all_to_allv(in, send_counts, send_offsets, out, recv_counts, recv_offsets, dtype_of<T>());
+  }
   void barrier() { check(chorus_barrier(comm_)); }
   void send(const void* buf, size_t count, int dtype, int peer) {
     check(chorus_send(comm_, buf, count, dtype, peer));
@@ -182,6 +220,39 @@ class Communicator {
   Request ibroadcast(void* buf, size_t count, int dtype, int root) {
     chorus_request_t* r = nullptr;
     check(chorus_ibroadcast(comm_, buf, count, dtype, root, &r));
+    return Request(r);
+  }
+  Request ireduce(const void* in, void* out, size_t count, int dtype, int op, int root) {
+    chorus_request_t* r = nullptr;
+    check(chorus_ireduce(comm_, in, out, count, dtype, op, root, &r));
+    return Request(r);
+  }
+  template <class T>
+  Request ireduce(const T* in, T* out, size_t count, int root, int op = CHORUS_SUM) {
+    return ireduce(in, out, count, dtype_of<T>(), op, root);
+  }
+  Request igather(const void* in, void* out, size_t count, int dtype, int root) {
+    chorus_request_t* r = nullptr;
+    check(chorus_igather(comm_, in, out, count, dtype, root, &r));
+    return Request(r);
+  }
+  Request iscatter(const void* in, void* out, size_t count, int dtype, int root) {
+    chorus_request_t* r = nullptr;
+    check(chorus_iscatter(comm_, in, out, count, dtype, root, &r));
+    return Request(r);
+  }
+  Request iall_to_all(const void* in, void* out, size_t count, int dtype) {
+    chorus_request_t* r = nullptr;
+    check(chorus_iall_to_all(comm_, in, out, count, dtype, &r));
+    return Request(r);
+  }
+  /// The count and offset arrays are copied; the data buffers must wait.
+  Request iall_to_allv(const void* in, const size_t* send_counts, const size_t* send_offsets,
+                       void* out, const size_t* recv_counts, const size_t* recv_offsets,
+                       int dtype) {
+    chorus_request_t* r = nullptr;
+    check(chorus_iall_to_allv(comm_, in, send_counts, send_offsets, out, recv_counts,
+                              recv_offsets, dtype, &r));
     return Request(r);
   }
   Request ibarrier() {

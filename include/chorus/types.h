@@ -81,7 +81,14 @@ typedef enum chorus_collective {
   CHORUS_COLL_REDUCE_SCATTER = 2,
   CHORUS_COLL_BROADCAST = 3,
   CHORUS_COLL_BARRIER = 4,
-  CHORUS_COLL_COUNT = 5
+  /* Added with algorithm ABI minor 1 (plugins of minor 0 lack them). */
+  CHORUS_COLL_REDUCE = 5,
+  CHORUS_COLL_GATHER = 6,
+  CHORUS_COLL_SCATTER = 7,
+  CHORUS_COLL_ALL_TO_ALL = 8,
+  CHORUS_COLL_ALL_TO_ALLV = 9,
+  /** Number of collectives; grows when one is appended (never use it in an ABI struct). */
+  CHORUS_COLL_COUNT = 10
 } chorus_collective_t;
 
 /** Log levels, as used by CHORUS_LOG and the host logger callback. */

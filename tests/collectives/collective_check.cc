@@ -38,6 +38,21 @@ int g_combo = 0;
 
 bool sampled() { return g_combo++ % g_sample.every == g_sample.offset; }
 
+/// The roots rooted collectives are checked at: the first and last rank and
+/// one in the middle, rotated over the sampled combinations (each call site
+/// takes its own rotation, so each root meets both the in-place and the
+/// out-of-place form).
+int root_at(int i) {
+  const int roots[3] = {0, g_size - 1, g_size / 2};
+  return roots[((i % 3) + 3) % 3];
+}
+
+/// Per-rank block of the block collectives (gather, scatter, all_to_all(v)):
+/// the count itself, except at the large count, where size blocks of it
+/// would not fit memory; there a block of count/size + 1 elements still
+/// spans several staging slots.
+size_t block_count(size_t count) { return count > 100000 ? count / size_t(g_size) + 1 : count; }
+
 void report(bool ok, const std::string& what) {
   if (ok) {
     ++g_passed;
@@ -98,8 +113,143 @@ void run_reductions(chorus_comm_t* comm, size_t count) {
       rc = chorus_reduce_scatter(comm, rs_in.data(), rs_out.data(), count, dtype, op);
       rs_out.resize(count * es);
       check_result(name("reduce_scatter", dtype, op, count), rc, dtype, rs_out, expect);
+
+      // reduce, out of place and in place at two of the three roots; off
+      // the root the output is NULL (out of place) or must stay untouched
+      // (in place: the input is the buffer, and it is const there).
+      for (int form = 0; form < 2; ++form) {
+        const int root = root_at(g_combo + form);
+        const bool in_place = form == 1;
+        std::vector<std::byte> r_in(count * es + 1), r_out(count * es + 1, std::byte{0x5A});
+        chorus::bench::fill_input(CHORUS_COLL_REDUCE, dtype, op, g_rank, g_size, r_in.data(),
+                                  count, count);
+        const std::vector<std::byte> original = r_in;
+        chorus::bench::expected_output(CHORUS_COLL_REDUCE, false, dtype, op, g_rank, g_size, root,
+                                       count, expect);
+        void* dst = in_place ? r_in.data() : (g_rank == root ? r_out.data() : nullptr);
+        rc = chorus_reduce(comm, r_in.data(), dst, count, dtype, op, root);
+        std::string what = name(("reduce" + std::string(in_place ? " in-place" : "") +
+                                 " root=" + std::to_string(root))
+                                    .c_str(),
+                                dtype, op, count);
+        std::vector<std::byte>& got = in_place ? r_in : r_out;
+        got.resize(count * es);
+        if (g_rank == root) {
+          check_result(what, rc, dtype, got, expect);
+        } else {
+          // Off the root nothing the caller owns changes.
+          std::vector<std::byte> want(original.begin(), original.begin() + count * es);
+          std::vector<std::byte> now(r_in.begin(), r_in.begin() + count * es);
+          check_result(what + " (input unchanged off the root)", rc, dtype, now, want);
+        }
+      }
     }
   }
+}
+
+/// gather, scatter (each out of place and in place, at rotating roots),
+/// all_to_all (both forms) and all_to_allv with uneven counts, for one dtype.
+void run_rooted_and_all_to_all(chorus_comm_t* comm, size_t count, int dtype) {
+  const size_t es = chorus_dtype_size(dtype);
+  const size_t n = size_t(g_size);
+  const size_t blk = block_count(count);
+  const size_t all = blk * n;
+  std::vector<std::byte> expect;
+  const int spin = g_combo;  // the rotation of this dtype's roots
+  for (int form = 0; form < 2; ++form) {
+    const bool in_place = form == 1;
+    const std::string how = in_place ? " in-place" : "";
+    // gather
+    {
+      const int root = root_at(spin + form);
+      std::vector<std::byte> in(blk * es + 1), out(all * es + 1, std::byte{0x5A});
+      chorus::bench::fill_input(CHORUS_COLL_GATHER, dtype, -1, g_rank, g_size, in.data(), blk, blk);
+      chorus::bench::expected_output(CHORUS_COLL_GATHER, false, dtype, -1, g_rank, g_size, root,
+                                     blk, expect);
+      const void* src = in.data();
+      if (in_place && g_rank == root) {
+        std::memcpy(out.data() + size_t(root) * blk * es, in.data(), blk * es);
+        src = out.data() + size_t(root) * blk * es;
+      }
+      int rc = chorus_gather(comm, src, g_rank == root ? out.data() : nullptr, blk, dtype, root);
+      out.resize(all * es);
+      std::string what = name(("gather" + how + " root=" + std::to_string(root)).c_str(), dtype, -1, blk);
+      if (g_rank == root) {
+        check_result(what, rc, dtype, out, expect);
+      } else {
+        report(rc == CHORUS_OK, what + ": " + chorus_status_name(rc) + " " + chorus_last_error());
+      }
+    }
+    // scatter
+    {
+      const int root = root_at(spin + 1 + form);
+      std::vector<std::byte> in(all * es + 1), out(blk * es + 1, std::byte{0x5A});
+      chorus::bench::fill_input(CHORUS_COLL_SCATTER, dtype, -1, g_rank, g_size, in.data(), all, blk);
+      chorus::bench::expected_output(CHORUS_COLL_SCATTER, false, dtype, -1, g_rank, g_size, root,
+                                     blk, expect);
+      void* dst = out.data();
+      if (in_place && g_rank == root) dst = in.data() + size_t(root) * blk * es;
+      int rc = chorus_scatter(comm, g_rank == root ? in.data() : nullptr, dst, blk, dtype, root);
+      std::vector<std::byte> got(static_cast<std::byte*>(dst), static_cast<std::byte*>(dst) + blk * es);
+      check_result(name(("scatter" + how + " root=" + std::to_string(root)).c_str(), dtype, -1, blk),
+                   rc, dtype, got, expect);
+    }
+    // all_to_all
+    {
+      std::vector<std::byte> in(all * es + 1), out(all * es + 1, std::byte{0x5A});
+      chorus::bench::fill_input(CHORUS_COLL_ALL_TO_ALL, dtype, -1, g_rank, g_size, in.data(), all, blk);
+      chorus::bench::expected_output(CHORUS_COLL_ALL_TO_ALL, false, dtype, -1, g_rank, g_size, 0,
+                                     blk, expect);
+      std::vector<std::byte>& got = in_place ? in : out;
+      int rc = chorus_all_to_all(comm, in.data(), got.data(), blk, dtype);
+      got.resize(all * es);
+      check_result(name(("all_to_all" + how).c_str(), dtype, -1, blk), rc, dtype, got, expect);
+    }
+  }
+  // all_to_allv: rank r sends rank p sent(r, p) elements (0 included), packed
+  // in peer order in the input with a one-element gap after each block, and
+  // receives into the output in reverse peer order, so offsets are neither
+  // zero-based nor monotonic. The gaps must keep their poison.
+  auto sent = [&](int from, int to) -> size_t {
+    return blk == 0 ? 0 : (blk + size_t(3 * from + to)) % (blk + 1);
+  };
+  auto send_layout = [&](int r, std::vector<size_t>& counts, std::vector<size_t>& offsets) {
+    counts.assign(n, 0);
+    offsets.assign(n, 0);
+    size_t at = 0;
+    for (int p = 0; p < g_size; ++p) {
+      counts[size_t(p)] = sent(r, p);
+      offsets[size_t(p)] = at;
+      at += counts[size_t(p)] + 1;
+    }
+    return at;
+  };
+  std::vector<size_t> sc, so, rcnt(n), roff(n);
+  const size_t in_elems = send_layout(g_rank, sc, so);
+  size_t at = 0;
+  for (int p = g_size - 1; p >= 0; --p) {
+    rcnt[size_t(p)] = sent(p, g_rank);
+    roff[size_t(p)] = at;
+    at += rcnt[size_t(p)] + 1;
+  }
+  const size_t out_elems = at;
+  std::vector<std::byte> in(in_elems * es + 1), out(out_elems * es + 1, std::byte{0x5A});
+  chorus::bench::fill_input(CHORUS_COLL_ALL_TO_ALL, dtype, -1, g_rank, g_size, in.data(), in_elems,
+                            in_elems);
+  std::vector<std::byte> want(out_elems * es, std::byte{0x5A}), theirs;
+  for (int p = 0; p < g_size; ++p) {
+    std::vector<size_t> psc, pso;
+    size_t p_elems = send_layout(p, psc, pso);
+    theirs.assign(p_elems * es, std::byte{0});
+    chorus::bench::fill_input(CHORUS_COLL_ALL_TO_ALL, dtype, -1, p, g_size, theirs.data(), p_elems,
+                              p_elems);
+    std::memcpy(want.data() + roff[size_t(p)] * es, theirs.data() + pso[size_t(g_rank)] * es,
+                rcnt[size_t(p)] * es);
+  }
+  int rc = chorus_all_to_allv(comm, in.data(), sc.data(), so.data(), out.data(), rcnt.data(),
+                              roff.data(), dtype);
+  out.resize(out_elems * es);
+  check_result(name("all_to_allv", dtype, -1, blk), rc, dtype, out, want);
 }
 
 void run_movement(chorus_comm_t* comm, size_t count) {
@@ -121,6 +271,8 @@ void run_movement(chorus_comm_t* comm, size_t count) {
     rc = chorus_all_gather(comm, ip.data() + size_t(g_rank) * count * es, ip.data(), count, dtype);
     ip.resize(count * es * size_t(g_size));
     check_result(name("all_gather in-place", dtype, -1, count), rc, dtype, ip, expect);
+
+    run_rooted_and_all_to_all(comm, count, dtype);
 
     for (int root : {0, g_size - 1}) {
       std::vector<std::byte> buf(count * es + 1, std::byte{0x33});
@@ -174,6 +326,40 @@ void run_misuse(chorus_comm_t* comm) {
   rc = chorus_broadcast(comm, x, 4, CHORUS_FLOAT32, g_size);
   report(rc == CHORUS_ERR_INVALID_ARGUMENT,
          std::string("bad root refused: ") + chorus_last_error());
+  rc = chorus_reduce(comm, x, x, 4, CHORUS_FLOAT32, CHORUS_SUM, -1);
+  report(rc == CHORUS_ERR_INVALID_ARGUMENT && std::strstr(chorus_last_error(), "reduce root -1"),
+         std::string("reduce: bad root refused: ") + chorus_last_error());
+  rc = chorus_gather(comm, x, x, 4, CHORUS_FLOAT32, g_size);
+  report(rc == CHORUS_ERR_INVALID_ARGUMENT && std::strstr(chorus_last_error(), "gather root"),
+         std::string("gather: bad root refused: ") + chorus_last_error());
+  rc = chorus_scatter(comm, x, x, SIZE_MAX / 2, CHORUS_FLOAT64, 0);
+  report(rc == CHORUS_ERR_INVALID_ARGUMENT && std::strstr(chorus_last_error(), "overflows"),
+         std::string("scatter: count overflow refused: ") + chorus_last_error());
+  rc = chorus_all_to_all(comm, x, x + 1, 1, CHORUS_FLOAT32);
+  report(g_size == 1 ? rc == CHORUS_OK
+                     : rc == CHORUS_ERR_INVALID_ARGUMENT && std::strstr(chorus_last_error(), "overlap"),
+         std::string("all_to_all: partial overlap refused: ") + chorus_last_error());
+  {
+    std::vector<size_t> c(size_t(g_size), 1), o(size_t(g_size), 0);
+    std::vector<float> big(size_t(g_size) * 2, 0.0f), dst(size_t(g_size) * 2, 0.0f);
+    // every receive block at offset 0: they overlap as soon as there are two
+    rc = chorus_all_to_allv(comm, big.data(), c.data(), o.data(), dst.data(), c.data(), o.data(),
+                            CHORUS_FLOAT32);
+    report(g_size == 1 ? rc == CHORUS_OK
+                       : rc == CHORUS_ERR_INVALID_ARGUMENT && std::strstr(chorus_last_error(), "overlap"),
+           std::string("all_to_allv: overlapping receive blocks refused: ") + chorus_last_error());
+    c[size_t(g_rank)] = 2;  // sends itself 2 but expects 1
+    std::vector<size_t> rc1(static_cast<size_t>(g_size), 1), ro(static_cast<size_t>(g_size));
+    for (size_t p = 0; p < ro.size(); ++p) ro[p] = 2 * p;
+    rc = chorus_all_to_allv(comm, big.data(), c.data(), ro.data(), dst.data(), rc1.data(), ro.data(),
+                            CHORUS_FLOAT32);
+    report(rc == CHORUS_ERR_INVALID_ARGUMENT && std::strstr(chorus_last_error(), "send_counts["),
+           std::string("all_to_allv: self counts disagree, refused: ") + chorus_last_error());
+    rc = chorus_all_to_allv(comm, big.data(), nullptr, o.data(), dst.data(), c.data(), o.data(),
+                            CHORUS_FLOAT32);
+    report(rc == CHORUS_ERR_INVALID_ARGUMENT && std::strstr(chorus_last_error(), "NULL"),
+           std::string("all_to_allv: NULL counts refused: ") + chorus_last_error());
+  }
   rc = chorus_send(comm, x, 4, CHORUS_FLOAT32, g_rank);
   report(rc == CHORUS_ERR_INVALID_ARGUMENT,
          std::string("send to self refused: ") + chorus_last_error());
@@ -221,7 +407,8 @@ int main(int argc, char** argv) {
   large.offset %= large.every;
   std::vector<std::string> settings;
   if (!algorithm.empty())
-    for (const char* coll : {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "barrier"})
+    for (const char* coll : {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "barrier",
+                             "reduce", "gather", "scatter", "all_to_all", "all_to_allv"})
       settings.push_back(std::string("algorithm.") + coll + "=\"" + algorithm + "\"");
   std::vector<const char*> settings_c;
   for (const auto& s : settings) settings_c.push_back(s.c_str());

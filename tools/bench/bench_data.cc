@@ -134,7 +134,8 @@ void fill_input(int collective, int dtype, int op, int rank, int nranks, void* i
                 size_t count) {
   (void)nranks;
   (void)count;
-  bool reduces = collective == CHORUS_COLL_ALL_REDUCE || collective == CHORUS_COLL_REDUCE_SCATTER;
+  bool reduces = collective == CHORUS_COLL_ALL_REDUCE || collective == CHORUS_COLL_REDUCE_SCATTER ||
+                 collective == CHORUS_COLL_REDUCE;
   int eff_op = reduces ? op : -1;
   for (size_t j = 0; j < elems; ++j) {
     Value v = gen(dtype, eff_op, rank, j);
@@ -178,6 +179,37 @@ void expected_output(int collective, bool sendrecv, int dtype, int op, int rank,
         Value v = gen(dtype, -1, root, j);
         store(dtype, out.data(), j, v, int_of(v));
       }
+      break;
+    case CHORUS_COLL_REDUCE:  // the all_reduce result, on the root only
+      out.clear();
+      if (rank != root) break;
+      out.assign(count * es, std::byte{0});
+      for (size_t j = 0; j < count; ++j) reduce_into(dtype, op, nranks, j, out.data(), j);
+      break;
+    case CHORUS_COLL_GATHER:  // the all_gather result, on the root only
+      out.clear();
+      if (rank != root) break;
+      out.assign(count * size_t(nranks) * es, std::byte{0});
+      for (int q = 0; q < nranks; ++q)
+        for (size_t j = 0; j < count; ++j) {
+          Value v = gen(dtype, -1, q, j);
+          store(dtype, out.data(), size_t(q) * count + j, v, int_of(v));
+        }
+      break;
+    case CHORUS_COLL_SCATTER:  // block `rank` of the root's input
+      out.assign(count * es, std::byte{0});
+      for (size_t j = 0; j < count; ++j) {
+        Value v = gen(dtype, -1, root, size_t(rank) * count + j);
+        store(dtype, out.data(), j, v, int_of(v));
+      }
+      break;
+    case CHORUS_COLL_ALL_TO_ALL:  // block q: block `rank` of rank q's input
+      out.assign(count * size_t(nranks) * es, std::byte{0});
+      for (int q = 0; q < nranks; ++q)
+        for (size_t j = 0; j < count; ++j) {
+          Value v = gen(dtype, -1, q, size_t(rank) * count + j);
+          store(dtype, out.data(), size_t(q) * count + j, v, int_of(v));
+        }
       break;
     default:
       out.clear();

@@ -19,7 +19,9 @@ void fill_input(int collective, int dtype, int op, int rank, int nranks, void* i
                 size_t count);
 
 /// The exact output rank `rank` must hold after the operation. For send/recv
-/// (`sendrecv` true) the output is the left neighbour's input.
+/// (`sendrecv` true) the output is the left neighbour's input. For reduce and
+/// gather it is empty on ranks other than `root`. Inputs are those of
+/// fill_input: all_to_all and scatter blocks are `count` elements each.
 void expected_output(int collective, bool sendrecv, int dtype, int op, int rank, int nranks,
                      int root, size_t count, std::vector<std::byte>& out);
 

@@ -43,7 +43,19 @@ struct Options {
   int root = 0;
 };
 
-enum class Coll { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kBarrier, kSendRecv };
+enum class Coll {
+  kAllReduce,
+  kAllGather,
+  kReduceScatter,
+  kBroadcast,
+  kBarrier,
+  kSendRecv,
+  kReduce,
+  kGather,
+  kScatter,
+  kAllToAll,
+  kAllToAllv
+};
 
 bool parse_bytes(const std::string& text, uint64_t& out) {
   char* end = nullptr;
@@ -78,9 +90,12 @@ int main(int argc, char** argv) {
   Options o;
   CLI::App app{"chorus-bench: benchmark and check Chorus collectives (run under chorusrun)"};
   app.add_option("--coll", o.coll,
-                 "all_reduce | all_gather | reduce_scatter | broadcast | barrier | sendrecv")
+                 "all_reduce | all_gather | reduce_scatter | broadcast | barrier | sendrecv | "
+                 "reduce | gather | scatter | all_to_all | all_to_allv (equal counts through the "
+                 "per-peer call)")
       ->check(CLI::IsMember({"all_reduce", "all_gather", "reduce_scatter", "broadcast", "barrier",
-                             "sendrecv"}));
+                             "sendrecv", "reduce", "gather", "scatter", "all_to_all",
+                             "all_to_allv"}));
   app.add_option("-o,--op", o.op, "sum | prod | max | min");
   app.add_option("-d,--dtype", o.dtype, "element type (float32, bfloat16, int64, ...)");
   app.add_option("-a,--algorithm", o.algorithm, "pin the algorithm (ring, mesh, a plugin, auto)");
@@ -89,7 +104,7 @@ int main(int argc, char** argv) {
   app.add_option("-f,--stepfactor", o.factor, "size multiplier between steps")->check(CLI::Range(1.01, 1024.0));
   app.add_option("-n,--iters", o.iters, "timed iterations per size")->check(CLI::Range(1, 1000000));
   app.add_option("-w,--warmup", o.warmup, "untimed iterations per size")->check(CLI::Range(0, 1000000));
-  app.add_option("-r,--root", o.root, "broadcast root");
+  app.add_option("-r,--root", o.root, "root of broadcast, reduce, gather and scatter");
   app.add_flag("-c,--check", o.check,
                "check every element of every iteration (warm-up and timed) on every rank, "
                "outside the timed region; each rank prints its own count of wrong elements and "
@@ -121,11 +136,21 @@ int main(int argc, char** argv) {
               : o.coll == "reduce_scatter" ? Coll::kReduceScatter
               : o.coll == "broadcast"      ? Coll::kBroadcast
               : o.coll == "barrier"        ? Coll::kBarrier
+              : o.coll == "reduce"         ? Coll::kReduce
+              : o.coll == "gather"         ? Coll::kGather
+              : o.coll == "scatter"        ? Coll::kScatter
+              : o.coll == "all_to_all"     ? Coll::kAllToAll
+              : o.coll == "all_to_allv"    ? Coll::kAllToAllv
                                            : Coll::kSendRecv;
   int coll_id = coll == Coll::kAllReduce       ? CHORUS_COLL_ALL_REDUCE
                 : coll == Coll::kAllGather     ? CHORUS_COLL_ALL_GATHER
                 : coll == Coll::kReduceScatter ? CHORUS_COLL_REDUCE_SCATTER
                 : coll == Coll::kBroadcast     ? CHORUS_COLL_BROADCAST
+                : coll == Coll::kReduce        ? CHORUS_COLL_REDUCE
+                : coll == Coll::kGather        ? CHORUS_COLL_GATHER
+                : coll == Coll::kScatter       ? CHORUS_COLL_SCATTER
+                : coll == Coll::kAllToAll      ? CHORUS_COLL_ALL_TO_ALL
+                : coll == Coll::kAllToAllv     ? CHORUS_COLL_ALL_TO_ALLV
                                                : CHORUS_COLL_BARRIER;
 
   std::vector<std::string> settings;
@@ -154,7 +179,11 @@ int main(int argc, char** argv) {
   const size_t esize = chorus::bench::element_size(dtype);
   double bus_factor = 1.0;
   if (coll == Coll::kAllReduce) bus_factor = 2.0 * (nranks - 1) / nranks;
-  if (coll == Coll::kAllGather || coll == Coll::kReduceScatter) bus_factor = double(nranks - 1) / nranks;
+  // Per-rank blocks (size = the large buffer, as nccl-tests counts them).
+  const bool blocks = coll == Coll::kAllGather || coll == Coll::kReduceScatter ||
+                      coll == Coll::kGather || coll == Coll::kScatter ||
+                      coll == Coll::kAllToAll || coll == Coll::kAllToAllv;
+  if (blocks) bus_factor = double(nranks - 1) / nranks;
 
   if (rank == 0 && !o.json) {
     std::printf(
@@ -180,16 +209,25 @@ int main(int argc, char** argv) {
     // nccl-tests convention: for all_gather / reduce_scatter the size is the
     // large (gathered / scattered) buffer and count is per rank.
     size_t count = size_t(bytes / esize);
-    if (coll == Coll::kAllGather || coll == Coll::kReduceScatter) count /= size_t(nranks);
-    size_t in_elems = coll == Coll::kReduceScatter ? count * size_t(nranks) : count;
-    size_t out_elems = coll == Coll::kAllGather ? count * size_t(nranks) : count;
+    if (blocks) count /= size_t(nranks);
+    const bool big_in = coll == Coll::kReduceScatter || coll == Coll::kScatter ||
+                        coll == Coll::kAllToAll || coll == Coll::kAllToAllv;
+    const bool big_out = coll == Coll::kAllGather || coll == Coll::kGather ||
+                         coll == Coll::kAllToAll || coll == Coll::kAllToAllv;
+    size_t in_elems = big_in ? count * size_t(nranks) : count;
+    size_t out_elems = big_out ? count * size_t(nranks) : count;
+    // all_to_allv with equal blocks: the per-peer call against all_to_all.
+    std::vector<size_t> v_counts(static_cast<size_t>(nranks), count);
+    std::vector<size_t> v_offsets(static_cast<size_t>(nranks));
+    for (size_t p = 0; p < v_offsets.size(); ++p) v_offsets[p] = p * count;
     std::vector<std::byte> in(std::max<size_t>(1, in_elems * esize));
     std::vector<std::byte> out(std::max<size_t>(1, out_elems * esize));
     std::vector<std::byte> expect;
     chorus::bench::fill_input(coll_id, dtype, op, rank, nranks, in.data(), in_elems, count);
     if (o.check)
-      chorus::bench::expected_output(coll_id, o.coll == "sendrecv", dtype, op, rank, nranks,
-                                     o.root, count, expect);
+      chorus::bench::expected_output(
+          coll == Coll::kAllToAllv ? int(CHORUS_COLL_ALL_TO_ALL) : coll_id,
+          o.coll == "sendrecv", dtype, op, rank, nranks, o.root, count, expect);
 
     // Outside the timed region: poison the output so that stale data cannot
     // pass the check, and give the broadcast root its data again (the
@@ -224,6 +262,17 @@ int main(int argc, char** argv) {
           return chorus_broadcast(comm, out.data(), count, dtype, o.root);
         case Coll::kBarrier:
           return chorus_barrier(comm);
+        case Coll::kReduce:
+          return chorus_reduce(comm, in.data(), out.data(), count, dtype, op, o.root);
+        case Coll::kGather:
+          return chorus_gather(comm, in.data(), out.data(), count, dtype, o.root);
+        case Coll::kScatter:
+          return chorus_scatter(comm, in.data(), out.data(), count, dtype, o.root);
+        case Coll::kAllToAll:
+          return chorus_all_to_all(comm, in.data(), out.data(), count, dtype);
+        case Coll::kAllToAllv:
+          return chorus_all_to_allv(comm, in.data(), v_counts.data(), v_offsets.data(),
+                                    out.data(), v_counts.data(), v_offsets.data(), dtype);
         case Coll::kSendRecv: {
           // Ring exchange: even ranks send first, odd ranks receive first.
           int right = (rank + 1) % nranks, left = (rank - 1 + nranks) % nranks;
@@ -271,7 +320,13 @@ int main(int argc, char** argv) {
       busbw_sum += busbw;
       ++busbw_n;
     }
-    const char* algo = coll == Coll::kSendRecv ? "p2p" : chorus_comm_algorithm(comm, coll_id, count * esize);
+    // The size the library chooses by (communicator.cc): per rank for most,
+    // the whole exchange for all_to_all, none for all_to_allv.
+    const uint64_t choose_bytes = coll == Coll::kAllToAll    ? count * esize * size_t(nranks)
+                                  : coll == Coll::kAllToAllv ? 0
+                                                             : count * esize;
+    const char* algo =
+        coll == Coll::kSendRecv ? "p2p" : chorus_comm_algorithm(comm, coll_id, choose_bytes);
     if (rank == 0) {
       if (o.json)
         std::printf("{\"coll\":\"%s\",\"ranks\":%d,\"transport\":\"%s\",\"algorithm\":\"%s\","

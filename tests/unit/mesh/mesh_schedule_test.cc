@@ -15,7 +15,8 @@ using namespace chorus::mesh;
 namespace {
 
 constexpr Kind kKinds[] = {Kind::kAllReduceOneShot, Kind::kAllReduce, Kind::kReduceScatter,
-                           Kind::kAllGather, Kind::kBroadcast};
+                           Kind::kAllGather,        Kind::kBroadcast, Kind::kReduceOneShot,
+                           Kind::kReduce,           Kind::kGather,    Kind::kScatter};
 
 /// Marks the elements of `r` in `hits`, counting how often each is covered.
 void cover(std::vector<int>& hits, Range r) {
@@ -343,4 +344,49 @@ TEST_CASE("barrier: partners pair up and every rank hears from every rank", "[me
   CHECK(barrier_rounds(9, 2) == 4);
   CHECK(barrier_rounds(5, 5) == 1);
   for (int size : {2, 4, 64}) CHECK(default_barrier_radix(size) == 2);
+}
+
+TEST_CASE("rooted collectives: the root's output is produced exactly once", "[mesh]") {
+  for (int size : {2, 3, 4, 5, 7}) {
+    for (size_t count : {0u, 1u, 2u, 5u, 7u, 100u}) {
+      for (int root = 0; root < size; ++root) {
+        for (int r = 0; r < size; ++r) {
+          // reduce, both forms: the own reduction plus the chunks gathered to
+          // the root cover the output once there; off the root nothing is
+          // received into the output.
+          for (Kind kind : {Kind::kReduceOneShot, Kind::kReduce}) {
+            std::vector<int> hits(count, 0);
+            Reduction red = reduction(kind, r, size, count, root);
+            if (r == root) cover(hits, red.result);
+            for (int p = 0; p < size; ++p) {
+              if (p == r) continue;
+              Exchange x = exchange(kind, r, size, p, count, root);
+              if (r != root) CHECK(x.gather_recv.count == 0);
+              cover(hits, x.gather_recv);
+              // only the root receives gathered results
+              if (p != root) CHECK(x.gather_send.count == 0);
+            }
+            for (int h : hits) CHECK(h == (r == root ? 1 : 0));
+            if (kind == Kind::kReduceOneShot && r != root) CHECK(red.result.count == 0);
+          }
+          // gather: every peer's block lands once on the root, at its place.
+          std::vector<int> g(size_t(size) * count, 0);
+          cover(g, Range{size_t(r) * count, count});
+          for (int p = 0; p < size; ++p)
+            if (p != r) cover(g, exchange(Kind::kGather, r, size, p, count, root).gather_recv);
+          for (size_t i = 0; i < g.size(); ++i)
+            CHECK(g[i] == (r == root ? 1 : (i / std::max<size_t>(count, 1) == size_t(r) ? 1 : 0)));
+          // scatter: a non-root receives its block, from the root only.
+          std::vector<int> sc(count, 0);
+          for (int p = 0; p < size; ++p) {
+            if (p == r) continue;
+            Exchange x = exchange(Kind::kScatter, r, size, p, count, root);
+            cover(sc, x.gather_recv);
+            if (r == root) CHECK(x.gather_send == Range{size_t(p) * count, count});
+          }
+          for (int h : sc) CHECK(h == (r == root ? 0 : 1));
+        }
+      }
+    }
+  }
 }

@@ -206,3 +206,152 @@ TEST_CASE("reverse ring: broadcast flows from the root to its left", "[ring]") {
     }
   }
 }
+
+namespace {
+
+/// The chunks a rank sends (or receives) in step order, skipping empty steps:
+/// what the executor puts on (or expects from) the wire, one chunk after the
+/// other.
+template <class F>
+std::vector<int> sequence(int steps, F step, bool send) {
+  std::vector<int> out;
+  for (int u = 0; u < steps; ++u) {
+    Step st = step(u);
+    int c = send ? st.send_chunk : st.recv_chunk;
+    if (c >= 0) out.push_back(c);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("reduce schedule: a chain ending at the root, each rank once", "[ring]") {
+  for (int size : {2, 3, 4, 7}) {
+    for (int root : {0, size / 2, size - 1}) {
+      // contributions the chunk holds at each rank after the single step
+      std::vector<std::set<int>> held(static_cast<size_t>(size));
+      for (int r = 0; r < size; ++r) held[size_t(r)] = {r};
+      // The chain order: rank root+1 first; each rank adds what its left sent.
+      for (int k = 1; k < size; ++k) {
+        int r = mod(root + 1 + k, size), left = mod(r - 1, size);
+        Step mine = reduce_step(r, size, root), theirs = reduce_step(left, size, root);
+        REQUIRE(mine.recv_chunk == 0);
+        REQUIRE(theirs.send_chunk == 0);
+        CHECK(mine.reduce);
+        for (int x : held[size_t(left)]) {
+          CHECK(held[size_t(r)].count(x) == 0);
+          held[size_t(r)].insert(x);
+        }
+      }
+      CHECK(held[size_t(root)].size() == size_t(size));
+      CHECK(reduce_step(root, size, root).send_chunk == -1);
+      CHECK(reduce_step(mod(root + 1, size), size, root).recv_chunk == -1);
+    }
+  }
+}
+
+TEST_CASE("gather and scatter schedules: neighbours agree, data is there before it is sent",
+          "[ring]") {
+  for (int size : {2, 3, 4, 5, 8}) {
+    for (int root : {0, size / 2, size - 1}) {
+      for (bool scatter : {false, true}) {
+        auto step = [&](int r, int u) {
+          return scatter ? scatter_step(r, size, root, u) : gather_step(r, size, root, u);
+        };
+        const int steps = scatter ? scatter_steps(size) : gather_steps(size);
+        std::vector<std::set<int>> have(static_cast<size_t>(size));
+        for (int r = 0; r < size; ++r) {
+          if (!scatter) have[size_t(r)] = {r};
+          if (scatter && r == root)
+            for (int c = 0; c < size; ++c) have[size_t(r)].insert(c);
+        }
+        for (int r = 0; r < size; ++r) {
+          int left = mod(r - 1, size);
+          CHECK(sequence(steps, [&](int u) { return step(r, u); }, false) ==
+                sequence(steps, [&](int u) { return step(left, u); }, true));
+        }
+        // Every send forwards what an earlier (or the same) step received, or
+        // data the rank had from the start.
+        for (int r = 0; r < size; ++r)
+          for (int u = 0; u < steps; ++u) {
+            Step st = step(r, u);
+            if (st.send_chunk < 0) continue;
+            if (st.send_after >= 0) {
+              CHECK(st.send_after <= u);
+              CHECK(step(r, st.send_after).recv_chunk == st.send_chunk);
+            } else {
+              CHECK(have[size_t(r)].count(st.send_chunk) == 1);
+            }
+          }
+        for (int r = 0; r < size; ++r)
+          for (int u = 0; u < steps; ++u)
+            if (int c = step(r, u).recv_chunk; c >= 0) have[size_t(r)].insert(c);
+        if (scatter) {
+          for (int r = 0; r < size; ++r) CHECK(have[size_t(r)].count(r) == 1);
+          // scratch slots: distinct and in range for the blocks passing through
+          for (int r = 0; r < size; ++r) {
+            if (r == root) continue;
+            std::set<int> slots;
+            for (int c : have[size_t(r)])
+              if (c != r) {
+                int s = scatter_slot(c, r, size, root) - 1;
+                CHECK(s >= 0);
+                CHECK(s < size - 1 - mod(r - root, size));
+                slots.insert(s);
+              }
+            CHECK(slots.size() + 1 == have[size_t(r)].size());
+          }
+        } else {
+          CHECK(have[size_t(root)].size() == size_t(size));
+          for (int r = 0; r < size; ++r) {
+            if (r == root) continue;
+            for (int c : have[size_t(r)])
+              if (c != r) CHECK(gather_slot(c, size, root) < mod(r - root - 1, size));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("all_to_all over the ring: every block reaches its rank once, forwarded as it lands",
+          "[ring]") {
+  for (int size : {2, 3, 4, 5, 8}) {
+    const int steps = a2a_steps(size);
+    // identity of the data moved: (origin, destination)
+    auto sent_id = [&](int r, int k) {
+      int u = 0, i = k;
+      while (i >= size - 1 - u) i -= size - 1 - u, ++u;
+      return std::pair<int, int>{mod(r - u, size), mod(r + 1 + i, size)};
+    };
+    for (int r = 0; r < size; ++r) {
+      int left = mod(r - 1, size);
+      std::set<int> got_from;
+      std::set<int> chunks;
+      for (int k = 0; k < steps; ++k) {
+        A2aStep mine = a2a_step_at(r, size, k);
+        // what arrives here at step k is what the left neighbour sends there
+        CHECK(std::pair<int, int>{mine.origin, mine.dest} == sent_id(left, k));
+        CHECK(chunks.insert(mine.step.recv_chunk).second);  // one chunk per arrival
+        if (mine.dest == r) {
+          CHECK(mine.step.recv_chunk == size + mine.origin);
+          CHECK(got_from.insert(mine.origin).second);
+        } else {
+          CHECK(mine.step.recv_chunk >= 2 * size);
+        }
+        // a forwarded block is the one an earlier step received
+        if (mine.step.send_after >= 0) {
+          CHECK(mine.step.send_after < k);
+          A2aStep earlier = a2a_step_at(r, size, mine.step.send_after);
+          CHECK(earlier.step.recv_chunk == mine.step.send_chunk);
+          CHECK(std::pair<int, int>{earlier.origin, earlier.dest} == sent_id(r, k));
+        } else {
+          CHECK(sent_id(r, k).first == r);
+          CHECK(mine.step.send_chunk == sent_id(r, k).second);
+        }
+      }
+      CHECK(got_from.size() == size_t(size - 1));
+      CHECK(got_from.count(r) == 0);
+    }
+  }
+}
