@@ -40,6 +40,12 @@ void put_bytes(std::vector<std::byte>& out, const void* p, size_t n) {
 }
 
 /// Reads a length-prefixed field; false when the blob is too short.
+std::string format_seconds(double s) {
+  std::ostringstream os;
+  os << s;
+  return os.str();
+}
+
 bool get_bytes(const std::vector<std::byte>& in, size_t& pos, const std::byte*& p, size_t& n) {
   if (in.size() - pos < 4 || pos > in.size()) return false;
   uint32_t v = 0;
@@ -217,6 +223,15 @@ Status Communicator::open_context() {
   proxy_.read_error = &Communicator::proxy_read_error;
   pending_sends_.assign(size_t(size_), 0);
   pending_recvs_.assign(size_t(size_), 0);
+  check_signatures_ = cfg_.check_signatures;
+  p2p_send_seq_.assign(size_t(size_), 0);
+  p2p_recv_seq_.assign(size_t(size_), 0);
+  talked_.assign(size_t(size_), 0);
+  owed_[0].assign(size_t(size_), 0);
+  owed_[1].assign(size_t(size_), 0);
+  streams_.assign(size_t(size_), {});
+  sig_sends_out_.assign(size_t(size_), 0);
+  sig_send_next_.assign(size_t(size_), 0);
   peer_counters_ = std::make_unique<PeerCounters[]>(size_t(size_));
   for (int c = 0; c < CHORUS_COLL_COUNT; ++c)
     for (const Plugin* p : candidates_[c])
@@ -352,7 +367,8 @@ std::string Communicator::fingerprint() const {
                   " staging_slot_size=" + std::to_string(cfg_.staging_slot_size) +
                   " staging_slots=" + std::to_string(cfg_.staging_slots) +
                   " deterministic=" + std::to_string(cfg_.deterministic) +
-                  " switch_bytes=" + std::to_string(cfg_.switch_bytes);
+                  " switch_bytes=" + std::to_string(cfg_.switch_bytes) +
+                  " check_signatures=" + std::to_string(cfg_.check_signatures);
   for (int c = 0; c < CHORUS_COLL_COUNT; ++c) {
     f += std::string(" ") + chorus_collective_name(c) + "=" + cfg_.algorithm[c];
     for (const Plugin* p : candidates_[c])
@@ -575,7 +591,8 @@ void Communicator::release_call_registrations() {
 }
 
 template <class Call>
-Status Communicator::run(int collective, const char* what, uint64_t bytes, Call&& call) {
+Status Communicator::run(int collective, const char* what, uint64_t bytes, CallSig sig,
+                         Call&& call) {
   if (auto st = usable(what); !st.is_ok()) return st;
   const chorus_algorithm_plugin_v1_t* algo = choose(collective, bytes);
   size_t index = 0;
@@ -589,10 +606,21 @@ Status Communicator::run(int collective, const char* what, uint64_t bytes, Call&
   std::fill(pending_sends_.begin(), pending_sends_.end(), 0);
   std::fill(pending_recvs_.begin(), pending_recvs_.end(), 0);
   struct Running {
-    explicit Running(Communicator* c) : log_scope(&c->id_) { t_running = c; }
-    ~Running() { t_running = nullptr; }
+    explicit Running(Communicator* c) : self(c), log_scope(&c->id_) { t_running = c; }
+    ~Running() {
+      t_running = nullptr;
+      self->call_sig_active_ = false;
+    }
+    Communicator* self;
     LogCommScope log_scope;
   } running(this);
+  if (auto st = mismatch_pending(); !st.is_ok()) return st;
+  sig.call = collective;
+  sig.seq = collective_seq_++;
+  std::strncpy(sig.algo, algo->name, sizeof(sig.algo) - 1);
+  // The root of a broadcast depends on no other rank: it learns of a
+  // disagreement only if every rank sends it its signature.
+  begin_signature(sig, collective == CHORUS_COLL_BROADCAST);
 
   chorus_algo_env_v1_t env{};
   env.struct_size = sizeof(env);
@@ -623,12 +651,21 @@ Status Communicator::run(int collective, const char* what, uint64_t bytes, Call&
     log(CHORUS_LOG_DEBUG, std::string(what) + ": " + std::to_string(bytes) +
                               " bytes via algorithm '" + algo->name + "'");
   int rc = call(algo, &env);
+  if (rc == CHORUS_OK && call_sig_active_) {
+    // An algorithm that posted nothing (count 0) still owes every peer its
+    // signature, or a rank that skipped the call would not be noticed.
+    if (std::find(talked_.begin(), talked_.end(), 1) == talked_.end())
+      for (int p = 0; p < size_; ++p)
+        if (p != rank_) send_signature(p);
+    rc = await_signatures();
+  }
   release_call_registrations();
   if (rc == CHORUS_OK) return Status::ok();
   Status st = call_error_.is_ok()
                   ? Status(rc, "rank " + std::to_string(rank_) + ": " + what + ": algorithm '" +
                                    algo->name + "' failed with " + chorus_status_name(rc))
                   : call_error_;
+  st = settle_failure(std::move(st));
   if (st.code() != CHORUS_ERR_INVALID_ARGUMENT)
     mark_broken(st);
   else
@@ -642,7 +679,9 @@ Status Communicator::all_reduce(const void* in, void* out, size_t count, int dty
   if (auto st = check_buffer(out, count, 1, dtype, "output"); !st.is_ok()) return st;
   if (auto st = check_op(dtype, op); !st.is_ok()) return st;
   uint64_t bytes = uint64_t(count) * chorus_dtype_size(dtype);
-  return run(CHORUS_COLL_ALL_REDUCE, "all_reduce", bytes,
+  CallSig sig;
+  sig.count = count, sig.dtype = dtype, sig.op = op;
+  return run(CHORUS_COLL_ALL_REDUCE, "all_reduce", bytes, sig,
              [&](const chorus_algorithm_plugin_v1_t* a, const chorus_algo_env_v1_t* env) {
                return a->all_reduce(env, in, out, count, dtype, op);
              });
@@ -652,7 +691,9 @@ Status Communicator::all_gather(const void* in, void* out, size_t count, int dty
   if (auto st = check_buffer(in, count, 1, dtype, "input"); !st.is_ok()) return st;
   if (auto st = check_buffer(out, count, size_t(size_), dtype, "output"); !st.is_ok()) return st;
   uint64_t bytes = uint64_t(count) * chorus_dtype_size(dtype);
-  return run(CHORUS_COLL_ALL_GATHER, "all_gather", bytes,
+  CallSig sig;
+  sig.count = count, sig.dtype = dtype;
+  return run(CHORUS_COLL_ALL_GATHER, "all_gather", bytes, sig,
              [&](const chorus_algorithm_plugin_v1_t* a, const chorus_algo_env_v1_t* env) {
                return a->all_gather(env, in, out, count, dtype);
              });
@@ -663,7 +704,9 @@ Status Communicator::reduce_scatter(const void* in, void* out, size_t count, int
   if (auto st = check_buffer(out, count, 1, dtype, "output"); !st.is_ok()) return st;
   if (auto st = check_op(dtype, op); !st.is_ok()) return st;
   uint64_t bytes = uint64_t(count) * chorus_dtype_size(dtype);
-  return run(CHORUS_COLL_REDUCE_SCATTER, "reduce_scatter", bytes,
+  CallSig sig;
+  sig.count = count, sig.dtype = dtype, sig.op = op;
+  return run(CHORUS_COLL_REDUCE_SCATTER, "reduce_scatter", bytes, sig,
              [&](const chorus_algorithm_plugin_v1_t* a, const chorus_algo_env_v1_t* env) {
                return a->reduce_scatter(env, in, out, count, dtype, op);
              });
@@ -676,14 +719,16 @@ Status Communicator::broadcast(void* buf, size_t count, int dtype, int root) {
                                              " is out of range for " + std::to_string(size_) +
                                              " ranks"};
   uint64_t bytes = uint64_t(count) * chorus_dtype_size(dtype);
-  return run(CHORUS_COLL_BROADCAST, "broadcast", bytes,
+  CallSig sig;
+  sig.count = count, sig.dtype = dtype, sig.root = root;
+  return run(CHORUS_COLL_BROADCAST, "broadcast", bytes, sig,
              [&](const chorus_algorithm_plugin_v1_t* a, const chorus_algo_env_v1_t* env) {
                return a->broadcast(env, buf, count, dtype, root);
              });
 }
 
 Status Communicator::barrier() {
-  return run(CHORUS_COLL_BARRIER, "barrier", 0,
+  return run(CHORUS_COLL_BARRIER, "barrier", 0, CallSig{},
              [&](const chorus_algorithm_plugin_v1_t* a, const chorus_algo_env_v1_t* env) {
                return a->barrier(env);
              });
@@ -769,9 +814,22 @@ Status Communicator::p2p(bool is_send, void* buf, size_t count, int dtype, int p
   std::fill(pending_recvs_.begin(), pending_recvs_.end(), 0);
   t_running = this;
   struct Reset {
-    ~Reset() { t_running = nullptr; }
-  } reset;
+    Communicator* self;
+    ~Reset() {
+      t_running = nullptr;
+      self->call_sig_active_ = false;
+    }
+  } reset{this};
   LogCommScope log_scope(&id_);
+  if (auto st = mismatch_pending(); !st.is_ok()) return st;
+  {
+    CallSig sig;
+    sig.call = is_send ? CallSig::kSigSend : CallSig::kSigRecv;
+    sig.count = uint64_t(count) * chorus_dtype_size(dtype);
+    sig.peer = peer;
+    sig.seq = (is_send ? p2p_send_seq_ : p2p_recv_seq_)[size_t(peer)]++;
+    begin_signature(sig, false);
+  }
 
   (is_send ? send_ops_ : recv_ops_).fetch_add(1, std::memory_order_relaxed);
   size_t bytes = count * chorus_dtype_size(dtype);
@@ -825,8 +883,14 @@ Status Communicator::p2p(bool is_send, void* buf, size_t count, int dtype, int p
       ++done;
     }
   }
+  // A receive needs the sender's signature; a send returns without the
+  // receiver's (sends stay eager: see docs/reliability.md §4.5).
+  if (rc == CHORUS_OK && call_sig_active_ && !is_send) rc = await_signatures();
   release_call_registrations();
   if (rc == CHORUS_OK) return Status::ok();
+  call_error_ = settle_failure(call_error_.is_ok() ? Status(rc, who() + ": " + call_what_ + ": " +
+                                                                    chorus_status_name(rc))
+                                                   : call_error_);
   if (call_error_.code() != CHORUS_ERR_INVALID_ARGUMENT)
     mark_broken(call_error_);
   else
@@ -856,31 +920,63 @@ void Communicator::note_completed(const chorus_tp_completion_t& c) {
 }
 
 // ---------------------------------------------------------------------------
-// Peer-loss notices
+// Notices: peer loss, finalize, call signatures, mismatches, timeouts
 
 namespace {
 
 constexpr uint32_t kNoticeMagic = 0x4e53'4843;  // "CHSN" in memory on little-endian hosts
 constexpr uint32_t kNoticePeerLost = 1;
 constexpr uint32_t kNoticeFinalized = 2;
-constexpr size_t kNoticeBytes = 16;
+constexpr uint32_t kNoticeSignature = 3;  // `a`: the sender's call
+constexpr uint32_t kNoticeMismatch = 4;   // `a`, `b`: the two calls that disagree
+constexpr uint32_t kNoticeTimeout = 5;    // the sender timed out and is leaving
+constexpr size_t kNoticeBytes = 128;
+// Standing receives per peer: a peer is at most about one call ahead on a
+// pair (a call does not return before it has the signatures it needs), so
+// its signature for that call, a mismatch or timeout notice and its
+// "finalized" notice fit with room to spare.
+constexpr int kNoticeRecvSlots = 4;
+constexpr int kSigSendSlots = 4;  // signature sends in flight per peer
 // How long a rank that saw a peer's connections close waits for that peer's
 // notice, and how long a failing rank spends sending its own.
 constexpr int kNoticeGraceMs = 100;
+// How long a rank that timed out waits for the other ranks' timeout notices
+// before it names the ranks that sent none.
+constexpr int kTimeoutGraceMs = 300;
 // How long an orderly finalize waits for the peers' "finalized" notices.
 // Ranks that end a job together finalize within milliseconds of each other;
 // a peer that does not within this bound is left behind, and its transport
 // may then report the closed connections.
 constexpr int kFinalizeGraceMs = 1000;
+// Notice work requests: kNoticeWrId + (peer << 8) + slot, where slot is a
+// receive slot (< kNoticeRecvSlots), kSigSlotBase + a signature send slot,
+// or kBroadcastSlot for a notice sent to every peer.
 constexpr uint64_t kNoticeWrId = 0x6e6f'7469'6365'0000ull;  // "notice"
+constexpr uint64_t kSigSlotBase = 0x80;
+constexpr uint64_t kBroadcastSlot = 0xff;
+
+// Frozen layout between the cores of one job (both ends run the same
+// Chorus; the init fingerprint does not cover the version, see
+// docs/reliability.md §4.5): 128 bytes, little-endian hosts.
+}  // namespace
 
 struct NoticeWire {
   uint32_t magic;
   uint32_t kind;
   int32_t lost_rank;
   int32_t reporter;
+  CallSig a;
+  CallSig b;
 };
 static_assert(sizeof(NoticeWire) == kNoticeBytes);
+
+namespace {
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string s;
+  for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
+  return s;
+}
 
 }  // namespace
 
@@ -888,9 +984,12 @@ Status Communicator::arm_notices() {
   notice_lost_.assign(size_t(size_), -1);
   notice_closed_.assign(size_t(size_), 0);
   notice_finished_.assign(size_t(size_), 0);
+  notice_timeout_.assign(size_t(size_), 0);
   if (size_ < 2) return Status::ok();
-  // [peer] receive slots, then one send slot.
-  const size_t bytes = (size_t(size_) + 1) * kNoticeBytes;
+  // [peer][receive slot], then [peer][signature send slot], then one slot
+  // for the notices sent to every peer.
+  const size_t slots = size_t(size_) * (kNoticeRecvSlots + kSigSendSlots) + 1;
+  const size_t bytes = slots * kNoticeBytes;
   notice_block_ = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
   if (!notice_block_) return {CHORUS_ERR_SYSTEM, who() + ": cannot allocate the notice buffers"};
   std::memset(notice_block_, 0, bytes);
@@ -899,17 +998,20 @@ Status Communicator::arm_notices() {
         rc != CHORUS_OK)
       return {rc, who() + ": registering the notice buffers failed: " + tp_->last_error()};
   }
-  auto* base = static_cast<std::byte*>(notice_block_);
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
-    int rc = tp_->post_recv(notice_eps_[size_t(p)], base + size_t(p) * kNoticeBytes, kNoticeBytes,
-                            notice_mr_, kNoticeWrId + uint64_t(p));
+    int rc = CHORUS_OK;
+    for (int k = 0; k < kNoticeRecvSlots && rc == CHORUS_OK; ++k)
+      rc = tp_->post_recv(notice_eps_[size_t(p)], notice_slot(p, k), kNoticeBytes, notice_mr_,
+                          kNoticeWrId + (uint64_t(p) << 8) + uint64_t(k));
     if (rc != CHORUS_OK) {
       // Notices are best effort: a pair the transport cannot link (a
       // device matrix with no entry for it) or any other refusal only
-      // costs the better blame message for this peer, not the job.
+      // costs the better blame message and the signature check for this
+      // peer, not the job.
       log(rc == CHORUS_ERR_INVALID_ARGUMENT ? CHORUS_LOG_DEBUG : CHORUS_LOG_WARN,
-          "no peer-loss notices with rank " + std::to_string(p) + ": " + tp_->last_error());
+          "no notices (peer loss, call signatures) with rank " + std::to_string(p) + ": " +
+              tp_->last_error());
       auto* ep = notice_eps_[size_t(p)];
       notice_peer_.erase(ep);
       tp_->endpoint_close(ep);
@@ -919,13 +1021,30 @@ Status Communicator::arm_notices() {
   return Status::ok();
 }
 
+void* Communicator::notice_slot(int peer, int k) const {
+  return static_cast<std::byte*>(notice_block_) +
+         (size_t(peer) * kNoticeRecvSlots + size_t(k)) * kNoticeBytes;
+}
+
+void* Communicator::sig_send_slot(int peer, int k) const {
+  return static_cast<std::byte*>(notice_block_) +
+         (size_t(size_) * kNoticeRecvSlots + size_t(peer) * kSigSendSlots + size_t(k)) *
+             kNoticeBytes;
+}
+
+void* Communicator::broadcast_slot() const {
+  return static_cast<std::byte*>(notice_block_) +
+         size_t(size_) * (kNoticeRecvSlots + kSigSendSlots) * kNoticeBytes;
+}
+
 int Communicator::filter_notices(chorus_tp_completion_t* out, int n) {
   if (notice_peer_.empty()) return n;
   int kept = 0;
   for (int i = 0; i < n; ++i) {
-    // Every notice work request carries kNoticeWrId + a rank: anything
-    // else is algorithm traffic, kept without a lookup.
-    if (out[i].wr_id - kNoticeWrId >= uint64_t(size_)) {
+    // Every notice work request carries kNoticeWrId + (rank << 8) + slot:
+    // anything else is algorithm traffic, kept without a lookup.
+    const uint64_t off = out[i].wr_id - kNoticeWrId;
+    if (off >= (uint64_t(size_) << 8)) {
       out[kept++] = out[i];
       continue;
     }
@@ -934,32 +1053,291 @@ int Communicator::filter_notices(chorus_tp_completion_t* out, int n) {
       out[kept++] = out[i];
       continue;
     }
-    if (out[i].opcode != CHORUS_TP_RECV) {  // one of our own notices went out
-      ++notice_sends_done_;
-      continue;
-    }
     const int peer = it->second;
+    const uint64_t slot = off & 0xff;
+    if (out[i].opcode != CHORUS_TP_RECV) {  // one of our own notices went out
+      if (slot >= kSigSlotBase && slot < kSigSlotBase + kSigSendSlots) {
+        if (sig_sends_out_[size_t(peer)] > 0) --sig_sends_out_[size_t(peer)];
+      } else {
+        ++notice_sends_done_;
+      }
+      continue;
+    }
+    if (slot >= uint64_t(kNoticeRecvSlots)) continue;
     NoticeWire w{};
-    std::memcpy(&w, static_cast<std::byte*>(notice_block_) + size_t(peer) * kNoticeBytes,
-                sizeof(w));
-    if (out[i].byte_len == kNoticeBytes && w.magic == kNoticeMagic && w.kind == kNoticeFinalized &&
-        w.reporter == peer) {
-      notice_finished_[size_t(peer)] = 1;
-      log(CHORUS_LOG_DEBUG, "rank " + std::to_string(peer) + " finalized its communicator");
-      continue;
-    }
-    if (out[i].byte_len != kNoticeBytes || w.magic != kNoticeMagic || w.kind != kNoticePeerLost ||
-        w.reporter != peer || w.lost_rank < 0 || w.lost_rank >= size_) {
-      log(CHORUS_LOG_WARN,
-          "ignoring a malformed peer-loss notice from rank " + std::to_string(peer));
-      continue;
-    }
-    notice_lost_[size_t(peer)] = w.lost_rank;
-    if (notice_first_from_ < 0) notice_first_from_ = peer;
-    log(CHORUS_LOG_INFO, "rank " + std::to_string(peer) + " reports that it lost rank " +
-                             std::to_string(w.lost_rank) + " and is leaving");
+    std::memcpy(&w, notice_slot(peer, int(slot)), sizeof(w));
+    const bool sized = out[i].byte_len == kNoticeBytes;
+    // The slot is free again: keep the standing receives standing.
+    if (tp_->post_recv(notice_eps_[size_t(peer)], notice_slot(peer, int(slot)), kNoticeBytes,
+                       notice_mr_, out[i].wr_id) != CHORUS_OK)
+      notice_closed_[size_t(peer)] = 1;
+    handle_notice(peer, w, sized);
   }
   return kept;
+}
+
+void Communicator::handle_notice(int peer, const NoticeWire& w, bool sized) {
+  if (!sized || w.magic != kNoticeMagic || w.reporter != peer) {
+    log(CHORUS_LOG_WARN, "ignoring a malformed notice from rank " + std::to_string(peer));
+    return;
+  }
+  switch (w.kind) {
+    case kNoticeFinalized:
+      notice_finished_[size_t(peer)] = 1;
+      log(CHORUS_LOG_DEBUG, "rank " + std::to_string(peer) + " finalized its communicator");
+      return;
+    case kNoticeSignature:
+      if (w.a.rank == peer) on_signature(peer, w.a);
+      return;
+    case kNoticeMismatch:
+      if (!mismatch_known_) {
+        mismatch_known_ = true;
+        mismatch_a_ = w.a;
+        mismatch_b_ = w.b;
+        mismatch_text_ = describe_mismatch(w.a, w.b);
+        mismatch_via_ = peer;
+        log(CHORUS_LOG_DEBUG,
+            "rank " + std::to_string(peer) + " reports mismatched calls: " + mismatch_text_);
+      }
+      return;
+    case kNoticeTimeout:
+      notice_timeout_[size_t(peer)] = 1;
+      if (timeout_first_from_ < 0) timeout_first_from_ = peer;
+      log(CHORUS_LOG_DEBUG, "rank " + std::to_string(peer) + " timed out and is leaving");
+      return;
+    case kNoticePeerLost:
+      if (w.lost_rank >= 0 && w.lost_rank < size_) {
+        notice_lost_[size_t(peer)] = w.lost_rank;
+        if (notice_first_from_ < 0) notice_first_from_ = peer;
+        log(CHORUS_LOG_INFO, "rank " + std::to_string(peer) + " reports that it lost rank " +
+                                 std::to_string(w.lost_rank) + " and is leaving");
+        return;
+      }
+      break;
+    default:
+      break;
+  }
+  log(CHORUS_LOG_WARN, "ignoring a malformed notice from rank " + std::to_string(peer));
+}
+
+// ---------------------------------------------------------------------------
+// Call signatures
+
+void Communicator::begin_signature(const CallSig& sig, bool talk_all) {
+  call_sig_ = sig;
+  call_sig_.rank = rank_;
+  call_sig_active_ = check_signatures_ && size_ > 1 && notice_block_ != nullptr;
+  if (!call_sig_active_) return;
+  std::fill(talked_.begin(), talked_.end(), 0);
+  std::fill(owed_[0].begin(), owed_[0].end(), 0);
+  std::fill(owed_[1].begin(), owed_[1].end(), 0);
+  if (talk_all)
+    for (int p = 0; p < size_; ++p)
+      if (p != rank_) send_signature(p);
+}
+
+void Communicator::send_signature(int peer) {
+  if (talked_[size_t(peer)]) return;
+  talked_[size_t(peer)] = 1;
+  auto* ep = notice_eps_[size_t(peer)];
+  if (!ep) return;  // no notices with this peer: its calls go unchecked
+  // Which directions of the pair this call moves data in (SigStream).
+  const bool out = call_sig_.call != CallSig::kSigRecv;
+  const bool in = call_sig_.call != CallSig::kSigSend;
+  for (int dir = 0; dir < 2; ++dir) {
+    if (!(dir == 0 ? out : in)) continue;
+    SigStream& s = streams_[size_t(peer)][size_t(dir)];
+    s.mine.push_back(call_sig_);
+    ++s.pushed;
+    // A send does not wait for its receiver (sends stay eager).
+    if (call_sig_.call != CallSig::kSigSend) owed_[dir][size_t(peer)] = s.pushed;
+    CallSig a, b;
+    if (!s.match(a, b)) note_mismatch(a, b, -1);
+  }
+  // Every slot busy means the peer stopped taking notices; progress until
+  // one frees, bounded by the call's deadline.
+  if (sig_sends_out_[size_t(peer)] >= kSigSendSlots)
+    pump_notices(call_deadline_, [&] { return sig_sends_out_[size_t(peer)] < kSigSendSlots; });
+  if (sig_sends_out_[size_t(peer)] >= kSigSendSlots) return;
+  const uint32_t k = sig_send_next_[size_t(peer)]++ % kSigSendSlots;
+  NoticeWire w{kNoticeMagic, kNoticeSignature, -1, rank_, call_sig_, CallSig{}};
+  void* slot = sig_send_slot(peer, int(k));
+  std::memcpy(slot, &w, sizeof(w));
+  if (tp_->post_send(ep, slot, kNoticeBytes, notice_mr_,
+                     kNoticeWrId + (uint64_t(peer) << 8) + kSigSlotBase + k) == CHORUS_OK) {
+    ++sig_sends_out_[size_t(peer)];
+  } else {
+    // The peer is gone or unreachable: the data posts report it. Nothing
+    // more is owed by this peer in this call.
+    owed_[0][size_t(peer)] = owed_[1][size_t(peer)] = 0;
+  }
+}
+
+void Communicator::on_signature(int peer, const CallSig& theirs) {
+  if (!check_signatures_) return;
+  // The peer's send feeds this rank's receive direction, its receive this
+  // rank's send direction; a collective is in both.
+  const bool to_out = theirs.call != CallSig::kSigSend;
+  const bool to_in = theirs.call != CallSig::kSigRecv;
+  for (int dir = 0; dir < 2; ++dir) {
+    if (!(dir == 0 ? to_out : to_in)) continue;
+    SigStream& s = streams_[size_t(peer)][size_t(dir)];
+    s.theirs.push_back(theirs);
+    CallSig a, b;
+    if (!s.match(a, b)) {
+      note_mismatch(a, b, -1);
+      return;
+    }
+  }
+  // The peer's part of the collective running here, from a peer this rank
+  // has not talked to (yet): a rank running a different collective may
+  // never post to this one, so compare now rather than never.
+  if (call_sig_active_ && call_sig_.is_collective() && theirs.is_collective() &&
+      !talked_[size_t(peer)] && theirs.seq == call_sig_.seq && !signatures_agree(call_sig_, theirs))
+    note_mismatch(call_sig_, theirs, -1);
+}
+
+void Communicator::note_mismatch(const CallSig& mine, const CallSig& theirs, int reported_by) {
+  if (mismatch_known_) return;
+  mismatch_known_ = true;
+  mismatch_a_ = mine;
+  mismatch_b_ = theirs;
+  mismatch_text_ = describe_mismatch(mine, theirs);
+  mismatch_via_ = reported_by;
+  log(CHORUS_LOG_DEBUG, "mismatched calls: " + mismatch_text_);
+}
+
+std::string Communicator::mismatch_message() const {
+  return "mismatched calls: " + mismatch_text_ +
+         (mismatch_via_ >= 0 ? " (reported by rank " + std::to_string(mismatch_via_) + ")" : "") +
+         "; every rank must make the same calls in the same order, with the same count, dtype, "
+         "op and root, and matching send/recv sizes; this communicator cannot be used any more";
+}
+
+Status Communicator::mismatch_pending() {
+  if (!mismatch_known_) return Status::ok();
+  Status st(CHORUS_ERR_MISMATCH, who() + ": " + call_what_ + ": " + mismatch_message());
+  if (mismatch_via_ < 0 && !mismatch_sent_) {
+    mismatch_sent_ = true;
+    broadcast_notice(kNoticeMismatch, &mismatch_a_, &mismatch_b_);
+  }
+  mark_broken(st);
+  return st;
+}
+
+bool Communicator::mismatch_blocks_call() const {
+  if (!mismatch_known_) return false;
+  // A rank told of a mismatch while it still finishes an earlier, matched
+  // collective completes that one; the mismatch fails the next call.
+  if (mismatch_via_ < 0 || !call_sig_active_ || !call_sig_.is_collective()) return true;
+  uint64_t first = UINT64_MAX;
+  for (const CallSig* s : {&mismatch_a_, &mismatch_b_})
+    if (s->is_collective()) first = std::min(first, s->seq);
+  return call_sig_.seq >= first;
+}
+
+bool Communicator::signatures_matched() const {
+  for (int p = 0; p < size_; ++p)
+    for (int dir = 0; dir < 2; ++dir)
+      if (owed_[dir][size_t(p)] > streams_[size_t(p)][size_t(dir)].matched) return false;
+  return true;
+}
+
+int Communicator::await_signatures() {
+  if (signatures_matched() && !mismatch_blocks_call()) return CHORUS_OK;
+  awaiting_signatures_ = true;
+  chorus_tp_completion_t comps[16];
+  int rc = CHORUS_OK;
+  while (!signatures_matched() || mismatch_blocks_call()) {
+    int n = env_progress(this, comps, 16);
+    if (n < 0) {
+      rc = n;
+      break;
+    }
+  }
+  awaiting_signatures_ = false;
+  return rc;
+}
+
+Status Communicator::settle_failure(Status st) {
+  if (st.code() == CHORUS_ERR_ABORTED) return st;
+  // A mismatched peer makes the data fail in many ways (a short receive, a
+  // hang until the deadline, a peer that leaves): its signature tells why.
+  // Wait a short grace for the signatures this call still needs.
+  if (!mismatch_known_ && call_sig_active_ && !signatures_matched() && !notice_peer_.empty())
+    pump_notices(Deadline::after(std::chrono::milliseconds(kNoticeGraceMs)),
+                 [&] { return mismatch_known_ || signatures_matched(); });
+  if (!mismatch_known_) return st;
+  if (mismatch_via_ < 0 && !mismatch_sent_) {
+    mismatch_sent_ = true;
+    broadcast_notice(kNoticeMismatch, &mismatch_a_, &mismatch_b_);
+  }
+  return {CHORUS_ERR_MISMATCH, who() + ": " + call_what_ + ": " + mismatch_message()};
+}
+
+Status Communicator::timeout_status(const std::string& head) {
+  if (!timeout_sent_ && !notice_peer_.empty()) {
+    timeout_sent_ = true;
+    broadcast_notice(kNoticeTimeout, nullptr, nullptr);
+  }
+  const bool p2p = !call_sig_.is_collective();
+  const int p2p_peer = call_sig_.peer;
+  auto involved = [&](int p) { return p != rank_ && (!p2p || p == p2p_peer); };
+  auto heard = [&](int p) {
+    return !notice_eps_[size_t(p)] || notice_timeout_[size_t(p)] || notice_closed_[size_t(p)] ||
+           notice_finished_[size_t(p)] || notice_lost_[size_t(p)] >= 0;
+  };
+  // Every live rank of the call times out within about one call of the
+  // others, or is told by the first one; a rank that says nothing in the
+  // grace is the one stuck.
+  if (!notice_peer_.empty())
+    pump_notices(Deadline::after(std::chrono::milliseconds(kTimeoutGraceMs)), [&] {
+      for (int p = 0; p < size_; ++p)
+        if (involved(p) && !heard(p)) return false;
+      return true;
+    });
+  std::vector<int> timed_out, silent;
+  for (int p = 0; p < size_; ++p) {
+    if (!involved(p) || !notice_eps_[size_t(p)]) continue;
+    if (notice_timeout_[size_t(p)])
+      timed_out.push_back(p);
+    else if (!heard(p))
+      silent.push_back(p);
+  }
+  std::string msg = head + outstanding_peers();
+  if (!silent.empty())
+    msg += "; rank(s) " + rank_list(silent) +
+           " sent no word: stopped, hung, or not in this call";
+  if (!timed_out.empty())
+    msg += "; rank(s) " + rank_list(timed_out) + " timed out too (alive)";
+  msg +=
+      "; raise timeout.collective / CHORUS_TIMEOUT_COLLECTIVE if a rank is legitimately slow";
+  return {CHORUS_ERR_TIMEOUT, msg};
+}
+
+void Communicator::broadcast_notice(uint32_t kind, const CallSig* a, const CallSig* b) {
+  if (!notice_block_ || size_ < 2) return;
+  NoticeWire w{kNoticeMagic, kind, kind == kNoticePeerLost ? lost_rank_ : -1, rank_,
+               a ? *a : CallSig{}, b ? *b : CallSig{}};
+  void* slot = broadcast_slot();
+  std::memcpy(slot, &w, sizeof(w));
+  int posted = 0;
+  notice_sends_done_ = 0;
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_ || !notice_eps_[size_t(p)] || notice_closed_[size_t(p)]) continue;
+    if (kind == kNoticePeerLost && p == lost_rank_) continue;
+    if (tp_->post_send(notice_eps_[size_t(p)], slot, kNoticeBytes, notice_mr_,
+                       kNoticeWrId + (uint64_t(p) << 8) + kBroadcastSlot) == CHORUS_OK)
+      ++posted;
+  }
+  // Push them out before the caller can exit and close the connections; a
+  // peer that is gone fails its send at once, and none may take longer than
+  // the grace.
+  pump_notices(Deadline::after(std::chrono::milliseconds(kNoticeGraceMs)),
+               [&] { return notice_sends_done_ >= posted; });
+  log(CHORUS_LOG_DEBUG, "sent notice kind " + std::to_string(kind) + " to " +
+                            std::to_string(notice_sends_done_) + " of " + std::to_string(posted) +
+                            " peers");
 }
 
 void Communicator::resolve_lost(int peer) {
@@ -974,7 +1352,7 @@ void Communicator::resolve_lost(int peer) {
   pump_notices(
       Deadline::after(std::chrono::milliseconds(call_deadline_.remaining_ms(kNoticeGraceMs))), [&] {
         return notice_lost_[size_t(peer)] >= 0 || notice_closed_[size_t(peer)] ||
-               notice_finished_[size_t(peer)];
+               notice_finished_[size_t(peer)] || notice_timeout_[size_t(peer)] || mismatch_known_;
       });
   const int reported = notice_lost_[size_t(peer)];
   if (reported >= 0 && reported != peer && reported != rank_) {
@@ -1023,6 +1401,10 @@ void Communicator::note_post_lost(const chorus_tp_endpoint_t* ep) {
 
 std::string Communicator::lost_suffix(int peer) {
   resolve_lost(peer);
+  return resolved_lost_suffix(peer);
+}
+
+std::string Communicator::resolved_lost_suffix(int peer) const {
   if (lost_via_ < 0)
     return " (rank " + std::to_string(peer) + " is lost; the communicator must be rebuilt)";
   return " (rank " + std::to_string(lost_rank_) + " is lost: rank " + std::to_string(peer) +
@@ -1039,43 +1421,22 @@ std::string Communicator::notice_message() const {
          " and left (rank " + std::to_string(lost) + " is lost; the communicator must be rebuilt)";
 }
 
-void Communicator::send_notices() {
-  if (!notice_block_ || size_ < 2) return;
-  NoticeWire w{kNoticeMagic, kNoticePeerLost, lost_rank_, rank_};
-  void* slot = static_cast<std::byte*>(notice_block_) + size_t(size_) * kNoticeBytes;
-  std::memcpy(slot, &w, sizeof(w));
-  int posted = 0;
-  notice_sends_done_ = 0;
-  for (int p = 0; p < size_; ++p) {
-    if (p == rank_ || p == lost_rank_ || !notice_eps_[size_t(p)]) continue;
-    if (tp_->post_send(notice_eps_[size_t(p)], slot, kNoticeBytes, notice_mr_, kNoticeWrId) ==
-        CHORUS_OK)
-      ++posted;
-  }
-  // Push them out before the caller can exit and close the connections; a
-  // peer that is gone fails its send at once, and none may take longer than
-  // the grace.
-  pump_notices(Deadline::after(std::chrono::milliseconds(kNoticeGraceMs)),
-               [&] { return notice_sends_done_ >= posted; });
-  log(CHORUS_LOG_DEBUG, "told " + std::to_string(notice_sends_done_) + " of " +
-                            std::to_string(posted) + " peers that rank " +
-                            std::to_string(lost_rank_) + " is lost");
-}
+void Communicator::send_notices() { broadcast_notice(kNoticePeerLost, nullptr, nullptr); }
 
 void Communicator::say_goodbye() {
   if (!notice_block_ || size_ < 2) return;
   // A peer that already finalized and left has closed its notice connection:
   // take that in first, so no goodbye is written to a closed connection.
   if (!drain_notices()) return;
-  NoticeWire w{kNoticeMagic, kNoticeFinalized, -1, rank_};
-  void* slot = static_cast<std::byte*>(notice_block_) + size_t(size_) * kNoticeBytes;
+  NoticeWire w{kNoticeMagic, kNoticeFinalized, -1, rank_, CallSig{}, CallSig{}};
+  void* slot = broadcast_slot();
   std::memcpy(slot, &w, sizeof(w));
   int posted = 0;
   notice_sends_done_ = 0;
   for (int p = 0; p < size_; ++p) {
     if (p == rank_ || !notice_eps_[size_t(p)] || notice_closed_[size_t(p)]) continue;
-    if (tp_->post_send(notice_eps_[size_t(p)], slot, kNoticeBytes, notice_mr_, kNoticeWrId) ==
-        CHORUS_OK)
+    if (tp_->post_send(notice_eps_[size_t(p)], slot, kNoticeBytes, notice_mr_,
+                       kNoticeWrId + (uint64_t(p) << 8) + kBroadcastSlot) == CHORUS_OK)
       ++posted;
   }
   // Every rank waits for every peer's goodbye before it closes: the last
@@ -1115,10 +1476,17 @@ std::string Communicator::outstanding_peers() const {
   return out;
 }
 
+void Communicator::before_post(const chorus_tp_endpoint_t* ep) {
+  if (!call_sig_active_) return;
+  auto it = endpoint_peer_.find(ep);
+  if (it != endpoint_peer_.end() && !talked_[size_t(it->second)]) send_signature(it->second);
+}
+
 int Communicator::proxy_post_send(chorus_tp_endpoint_t* ep, const void* buf, size_t length,
                                   chorus_tp_mr_t* mr, uint64_t wr_id) {
   Communicator* self = t_running;
   if (!self) return CHORUS_ERR_INTERNAL;
+  self->before_post(ep);
   return self->after_post(ep, true, self->tp_->post_send(ep, buf, length, mr, wr_id));
 }
 
@@ -1126,6 +1494,7 @@ int Communicator::proxy_post_recv(chorus_tp_endpoint_t* ep, void* buf, size_t le
                                   chorus_tp_mr_t* mr, uint64_t wr_id) {
   Communicator* self = t_running;
   if (!self) return CHORUS_ERR_INTERNAL;
+  self->before_post(ep);
   return self->after_post(ep, false, self->tp_->post_recv(ep, buf, length, mr, wr_id));
 }
 
@@ -1143,6 +1512,16 @@ int Communicator::proxy_poll(chorus_tp_context_t* ctx, chorus_tp_completion_t* o
   Communicator* self = t_running;
   if (!self) return CHORUS_ERR_INTERNAL;
   if (ctx != self->ctx_) return self->tp_->poll(ctx, out, max);
+  if (self->mismatch_blocks_call() && !self->has_pending_error_) {
+    // An algorithm that polls without env->progress learns of the mismatch
+    // as a failed completion; the call then reports MISMATCH.
+    self->pending_error_ = {};
+    self->pending_error_.status = CHORUS_ERR_MISMATCH;
+    self->pending_error_.peer_rank = -1;
+    std::snprintf(self->pending_error_.message, sizeof(self->pending_error_.message), "%s",
+                  self->mismatch_text_.c_str());
+    self->has_pending_error_ = true;
+  }
   int n = self->poll_data(out, max);
   for (int i = 0; i < n; ++i) self->note_completed(out[i]);
   return n;
@@ -1212,10 +1591,23 @@ int Communicator::env_progress(void* core, chorus_tp_completion_t* out, size_t m
                       self->finalizing_.load()
                           ? "aborted: the communicator was finalized with this operation pending"
                           : "aborted by chorus_comm_abort()");
+    if (self->mismatch_blocks_call())
+      return env_fail(core, CHORUS_ERR_MISMATCH, self->mismatch_message().c_str());
     int n = self->poll_data(out, max);
     if (n > 0) {
       for (int i = 0; i < n; ++i) self->note_completed(out[i]);
       return n;
+    }
+    if (self->mismatch_blocks_call())
+      return env_fail(core, CHORUS_ERR_MISMATCH, self->mismatch_message().c_str());
+    if (n == 0 && self->awaiting_signatures_ && self->signatures_matched()) return 0;
+    if (n == 0 && self->timeout_first_from_ >= 0 && self->call_sig_.is_collective()) {
+      // A rank of this collective timed out and is leaving: it cannot complete.
+      const int from = self->timeout_first_from_;
+      Status st = self->timeout_status(
+          "rank " + std::to_string(from) + " timed out (timeout.collective = " +
+          format_seconds(self->cfg_.timeout_collective_s) + " s) and is leaving");
+      return env_fail(core, CHORUS_ERR_TIMEOUT, st.message().c_str());
     }
     if (n == 0 && self->notice_first_from_ >= 0) {
       // Another rank left because it lost a peer: this call cannot complete.
@@ -1231,19 +1623,26 @@ int Communicator::env_progress(void* core, chorus_tp_completion_t* out, size_t m
       std::string msg = std::string("transport '") + self->cfg_.transport + "' failed a " +
                         (err.opcode == CHORUS_TP_SEND ? "send to" : "receive from") + " rank " +
                         std::to_string(err.peer_rank) + ": " + err.message;
-      if (err.status == CHORUS_ERR_PEER_LOST && err.peer_rank >= 0 && err.peer_rank < self->size_)
-        msg += self->lost_suffix(err.peer_rank);
+      if (err.status == CHORUS_ERR_PEER_LOST && err.peer_rank >= 0 && err.peer_rank < self->size_) {
+        const int peer = err.peer_rank;
+        self->resolve_lost(peer);
+        if (!self->notice_timeout_.empty() && self->notice_timeout_[size_t(peer)]) {
+          // It closed its connections because it timed out: alive, not lost.
+          Status st = self->timeout_status(
+              "rank " + std::to_string(peer) + " timed out (timeout.collective = " +
+              format_seconds(self->cfg_.timeout_collective_s) + " s) and closed its connections");
+          return env_fail(core, CHORUS_ERR_TIMEOUT, st.message().c_str());
+        }
+        msg += self->resolved_lost_suffix(peer);
+      }
       return env_fail(core, err.status < 0 ? err.status : CHORUS_ERR_SYSTEM, msg.c_str());
     }
     if (n < 0)
       return env_fail(core, n, (std::string("poll failed: ") + self->tp_->last_error()).c_str());
     if (self->call_deadline_.expired()) {
-      std::ostringstream os;
-      os << "did not complete within timeout.collective = " << self->cfg_.timeout_collective_s
-         << " s" << self->outstanding_peers()
-         << "; a peer may be stuck, dead or running a different operation (raise "
-            "timeout.collective / CHORUS_TIMEOUT_COLLECTIVE if it is legitimately slow)";
-      return env_fail(core, CHORUS_ERR_TIMEOUT, os.str().c_str());
+      Status st = self->timeout_status("did not complete within timeout.collective = " +
+                                       format_seconds(self->cfg_.timeout_collective_s) + " s");
+      return env_fail(core, CHORUS_ERR_TIMEOUT, st.message().c_str());
     }
     // Sleep in the transport; wake at least every 200 ms to re-check abort
     // for transports without interrupt().

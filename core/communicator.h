@@ -7,6 +7,7 @@
 #include <chorus/transport.h>
 
 #include "core/bootstrap.h"
+#include "core/call_signature.h"
 #include "core/config.h"
 #include "core/deadline.h"
 #include "core/plugin_loader.h"
@@ -30,6 +31,7 @@
 namespace chorus::core {
 
 class Communicator;
+struct NoticeWire;  // core/communicator.cc
 
 /// One operation issued on a communicator: queued, then run in issue order by
 /// whichever thread executes the communicator's stream (the caller of a
@@ -190,8 +192,11 @@ class Communicator {
   /// Checks state shared by every call; returns a failing status to pass on.
   Status usable(const char* what) const;
   /// Runs one collective through `algo`; `call` invokes the plugin's op.
+  /// `sig` holds the call's count, dtype, op and root for the signature check.
   template <class Call>
-  Status run(int collective, const char* what, uint64_t bytes, Call&& call);
+  Status run(int collective, const char* what, uint64_t bytes, CallSig sig, Call&& call);
+  /// A call that starts after a mismatch became known fails with it.
+  Status mismatch_pending();
   /// Point-to-point transfer used by send and recv.
   Status p2p(bool is_send, void* buf, size_t count, int dtype, int peer);
   /// After a failure mid-call: close every endpoint so nothing can still
@@ -214,12 +219,21 @@ class Communicator {
   Status arm_notices();
   /// Takes notice completions out of out[0..n); returns how many are left.
   int filter_notices(chorus_tp_completion_t* out, int n);
+  /// One notice received from `peer` (`sized`: of the expected length).
+  void handle_notice(int peer, const NoticeWire& w, bool sized);
+  /// Buffers in notice_block_: receive slot k of `peer`, signature send
+  /// slot k to `peer`, and the one slot of notices sent to every peer.
+  void* notice_slot(int peer, int k) const;
+  void* sig_send_slot(int peer, int k) const;
+  void* broadcast_slot() const;
   /// After the transport reported `peer` lost: waits up to the notice grace
   /// for `peer`'s notice and returns the rank to blame (the reported one,
   /// or `peer` itself when it left without one) in lost_rank_.
   void resolve_lost(int peer);
   /// resolve_lost(peer), then the "(rank X is lost ...)" text for the message.
   std::string lost_suffix(int peer);
+  /// The same text once resolve_lost(peer) ran.
+  std::string resolved_lost_suffix(int peer) const;
   /// An error on a notice endpoint: records that the peer's notice
   /// connection ended (no notice will follow); false for data endpoints.
   bool note_notice_error(const chorus_tp_error_t& e);
@@ -240,6 +254,41 @@ class Communicator {
   /// The PEER_LOST message for a notice that arrived in the running call.
   std::string notice_message() const;
 
+  // Call signatures (docs/reliability.md §4.5). Each call's signature goes
+  // to a peer on the notice endpoint just before the call's first post to
+  // or from that peer; before returning OK the call needs the signatures of
+  // the peers it talked to, and every signature is compared on arrival.
+  /// Starts the running call's signature; `talk_all`: send it to every peer
+  /// whether or not the algorithm posts to it (broadcast: the root's part
+  /// depends on nobody, so only this tells it the others disagree).
+  void begin_signature(const CallSig& sig, bool talk_all);
+  /// Sends the running call's signature to `peer` once per call. False when
+  /// the notice endpoint refused it (the data post then reports the peer).
+  void send_signature(int peer);
+  /// A signature arrived from `peer`: queues and matches it.
+  void on_signature(int peer, const CallSig& theirs);
+  /// Records the first mismatch, tells every other rank, and makes the
+  /// running call (or the next one) fail with MISMATCH.
+  void note_mismatch(const CallSig& mine, const CallSig& theirs, int reported_by);
+  /// Before a call returns OK: waits until every signature this call owes
+  /// is matched. Returns the call's failure otherwise.
+  int await_signatures();
+  /// A failing call: the status to report, MISMATCH when a mismatch is known
+  /// or turns up within the notice grace.
+  Status settle_failure(Status st);
+  /// The TIMEOUT status of the running call: tells the peers, waits the
+  /// notice grace for theirs, and names who was silent.
+  Status timeout_status(const std::string& head);
+  /// A known mismatch fails the running call (not an earlier call a rank
+  /// is still finishing when another rank's notice arrives).
+  bool mismatch_blocks_call() const;
+  /// True once every signature the running call needs has been matched.
+  bool signatures_matched() const;
+  /// "mismatched calls: rank 0 called ... but rank 2 called ..." with advice.
+  std::string mismatch_message() const;
+  /// Sends one kind of notice to every other rank, bounded by the grace.
+  void broadcast_notice(uint32_t kind, const CallSig* a, const CallSig* b);
+
   /// Which peers still owe completions in the running call, for timeout messages.
   std::string outstanding_peers() const;
   void note_posted(chorus_tp_endpoint_t* ep, bool send);
@@ -255,6 +304,8 @@ class Communicator {
   /// The bookkeeping after a post to `ep`: outstanding counts, retries, or
   /// the peer a PEER_LOST refusal names. Returns `rc`.
   int after_post(chorus_tp_endpoint_t* ep, bool send, int rc);
+  /// Before a data post to `ep`: the call's signature goes to that peer first.
+  void before_post(const chorus_tp_endpoint_t* ep);
   static int proxy_read_error(chorus_tp_context_t* ctx, chorus_tp_error_t* err_out);
   /// The transport's poll without the notice traffic: completions on notice
   /// endpoints are consumed, their errors dropped; a data error is kept in
@@ -293,6 +344,27 @@ class Communicator {
   int post_lost_peer_ = -1;            // the peer a post failed for with PEER_LOST, this call
   chorus_tp_error_t pending_error_{};  // read by poll_data, not yet reported
   bool has_pending_error_ = false;
+  // Call signatures: streams_[peer][0] is this rank's sends to the peer,
+  // [1] its receives from the peer (SigStream).
+  bool check_signatures_ = true;
+  uint64_t collective_seq_ = 0;
+  std::vector<uint64_t> p2p_send_seq_, p2p_recv_seq_;  // [peer]
+  CallSig call_sig_{};
+  bool call_sig_active_ = false;
+  std::vector<char> talked_;                 // [peer]: the running call sent its signature
+  std::vector<uint64_t> owed_[2];            // [dir][peer]: stream position the call needs matched
+  std::vector<std::array<SigStream, 2>> streams_;
+  std::vector<int> sig_sends_out_;           // [peer]: signature sends not yet completed
+  std::vector<uint32_t> sig_send_next_;      // [peer]: next send slot
+  bool mismatch_known_ = false;
+  std::string mismatch_text_;                // "rank 0 called ... but rank 2 called ..."
+  int mismatch_via_ = -1;                    // the rank that reported it, -1: seen here
+  std::vector<char> notice_timeout_;         // [peer]: it timed out and is leaving
+  int timeout_first_from_ = -1;
+  bool timeout_sent_ = false;                // this rank told the others it timed out
+  bool awaiting_signatures_ = false;         // env_progress returns once they are matched
+  CallSig mismatch_a_{}, mismatch_b_{};      // the first mismatch, for the notice
+  bool mismatch_sent_ = false;
   std::vector<int> pending_sends_;  // per peer, in the running call
   std::vector<int> pending_recvs_;
   // transport.name = "auto": peers served by each sub-transport, set once

@@ -185,7 +185,8 @@ const char* kKnownKeys =
     "transport.auto.host_id, algorithm.<collective>, algorithm.channels, "
     "algorithm.deterministic, algorithm.switch_bytes, "
     "algorithm.staging_slot_size, algorithm.staging_slots, algorithm.<name>.<key>, "
-    "timeout.init, timeout.connect, timeout.collective, log.level, plugin_path, "
+    "timeout.init, timeout.connect, timeout.collective, check.signatures, log.level, "
+    "plugin_path, "
     "bootstrap.rank, bootstrap.world_size, bootstrap.coordinator, bootstrap.job_token, "
     "network.bind_address";
 
@@ -304,6 +305,20 @@ Status apply(const Entry& e, Config& cfg) {
       list.push_back({sub, *text, e.origin});
       return Status::ok();
     }
+  } else if (head == "check") {
+    if (rest == "signatures") {
+      if (e.from_env) {
+        if (e.raw != "true" && e.raw != "false" && e.raw != "1" && e.raw != "0")
+          return bad(e, "expected true or false, got '" + e.raw + "'");
+        cfg.check_signatures = e.raw == "true" || e.raw == "1";
+        return Status::ok();
+      }
+      if (auto b = e.node->value<bool>(); b && e.node->type() == toml::node_type::boolean) {
+        cfg.check_signatures = *b;
+        return Status::ok();
+      }
+      return bad(e, "expected a boolean, got " + type_name(e));
+    }
   } else if (head == "timeout") {
     if (rest == "init") return set_timeout(cfg.timeout_init_s);
     if (rest == "connect") return set_timeout(cfg.timeout_connect_s);
@@ -370,6 +385,7 @@ Result<std::string> env_key(const std::string& var) {
       {"CHORUS_TIMEOUT_INIT", "timeout.init"},
       {"CHORUS_TIMEOUT_CONNECT", "timeout.connect"},
       {"CHORUS_TIMEOUT_COLLECTIVE", "timeout.collective"},
+      {"CHORUS_CHECK_SIGNATURES", "check.signatures"},
       {"CHORUS_ALGORITHM_CHANNELS", "algorithm.channels"},
       {"CHORUS_ALGORITHM_DETERMINISTIC", "algorithm.deterministic"},
       {"CHORUS_ALGORITHM_SWITCH_BYTES", "algorithm.switch_bytes"},

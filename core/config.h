@@ -41,6 +41,9 @@ struct Config {
   size_t staging_slot_size = 1u << 20;
   int staging_slots = 8;
 
+  /// check.signatures: compare every call's signature with the peers' (MISMATCH on a difference).
+  bool check_signatures = true;
+
   double timeout_init_s = 60;
   double timeout_connect_s = 30;
   double timeout_collective_s = 300;

@@ -4,6 +4,7 @@
 add_library(chorus_core STATIC
   api.cc
   auto_transport.cc
+  call_signature.cc
   communicator.cc
   config.cc
   log.cc

@@ -41,6 +41,14 @@ typedef enum chorus_status {
   CHORUS_ERR_AGAIN = -9,
   /** The request is valid but this component does not implement it. */
   CHORUS_ERR_NOT_SUPPORTED = -10,
+  /**
+   * The ranks made different calls (collective, count, dtype, op, root, the
+   * algorithm chosen, or send/recv sizes); the message names both ranks and
+   * both calls. The program has a bug: make every rank issue the same calls
+   * in the same order. The communicator cannot be used any more; finalize it
+   * (and create a new one if the program can continue).
+   */
+  CHORUS_ERR_MISMATCH = -11,
 } chorus_status_t;
 
 /** Element types, in JACCL's order so its Dtype values map one to one. */

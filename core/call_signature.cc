@@ -1,0 +1,67 @@
+#include "core/call_signature.h"
+
+#include <chorus/chorus.h>
+
+#include <cstring>
+
+namespace chorus::core {
+
+std::string CallSig::describe(bool with_algo, bool with_seq) const {
+  std::string s;
+  if (call == kSigSend || call == kSigRecv) {
+    s = std::string(call == kSigSend ? "send(" : "recv(") + std::to_string(count) + " bytes " +
+        (call == kSigSend ? "to" : "from") + " rank " + std::to_string(peer) + ")";
+  } else {
+    const char* name = chorus_collective_name(call);
+    s = name ? name : "collective " + std::to_string(call);
+    s += "(";
+    if (call != CHORUS_COLL_BARRIER) {
+      s += "count=" + std::to_string(count);
+      if (const char* d = chorus_dtype_name(dtype)) s += std::string(", ") + d;
+      if (const char* o = chorus_op_name(op)) s += std::string(", ") + o;
+      if (root >= 0) s += ", root=" + std::to_string(root);
+    }
+    if (with_algo) {
+      s += std::string(call != CHORUS_COLL_BARRIER ? ", " : "") + "algorithm ";
+      s.append(algo, strnlen(algo, sizeof(algo)));
+    }
+    s += ")";
+  }
+  if (with_seq) s += " as call #" + std::to_string(seq);
+  return s;
+}
+
+bool signatures_agree(const CallSig& mine, const CallSig& theirs) {
+  if (mine.is_collective() || theirs.is_collective())
+    return mine.call == theirs.call && mine.seq == theirs.seq && mine.count == theirs.count &&
+           mine.dtype == theirs.dtype && mine.op == theirs.op && mine.root == theirs.root &&
+           std::strncmp(mine.algo, theirs.algo, sizeof(mine.algo)) == 0;
+  // A send on one side meets a receive of the same size on the other.
+  return mine.call != theirs.call && mine.count == theirs.count;
+}
+
+std::string describe_mismatch(const CallSig& a, const CallSig& b) {
+  const CallSig& lo = a.rank <= b.rank ? a : b;
+  const CallSig& hi = a.rank <= b.rank ? b : a;
+  bool with_algo = false, with_seq = false;
+  if (lo.describe() == hi.describe()) {
+    with_algo = std::strncmp(lo.algo, hi.algo, sizeof(lo.algo)) != 0;
+    with_seq = !with_algo;
+  }
+  return "rank " + std::to_string(lo.rank) + " called " + lo.describe(with_algo, with_seq) +
+         " but rank " + std::to_string(hi.rank) + " called " + hi.describe(with_algo, with_seq);
+}
+
+bool SigStream::match(CallSig& a, CallSig& b) {
+  while (!mine.empty() && !theirs.empty()) {
+    a = mine.front();
+    b = theirs.front();
+    mine.pop_front();
+    theirs.pop_front();
+    ++matched;
+    if (!signatures_agree(a, b)) return false;
+  }
+  return true;
+}
+
+}  // namespace chorus::core
