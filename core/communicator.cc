@@ -3,6 +3,7 @@
 #include <chorus/chorus.h>
 
 #include "core/auto_transport.h"
+#include "core/limits.h"
 #include "core/log.h"
 #include "core/reduce.h"
 
@@ -25,8 +26,11 @@ constexpr const char* kBuiltinAlgorithms[] = {"ring", "mesh"};
 /// proxy transport ops from the thread that called the collective).
 thread_local Communicator* t_running = nullptr;
 
+/// A configured timeout as milliseconds for Deadline::after: saturating (a
+/// timeout too large to represent becomes milliseconds::max(), which
+/// Deadline::after turns into "no deadline") and at least 1 ms when positive.
 std::chrono::milliseconds seconds_ms(double s) {
-  return std::chrono::milliseconds(static_cast<long long>(s * 1000.0));
+  return timeout_ms_from_seconds(s).value_or(std::chrono::milliseconds::max());
 }
 
 void put_u32(std::vector<std::byte>& out, uint32_t v) {
@@ -72,18 +76,48 @@ Status check_dtype(int dtype) {
   return Status::ok();
 }
 
-/// Validates a buffer of `count` * `blocks` elements of `dtype`.
+/// Validates a buffer of `count` * `blocks` elements of `dtype`: its byte
+/// size must not exceed kMaxBufferBytes (so no later count, chunk or offset
+/// arithmetic can wrap) and it must not run past the end of the address space.
 Status check_buffer(const void* p, size_t count, size_t blocks, int dtype, const char* name) {
   if (auto st = check_dtype(dtype); !st.is_ok()) return st;
-  size_t esize = chorus_dtype_size(dtype);
-  if (count > std::numeric_limits<size_t>::max() / esize / blocks)
-    return {CHORUS_ERR_INVALID_ARGUMENT, "count " + std::to_string(count) + " of " +
-                                             chorus_dtype_name(dtype) +
-                                             " overflows the addressable size"};
+  const size_t esize = chorus_dtype_size(dtype);
+  const auto bytes = buffer_bytes(count, blocks, esize);
+  if (!bytes) {
+    std::string size = "count " + std::to_string(count) + " of " + chorus_dtype_name(dtype) +
+                       " (" + std::to_string(esize) + " bytes each)";
+    if (blocks > 1) size += " times " + std::to_string(blocks) + " ranks";
+    return {CHORUS_ERR_INVALID_ARGUMENT,
+            std::string(name) + ": " + size + " is more than the largest buffer Chorus accepts, " +
+                std::to_string(kMaxBufferBytes) +
+                " bytes (PTRDIFF_MAX); split the operation into smaller calls"};
+  }
   if (count > 0 && p == nullptr)
     return {CHORUS_ERR_INVALID_ARGUMENT,
             std::string(name) + " is NULL with count " + std::to_string(count)};
+  if (range_wraps(reinterpret_cast<uintptr_t>(p), *bytes)) {
+    std::ostringstream os;
+    os << name << " at " << p << " with " << *bytes
+       << " bytes runs past the end of the address space; count or pointer is wrong";
+    return {CHORUS_ERR_INVALID_ARGUMENT, os.str()};
+  }
   return Status::ok();
+}
+
+/// INVALID_ARGUMENT when `in` and `out` share bytes; `allowed` describes the
+/// only overlapping form the collective accepts (empty: none).
+Status check_disjoint(const char* what, const void* in, uint64_t in_bytes, const void* out,
+                      uint64_t out_bytes, const std::string& allowed) {
+  if (!ranges_overlap(reinterpret_cast<uintptr_t>(in), in_bytes, reinterpret_cast<uintptr_t>(out),
+                      out_bytes))
+    return Status::ok();
+  std::ostringstream os;
+  os << what << ": input [" << in << ", +" << in_bytes << " bytes) and output [" << out << ", +"
+     << out_bytes << " bytes) partly overlap; "
+     << (allowed.empty() ? std::string("the buffers must be disjoint")
+                         : "the only overlap allowed is " + allowed + ", else disjoint buffers")
+     << " (docs/architecture.md, Buffers and aliasing)";
+  return {CHORUS_ERR_INVALID_ARGUMENT, os.str()};
 }
 
 Status check_op(int dtype, int op) {
@@ -1862,20 +1896,32 @@ Status Communicator::check_all_reduce(const void* in, const void* out, size_t co
                                       int op) const {
   if (auto st = check_buffer(in, count, 1, dtype, "input"); !st.is_ok()) return st;
   if (auto st = check_buffer(out, count, 1, dtype, "output"); !st.is_ok()) return st;
-  return check_op(dtype, op);
+  if (auto st = check_op(dtype, op); !st.is_ok()) return st;
+  const uint64_t bytes = uint64_t(count) * chorus_dtype_size(dtype);
+  if (in == out) return Status::ok();  // in place
+  return check_disjoint("all_reduce", in, bytes, out, bytes, "in == out (in place)");
 }
 
 Status Communicator::check_all_gather(const void* in, const void* out, size_t count,
                                       int dtype) const {
   if (auto st = check_buffer(in, count, 1, dtype, "input"); !st.is_ok()) return st;
-  return check_buffer(out, count, size_t(size_), dtype, "output");
+  if (auto st = check_buffer(out, count, size_t(size_), dtype, "output"); !st.is_ok()) return st;
+  const uint64_t bytes = uint64_t(count) * chorus_dtype_size(dtype);
+  // In place: the input is this rank's own block of the output.
+  if (reinterpret_cast<uintptr_t>(in) ==
+      reinterpret_cast<uintptr_t>(out) + uint64_t(rank_) * bytes)
+    return Status::ok();
+  return check_disjoint("all_gather", in, bytes, out, bytes * uint64_t(size_),
+                        "in == out + rank * count (in place)");
 }
 
 Status Communicator::check_reduce_scatter(const void* in, const void* out, size_t count, int dtype,
                                           int op) const {
   if (auto st = check_buffer(in, count, size_t(size_), dtype, "input"); !st.is_ok()) return st;
   if (auto st = check_buffer(out, count, 1, dtype, "output"); !st.is_ok()) return st;
-  return check_op(dtype, op);
+  if (auto st = check_op(dtype, op); !st.is_ok()) return st;
+  const uint64_t bytes = uint64_t(count) * chorus_dtype_size(dtype);
+  return check_disjoint("reduce_scatter", in, bytes * uint64_t(size_), out, bytes, "");
 }
 
 Status Communicator::check_broadcast(const void* buf, size_t count, int dtype, int root) const {

@@ -2,6 +2,8 @@
 
 #include <toml++/toml.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <algorithm>
 #include <cctype>
@@ -200,7 +202,10 @@ Status apply(const Entry& e, Config& cfg) {
   auto set_timeout = [&](double& field) -> Status {
     auto v = get_number(e);
     if (!v.is_ok()) return v.status();
-    if (!(*v > 0) || !std::isfinite(*v)) return bad(e, "a timeout is a positive number of seconds");
+    // +inf (and anything too large for a deadline) means no deadline; a
+    // positive value below 1 ms waits 1 ms (core/deadline.h).
+    if (std::isnan(*v) || !(*v > 0))
+      return bad(e, "a timeout is a positive number of seconds (inf: no deadline)");
     field = *v;
     return Status::ok();
   };
@@ -539,6 +544,45 @@ std::vector<LauncherSetting> launcher_settings(const std::map<std::string, std::
   return out;
 }
 
+namespace {
+
+/// Reads a whole config file. Every way it can fail (missing, unreadable, a
+/// directory, a FIFO or device, an I/O error) is the caller's path to fix:
+/// INVALID_ARGUMENT naming the path and the cause.
+Status read_config_file(const std::string& path, std::string& text) {
+  auto refuse = [&](const std::string& why) {
+    return Status(CHORUS_ERR_INVALID_ARGUMENT,
+                  "config file '" + path + "' cannot be read: " + why +
+                      " (set CHORUS_CONFIG or the API's config_path to a readable TOML file)");
+  };
+  // O_NONBLOCK: opening a FIFO must not wait for a writer.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return refuse(std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat sb {};
+  if (::fstat(fd, &sb) != 0) return refuse(std::strerror(errno));
+  if (S_ISDIR(sb.st_mode)) return refuse("it is a directory");
+  if (!S_ISREG(sb.st_mode)) return refuse("it is not a regular file");
+  // A config file is a few kilobytes; refuse anything absurd before allocating.
+  constexpr off_t kMaxConfigBytes = 16 << 20;
+  if (sb.st_size > kMaxConfigBytes) return refuse("it is larger than 16 MiB");
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return refuse(std::strerror(errno));
+    if (n == 0) break;
+    text.append(buf, size_t(n));
+    if (text.size() > size_t(kMaxConfigBytes)) return refuse("it is larger than 16 MiB");
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
 Result<Config> load_config(const ConfigInputs& inputs) {
   Config cfg;
   // Parsed documents stay alive while entries point into them.
@@ -550,17 +594,8 @@ Result<Config> load_config(const ConfigInputs& inputs) {
     if (auto it = inputs.env.find("CHORUS_CONFIG"); it != inputs.env.end()) path = it->second;
   }
   if (!path.empty()) {
-    if (access(path.c_str(), R_OK) != 0)
-      return Status(CHORUS_ERR_INVALID_ARGUMENT,
-                    "config file '" + path + "' cannot be read: " + std::strerror(errno) +
-                        " (set CHORUS_CONFIG or the API's config_path to a readable TOML file)");
     std::string text;
-    {
-      std::ifstream in(path, std::ios::binary);
-      text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-      if (!in.good() && !in.eof())
-        return Status(CHORUS_ERR_INVALID_ARGUMENT, "config file '" + path + "' cannot be read");
-    }
+    if (auto st = read_config_file(path, text); !st.is_ok()) return st;
     if (auto st = ascii_only(text, path); !st.is_ok()) return st;
     try {
       docs.push_back(std::make_unique<toml::table>(toml::parse(text, path)));

@@ -8,6 +8,7 @@ add_library(chorus_core STATIC
   communicator.cc
   config.cc
   log.cc
+  log_limiter.cc
   plugin_loader.cc
   transport_probe.cc)
 target_compile_features(chorus_core PUBLIC cxx_std_20)

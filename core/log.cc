@@ -1,9 +1,12 @@
 #include "core/log.h"
 
 #include "core/config.h"
+#include "core/log_limiter.h"
 
 #include <atomic>
 #include <cstdlib>
+#include <mutex>
+#include <vector>
 #include <unistd.h>
 
 namespace chorus::core {
@@ -41,7 +44,9 @@ void log_set_level(int level) { level_ref().store(level, std::memory_order_relax
 
 int log_level() { return level_ref().load(std::memory_order_relaxed); }
 
-void log_line(int level, int rank, const std::string& message) {
+namespace {
+
+void write_line(int level, int rank, const std::string& message) {
   static const char* tags[] = {"ERROR", "WARN", "INFO", "DEBUG", "TRACE"};
   std::string line = "[chorus";
   if (rank >= 0) line += " r" + std::to_string(rank);
@@ -53,6 +58,57 @@ void log_line(int level, int rank, const std::string& message) {
   // One write() per line so lines from threads and ranks do not interleave.
   ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
   (void)ignored;
+}
+
+/// The process-wide limiter. Never destroyed: lines may be logged while
+/// static objects are torn down; the pending counts are written at exit.
+struct Limited {
+  std::mutex mu;
+  LogLimiter limiter;
+};
+
+void flush_at_exit();
+
+Limited& limited() {
+  static Limited* l = [] {
+    auto* p = new Limited;
+    std::atexit(flush_at_exit);
+    return p;
+  }();
+  return *l;
+}
+
+void write_summaries(const std::vector<LogLimiter::Summary>& due) {
+  for (const auto& s : due) write_line(s.level, log_rank(), s.text());
+}
+
+void flush_at_exit() {
+  std::vector<LogLimiter::Summary> due;
+  Limited& l = limited();
+  std::lock_guard lock(l.mu);
+  l.limiter.flush(LogLimiter::Clock::now(), due);
+  write_summaries(due);
+}
+
+}  // namespace
+
+void log_line(int level, int rank, const std::string& message) {
+  // Info, debug and trace lines are opt-in verbosity: never limited.
+  if (level >= CHORUS_LOG_INFO) return write_line(level, rank, message);
+  Limited& l = limited();
+  std::vector<LogLimiter::Summary> due;
+  std::lock_guard lock(l.mu);
+  const bool write = l.limiter.admit(level, message, LogLimiter::Clock::now(), due);
+  write_summaries(due);
+  if (write) write_line(level, rank, message);
+}
+
+void log_flush_limited() {
+  std::vector<LogLimiter::Summary> due;
+  Limited& l = limited();
+  std::lock_guard lock(l.mu);
+  l.limiter.flush(LogLimiter::Clock::now(), due);
+  write_summaries(due);
 }
 
 }  // namespace chorus::core

@@ -37,8 +37,14 @@ class LogCommScope {
 };
 
 /// Writes one line "[chorus r<rank> LEVEL] message" to stderr atomically.
-/// `rank` < 0 prints no rank. Thread-safe.
+/// `rank` < 0 prints no rank. Thread-safe. Error and warn lines are
+/// rate-limited per kind (core/log_limiter.h: 5 in full per 10 s, then one
+/// "N more like this" line per interval); every line a plugin logs through
+/// the host table comes here, so the limit covers transports and algorithms.
 void log_line(int level, int rank, const std::string& message);
+
+/// Writes the pending "N more like this" counts now (also done at exit).
+void log_flush_limited();
 
 }  // namespace chorus::core
 
