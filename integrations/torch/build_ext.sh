@@ -10,7 +10,9 @@ fi
 cd "$src"
 CHORUS_INCLUDE_DIR=$include CHORUS_LIBRARY_DIR=$libdir MAX_JOBS=${MAX_JOBS:-2} \
   "$python" setup.py -q build --build-lib "$out" --build-temp "$out/tmp"
-"$python" - "$out" <<'PY'
+# The import check loads this build's libchorus even when the run path points
+# at an install location that does not hold it yet.
+LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$python" - "$out" <<'PY'
 import sys
 sys.path.insert(0, sys.argv[1])
 import chorus_torch  # noqa: F401  (registers the backend)

@@ -2,7 +2,11 @@
 #   CHORUS_INCLUDE_DIR=<src>/include CHORUS_LIBRARY_DIR=<build>/lib \
 #     /usr/bin/python3 setup.py build_ext --build-lib <out>
 # Without the variables it expects Chorus installed where the compiler and
-# linker look by default.
+# linker look by default. CHORUS_TORCH_RPATH, when set, replaces the library
+# directory as the extension's run path (an installed libchorus's directory).
+# The usual entry points are build_ext.sh (ctest fixture torch.build) and
+# `cmake --install <build> --component torch` (docs/embedding.md); both keep
+# every build file out of the source tree.
 import os
 
 from setuptools import setup
@@ -11,6 +15,7 @@ from torch.utils.cpp_extension import BuildExtension, CppExtension
 here = os.path.dirname(os.path.abspath(__file__))
 include_dirs = [d for d in [os.environ.get("CHORUS_INCLUDE_DIR")] if d]
 library_dirs = [d for d in [os.environ.get("CHORUS_LIBRARY_DIR")] if d]
+runtime_dirs = [d for d in [os.environ.get("CHORUS_TORCH_RPATH")] if d] or library_dirs
 
 setup(
     name="chorus_torch",
@@ -22,7 +27,7 @@ setup(
             [os.path.join("csrc", "process_group_chorus.cc")],
             include_dirs=include_dirs,
             library_dirs=library_dirs,
-            runtime_library_dirs=library_dirs,
+            runtime_library_dirs=runtime_dirs,
             libraries=["chorus"],
             extra_compile_args=["-O2", "-std=c++17"],
         )
