@@ -6,6 +6,7 @@ add_library(chorus_core STATIC
   auto_transport.cc
   communicator.cc
   config.cc
+  elf_check.cc
   log.cc
   plugin_loader.cc
   transport_probe.cc)
