@@ -7,6 +7,7 @@ add_library(chorus_core STATIC
   communicator.cc
   config.cc
   elf_check.cc
+  job_identity.cc
   log.cc
   plugin_loader.cc
   transport_probe.cc)
