@@ -753,8 +753,8 @@ std::optional<Status> Bootstrap::Impl::join_step() {
     }
   }
   if (!contested_.empty() && Clock::now() >= contested_until_) {
-    return error(CHORUS_ERR_INVALID_ARGUMENT, "cannot tell this job's ranks from another job's (",
-                 contested_, "), so no rank of it was admitted: ", kTwoJobsFix);
+    return error(CHORUS_ERR_INVALID_ARGUMENT, "this job cannot tell its ranks from another job's (",
+                 contested_, "), so no rank was admitted: ", kTwoJobsFix);
   }
   if (joined_ == size_ - 1) return Status::ok();
   return std::nullopt;
@@ -772,8 +772,8 @@ void Bootstrap::Impl::contest(const std::string& why) {
                             kTwoJobsFix));
   const frame::Abort abort{
       CHORUS_ERR_INVALID_ARGUMENT,
-      cat("rank 0 at ", coordinator_, " cannot tell its job's ranks from another job's (", why,
-          "): ", kTwoJobsFix)};
+      cat("rank 0 at ", coordinator_, ": this job cannot tell its ranks from another job's (",
+          why, "): ", kTwoJobsFix)};
   for (ConnPtr& c : peers_) {
     if (!c) continue;
     drop(*c, &abort);
@@ -914,7 +914,7 @@ std::string Bootstrap::Impl::check_hello(const frame::Hello& hello, const Conn& 
     return cat("it was started for a job of ", hello.size, " ranks, this job has ", size_,
                " (is the job size the same on every rank? If it is: ", kTwoJobsFix, ")");
   }
-  if (hello.rank == 0) {
+  if (hello.rank == 0 && token_.empty() && identity_.empty()) {
     contest(cat("a second rank 0, of a job of ", hello.size, " ranks, tried to start on this port (from ",
                 c.where, ")"));
     return contested_text();

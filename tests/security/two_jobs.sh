@@ -53,7 +53,7 @@ if [ $ok = 4 ]; then
 else
   res=$ok  # A must fail as a whole, each rank with the reason
   for n in A1 A2 A3; do refused $n || res=1; done
-  grep -q "cannot tell this job's ranks from another job's" "$dir/$scenario.A0.log" || res=1
+  grep -q "this job cannot tell its ranks from another job's" "$dir/$scenario.A0.log" || res=1
 fi
 check $res "$scenario: job A neither ran cleanly nor failed as a whole with the reason ($ok of 4 OK)"
 res=0; for n in B1 B2 B3; do [ "$(rc_of $n)" != 0 ] && refused $n || res=1; done
