@@ -19,6 +19,7 @@
 #include "core/bootstrap.h"
 
 #include "core/auth.h"
+#include "core/late_arrivals.h"
 
 #include <fcntl.h>
 
@@ -30,6 +31,7 @@
 #include <asio/write.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <array>
 #include <charconv>
 #include <chrono>
@@ -61,6 +63,20 @@ constexpr std::size_t kMaxPending = 256;
 /// A caller has this long from its connect to a hello that rank 0 accepts
 /// (authentication included); a real rank needs one round trip.
 constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
+/// Once rank 0 knows that a second job shares its port (and neither a token
+/// nor a launcher's job identity tells the jobs apart), it refuses every
+/// caller with the reason for this long, or until its init deadline, before
+/// it fails: ranks of both jobs that are on their way get the reason instead
+/// of a closed port.
+constexpr auto kContestedLinger = std::chrono::seconds(10);
+/// How long a rank 0 that cannot listen (the port is taken) spends telling
+/// the holder that a second job is starting on its port.
+constexpr auto kCollisionNotice = std::chrono::seconds(2);
+/// Cause and fix for every refusal that two jobs on one port can explain.
+constexpr const char* kTwoJobsFix =
+    "two jobs were started on one coordinator port, or a stale rank of an earlier run is still "
+    "running. Fix: give each job its own port (CHORUS_COORDINATOR, MASTER_PORT), or a job token "
+    "(CHORUS_JOB_TOKEN, the same on every rank of one job; chorusrun sets one)";
 /// Longest piece of a stranger's abort text that rank 0 copies into its log.
 constexpr std::size_t kMaxQuotedText = 300;
 
@@ -185,10 +201,14 @@ class Bootstrap::Impl {
         coordinator_(options.coordinator),
         host_(std::move(host)),
         token_(options.job_token),
-        tag_(frame::job_tag(options.job_token)),
+        identity_(options.job_identity),
+        tag_(frame::job_tag(options.job_identity.empty()
+                                ? options.job_token
+                                : options.job_token + '\x1f' + options.job_identity)),
         log_(options.log) {}
 
   ~Impl() {
+    late_.reset();
     asio::error_code ignored;
     acceptor_.close(ignored);
     resolver_.cancel();
@@ -264,7 +284,10 @@ class Bootstrap::Impl {
   void refuse(const ConnPtr& c, const std::string& why, bool tell);
   void admit(const ConnPtr& c, const Frame& hello_frame);
   std::optional<Status> check_challenge(const Frame& f);
-  std::string check_hello(const frame::Hello& hello) const;
+  std::string check_hello(const frame::Hello& hello, const Conn& c);
+  void contest(const std::string& why);
+  void refuse_late_callers();
+  void announce_collision(Deadline deadline);
   std::optional<Status> try_join(Deadline deadline, Clock::time_point start,
                                  std::string& last_error);
   asio::error_code connect_once(const std::vector<tcp::endpoint>& endpoints, Deadline deadline);
@@ -282,6 +305,8 @@ class Bootstrap::Impl {
   const std::string coordinator_;  ///< as configured, for messages
   const HostPort host_;
   const std::string token_;  ///< the job token: HMAC key, never sent
+  const std::string identity_;  ///< the launcher's job identity, may be empty
+  /// job_tag of the token and the identity: what a hello and a welcome carry.
   const std::uint64_t tag_;
   const std::function<void(int, const std::string&)> log_;
 
@@ -290,6 +315,14 @@ class Bootstrap::Impl {
   tcp::acceptor acceptor_{io_};
   asio::steady_timer accept_retry_{io_};
   tcp::resolver resolver_{io_};
+  asio::steady_timer contested_timer_{io_};
+  /// rank 0 after the join: owns the listening socket, refuses late callers.
+  std::unique_ptr<LateArrivals> late_;
+  /// rank 0: why this job cannot tell its ranks from another job's, once known.
+  std::string contested_;
+  Clock::time_point contested_until_{};
+  Deadline join_deadline_ = Deadline::never();
+  bool port_taken_ = false;  ///< rank 0: listen found the port in use
 
   std::vector<ConnPtr> peers_;    ///< rank 0: peers_[r] for 1 <= r < size, null until joined
   std::vector<ConnPtr> pending_;  ///< rank 0 while joining: callers without a hello yet
@@ -524,7 +557,25 @@ Status Bootstrap::Impl::join_as_root(Deadline deadline) {
                       ec.message(), "); the coordinator address (", coordinator_,
                       ") must name rank 0's host"));
   }
-  if (Status s = listen(endpoints); !s.is_ok()) return fail(std::move(s));
+  if (Status s = listen(endpoints); !s.is_ok()) {
+    if (port_taken_ && size_ > 1) announce_collision(deadline);
+    return fail(std::move(s));
+  }
+  if (token_.empty()) {
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true)) {
+      log(CHORUS_LOG_WARN,
+          cat("rank 0: no job token is set (bootstrap.job_token / CHORUS_JOB_TOKEN): any process "
+              "that can reach ",
+              coordinator_, " can join this job",
+              identity_.empty() ? ", and ranks of a second job started on the same port can be "
+                                  "taken for this job's"
+                                : "",
+              ". Set the same secret token on every rank (chorusrun sets one; see "
+              "docs/reliability.md)"));
+    }
+  }
+  join_deadline_ = deadline;
   accept_next();
 
   Status status = pump(
@@ -541,9 +592,11 @@ Status Bootstrap::Impl::join_as_root(Deadline deadline) {
                      " joined); were they started, with the same coordinator address and job "
                      "size?");
       });
+  if (status.is_ok()) refuse_late_callers();
   asio::error_code ignored;
   acceptor_.close(ignored);
   accept_retry_.cancel();
+  contested_timer_.cancel();
   for (const ConnPtr& c : pending_) {
     if (!c->pending) continue;  // admitted (now in peers_) or dropped already
     log(CHORUS_LOG_WARN,
@@ -612,7 +665,10 @@ Status Bootstrap::Impl::listen(const std::vector<tcp::endpoint>& endpoints) {
       first = ec;
       first_endpoint = ep;
     }
-    if (ec == asio::error::address_in_use) break;
+    if (ec == asio::error::address_in_use) {
+      port_taken_ = true;
+      break;
+    }
   }
   if (first == asio::error::address_in_use) {
     return error(CHORUS_ERR_SYSTEM, "cannot listen on ", endpoint_text(first_endpoint),
@@ -696,8 +752,79 @@ std::optional<Status> Bootstrap::Impl::join_step() {
       --joined_;
     }
   }
+  if (!contested_.empty() && Clock::now() >= contested_until_) {
+    return error(CHORUS_ERR_INVALID_ARGUMENT, "this job cannot tell its ranks from another job's (",
+                 contested_, "), so no rank was admitted: ", kTwoJobsFix);
+  }
   if (joined_ == size_ - 1) return Status::ok();
   return std::nullopt;
+}
+
+/// Makes the join fail: a second job shares the port, and nothing (token,
+/// launcher's job identity) tells whose rank is whose, so any rank admitted
+/// so far may be the other job's. Every joined rank and every later caller
+/// is refused with the reason; the join fails after kContestedLinger.
+void Bootstrap::Impl::contest(const std::string& why) {
+  if (!contested_.empty()) return;
+  contested_ = why;
+  log(CHORUS_LOG_ERROR, cat("rank 0: ", why, "; this job cannot tell its ranks from another "
+                                             "job's and fails: ",
+                            kTwoJobsFix));
+  const frame::Abort abort{
+      CHORUS_ERR_INVALID_ARGUMENT,
+      cat("rank 0 at ", coordinator_, ": this job cannot tell its ranks from another job's (",
+          why, "): ", kTwoJobsFix)};
+  for (ConnPtr& c : peers_) {
+    if (!c) continue;
+    drop(*c, &abort);
+    c.reset();
+  }
+  joined_ = 0;
+  contested_until_ = std::min(Clock::now() + kContestedLinger, join_deadline_.at());
+  contested_timer_.expires_at(contested_until_);
+  contested_timer_.async_wait([](const asio::error_code&) {});
+}
+
+/// After the join: the port stays rank 0's for the job's lifetime, and every
+/// caller gets a refusal at once (LateArrivals), so a late, stale or foreign
+/// rank fails by protocol, not by its init deadline, and the port is not
+/// free for a second job to take.
+void Bootstrap::Impl::refuse_late_callers() {
+  const int fd = ::fcntl(acceptor_.native_handle(), F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return;
+  const std::string text =
+      cat("the job at ", coordinator_, " (", size_,
+          " ranks) had already formed when this process arrived, and admits no more ranks: ",
+          kTwoJobsFix);
+  late_ = std::make_unique<LateArrivals>(
+      fd, frame::encode_frame(frame::Type::kAbort, frame::encode_abort(CHORUS_ERR_INVALID_ARGUMENT, text)),
+      [this](const std::string& where) {
+        log(CHORUS_LOG_WARN,
+            cat("rank 0: refused a caller from ", where,
+                " that arrived after the job formed (a stale rank, or a rank of another job on "
+                "this port); later ones are refused without a log line"));
+      });
+}
+
+/// This process was to be rank 0 but the port is taken. If the holder is
+/// rank 0 of a job that is still forming and cannot tell jobs apart, it must
+/// learn that a second job is starting here: say hello to it as rank 0,
+/// which it refuses (and remembers). Bounded by kCollisionNotice.
+void Bootstrap::Impl::announce_collision(Deadline deadline) {
+  hello_ = frame::encode_frame(frame::Type::kHello, frame::encode_hello({0, size_, tag_}));
+  std::string last_error = "none";
+  const auto until = Deadline::earliest(
+      deadline, Deadline::after(std::chrono::duration_cast<std::chrono::milliseconds>(
+                    kCollisionNotice)));
+  const auto outcome = try_join(until, Clock::now(), last_error);
+  if (coord_) {
+    close(coord_.get());
+    drain();
+    coord_.reset();
+  }
+  log(CHORUS_LOG_DEBUG, cat("rank 0: told the holder of ", coordinator_,
+                            " that a second job is starting there (",
+                            outcome && !outcome->is_ok() ? outcome->message() : last_error, ")"));
 }
 
 /// One frame of a caller that has not been admitted yet. Rank 0 answers an
@@ -754,7 +881,7 @@ void Bootstrap::Impl::refuse(const ConnPtr& c, const std::string& why, bool tell
 
 void Bootstrap::Impl::admit(const ConnPtr& c, const Frame& hello_frame) {
   const auto hello = frame::decode_hello(hello_frame.payload);
-  const std::string why = hello ? check_hello(*hello) : std::string("malformed hello");
+  const std::string why = hello ? check_hello(*hello, *c) : std::string("malformed hello");
   if (!why.empty()) return refuse(c, why, true);
   c->pending = false;
   c->handshake_timer.cancel();
@@ -769,21 +896,42 @@ void Bootstrap::Impl::admit(const ConnPtr& c, const Frame& hello_frame) {
 /// Whether an authenticated caller fits into this job. The tag check only
 /// catches a token that differs but hashes alike, i.e. a bug; the proof
 /// already showed the token is right. Returns why not, or "" when it fits.
-std::string Bootstrap::Impl::check_hello(const frame::Hello& hello) const {
+std::string Bootstrap::Impl::check_hello(const frame::Hello& hello, const Conn& c) {
+  const auto contested_text = [this] {
+    return cat("this job cannot tell its ranks from another job's (", contested_, "): ",
+               kTwoJobsFix);
+  };
+  if (!contested_.empty()) return contested_text();
   if (hello.job_tag != tag_) {
-    return "its job token differs from this job's (a rank of another job?)";
+    // The authentication passed, so the tokens agree: the launcher's job
+    // identities differ.
+    return cat("it belongs to another job: its launcher's job identity differs from this job's (",
+               identity_.empty() ? std::string("this job has none") : "this job is " + identity_,
+               "); two jobs were started on one coordinator port. Fix: give each job its own "
+               "port (CHORUS_COORDINATOR, MASTER_PORT)");
   }
   if (hello.size != size_) {
     return cat("it was started for a job of ", hello.size, " ranks, this job has ", size_,
-               " (is the job size the same on every rank?)");
+               " (is the job size the same on every rank? If it is: ", kTwoJobsFix, ")");
+  }
+  if (hello.rank == 0 && token_.empty() && identity_.empty()) {
+    contest(cat("a second rank 0, of a job of ", hello.size, " ranks, tried to start on this port (from ",
+                c.where, ")"));
+    return contested_text();
   }
   if (hello.rank < 1 || hello.rank >= size_) {
     return cat("it claims rank ", hello.rank, ", but only ranks 1..", size_ - 1,
                " connect to rank 0");
   }
   if (const ConnPtr& holder = peers_[static_cast<std::size_t>(hello.rank)]) {
+    if (token_.empty() && identity_.empty()) {
+      contest(cat("rank ", hello.rank, " was claimed twice, from ", holder->where, " and from ",
+                  c.where));
+      return contested_text();
+    }
     return cat("it claims rank ", hello.rank, ", which already joined from ", holder->where,
-               " (was the same rank given to two processes?)");
+               ": a stale rank of an earlier run, or the same rank given to two processes. Fix: "
+               "give each rank number to one process; jobs that share a token need a port each");
   }
   return {};
 }

@@ -31,6 +31,11 @@ struct BootstrapOptions {
   /// address cannot mix. May be empty. Not (yet) authentication: see
   /// frame::job_tag().
   std::string job_token;
+  /// Which job the launcher says this process belongs to ("slurm:1234.0";
+  /// core/job_identity.h). May be empty. Rank 0 refuses a rank whose
+  /// identity differs, so ranks of two launched jobs never merge, even
+  /// without a token. Not secret, not authentication.
+  std::string job_identity;
   /// Receives log lines; levels are chorus_log_level_t. May be empty. Called
   /// on the thread that is inside a Bootstrap call.
   std::function<void(int level, const std::string& message)> log;
@@ -64,9 +69,10 @@ Result<HostPort> parse_host_port(std::string_view text);
 /// @note Not thread-safe: one thread at a time may use a Bootstrap (calls
 ///       from different threads must be serialised by the caller). Different
 ///       Bootstrap objects are independent. Every call blocks the calling
-///       thread until it completes or its deadline passes; no background
-///       thread is started (except Asio's resolver thread while a host name
-///       is being looked up).
+///       thread until it completes or its deadline passes. Background
+///       threads: Asio's resolver thread while a host name is being looked
+///       up, and on rank 0, after the join, the one that refuses late
+///       callers (core/late_arrivals.h); neither touches the job's state.
 class Bootstrap {
  public:
   /// Largest blob a rank may contribute to one call.
@@ -76,7 +82,9 @@ class Bootstrap {
   /// peers said hello and were welcomed; others: connected and welcomed) or
   /// the deadline passes. Non-root ranks retry while the coordinator is not
   /// listening yet. Rank 0 drops (and logs) connections that are not ranks of
-  /// this job and keeps waiting. size == 1 opens no sockets.
+  /// this job and keeps waiting. size == 1 opens no sockets. Once the job
+  /// has formed, rank 0 keeps the port and a thread of its own answers every
+  /// later caller with a refusal (docs/reliability.md, "Two jobs, one port").
   /// @returns the Bootstrap, or CHORUS_ERR_INVALID_ARGUMENT (bad options,
   ///          refused by rank 0), CHORUS_ERR_TIMEOUT (names the missing ranks
   ///          or the unreachable coordinator), CHORUS_ERR_SYSTEM (cannot listen

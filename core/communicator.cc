@@ -3,6 +3,7 @@
 #include <chorus/chorus.h>
 
 #include "core/auto_transport.h"
+#include "core/job_identity.h"
 #include "core/limits.h"
 #include "core/log.h"
 #include "core/reduce.h"
@@ -185,6 +186,9 @@ Status Communicator::init(Config config, std::unique_ptr<SideChannel> host_chann
     bo.size = size_;
     bo.coordinator = cfg_.coordinator;
     bo.job_token = cfg_.job_token;
+    // A token names the job already; without one, the launcher's job id
+    // keeps ranks of two launched jobs apart (docs/reliability.md).
+    if (cfg_.job_token.empty()) bo.job_identity = job_identity(environment_map());
     bo.log = [rank = rank_](int level, const std::string& msg) {
       if (log_enabled(level)) log_line(level, rank, "bootstrap: " + msg);
     };

@@ -7,6 +7,8 @@ add_library(chorus_core STATIC
   call_signature.cc
   communicator.cc
   config.cc
+  elf_check.cc
+  job_identity.cc
   log.cc
   log_limiter.cc
   plugin_loader.cc

@@ -2,6 +2,7 @@
 
 #include <chorus/chorus.h>
 
+#include "core/elf_check.h"
 #include "core/log.h"
 #include "core/transport_probe.h"
 
@@ -14,6 +15,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cstddef>
 #include <map>
 #include <mutex>
@@ -30,11 +33,6 @@ const char* kind_word(PluginKind kind) {
 std::string real_path(const std::string& p) {
   char buf[PATH_MAX];
   return ::realpath(p.c_str(), buf) ? std::string(buf) : p;
-}
-
-bool is_file(const std::string& p) {
-  struct stat st {};
-  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
 void host_log(void*, int level, const char* message) {
@@ -127,6 +125,12 @@ std::map<std::string, std::weak_ptr<Plugin>>& cache() {
 Result<std::shared_ptr<Plugin>> open_file(PluginKind kind, const std::string& path,
                                           std::shared_ptr<Plugin> shell) {
   std::string rp = real_path(path);
+  // dlopen trusts the file's headers: a truncated copy is mapped past its end
+  // and the first touch of such a page kills the process with SIGBUS.
+  if (auto st = check_elf_file(path); !st.is_ok())
+    return Status(st.code(), "broken file, not loaded: " + st.message() +
+                                 " (reinstall or rebuild the plugin, or remove the file from the "
+                                 "plugin path)");
   ::dlerror();
   void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
@@ -243,8 +247,9 @@ Result<std::shared_ptr<Plugin>> load_plugin(PluginKind kind, const std::string& 
   std::string tried;
   std::lock_guard<std::mutex> lock(cache_mutex());
   for (const auto& path : candidates) {
-    if (!is_file(path)) {
-      tried += "\n  " + path + ": no such file";
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) {
+      tried += "\n  " + path + ": " + (errno == ENOENT ? "no such file" : std::strerror(errno));
       continue;
     }
     std::string key = real_path(path);
@@ -292,7 +297,14 @@ std::vector<PluginListing> list_plugins(const std::vector<std::string>& search_p
         std::string path = dir + "/" + file;
         if (seen[real_path(path)]) continue;
         seen[real_path(path)] = true;
-        PluginListing item{kind, name, path, false, true, {}, {}, {}};
+        PluginListing item{kind, name, path, false, true, false, {}, {}, {}};
+        // A broken file is reported as such and never reaches dlopen.
+        if (auto st = check_elf_file(path); !st.is_ok()) {
+          item.broken = true;
+          item.error = st.message();
+          out.push_back(std::move(item));
+          continue;
+        }
         auto loaded = load_plugin(kind, path, {});
         if (loaded.is_ok()) {
           item.loaded = true;

@@ -64,6 +64,8 @@ struct PluginListing {
   bool loaded = false;
   /// False when a loaded transport's describe op finds nothing usable here.
   bool usable = true;
+  /// The file itself is damaged or foreign (core/elf_check.h): never dlopened.
+  bool broken = false;
   std::string abi_version;
   std::string error;
   /// A transport's own inventory (devices, providers) from its optional describe op.

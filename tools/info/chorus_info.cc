@@ -30,9 +30,11 @@ void usage(std::FILE* to) {
       "whether the configured transport is usable here.\n"
       "Each NAME (a transport, \"auto\", or an algorithm) is checked too: a transport must\n"
       "load and find something usable here, an algorithm must load.\n"
+      "A file named like a plugin that is truncated, corrupt, foreign or not a file is\n"
+      "listed as BROKEN with the defect; it is never loaded.\n"
       "Exit status: 0 when everything checked is fine; 1 when the configuration is not\n"
-      "usable, a plugin found failed to load, the configured transport is not usable\n"
-      "here, or a NAME fails; 2 for a usage error.\n");
+      "usable, a plugin found is BROKEN or failed to load, the configured transport is not\n"
+      "usable here, or a NAME fails; 2 for a usage error.\n");
 }
 
 /// The verdict on one NAME: a transport (or "auto") must pass the probe, an
@@ -101,6 +103,11 @@ int main(int argc, char** argv) {
         std::printf("  %-12s ok      ABI v%s  %s\n", item.name.c_str(), item.abi_version.c_str(),
                     item.path.c_str());
         if (!item.inventory.empty()) std::printf("      %s\n", item.inventory.c_str());
+      } else if (item.broken) {
+        // Damaged or foreign: the file was checked and never dlopened.
+        exit_code = kExitFailed;
+        std::printf("  %-12s BROKEN  %s\n      reason: %s\n", item.name.c_str(), item.path.c_str(),
+                    item.error.c_str());
       } else {
         // A plugin file that does not load is a broken installation.
         exit_code = kExitFailed;

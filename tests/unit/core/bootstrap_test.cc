@@ -675,7 +675,7 @@ TEST_CASE("a second process with the same rank is refused", "[bootstrap]") {
   std::vector<Outcome> out(kRanks);
   auto rank_body = [&](int r) {
     Outcome& me = out[static_cast<std::size_t>(r)];
-    auto b = Bootstrap::connect(options(r, kRanks, port, "", r == 0 ? &log : nullptr),
+    auto b = Bootstrap::connect(options(r, kRanks, port, "job-1", r == 0 ? &log : nullptr),
                                 Deadline::after(10s));
     if (!b.is_ok()) return me.set(b.status());
     me.set((*b)->barrier(Deadline::after(10s)));
@@ -683,14 +683,71 @@ TEST_CASE("a second process with the same rank is refused", "[bootstrap]") {
   std::thread root(rank_body, 0);
   std::thread first(rank_body, 1);
   REQUIRE(eventually([&] { return log.contains("rank 1 joined"); }));
-  auto twin = Bootstrap::connect(options(1, kRanks, port), Deadline::after(5s));
+  auto twin = Bootstrap::connect(options(1, kRanks, port, "job-1"), Deadline::after(5s));
   CHECK(twin.status().code() == CHORUS_ERR_INVALID_ARGUMENT);
   CHECK_THAT(twin.status().message(), Catch::Contains("already joined"));
+  CHECK_THAT(twin.status().message(), Catch::Contains("Fix:"));
   std::thread last(rank_body, 2);
   root.join();
   first.join();
   last.join();
   INFO(describe(out));
+  for (const auto& o : out) CHECK(o.code == CHORUS_OK);
+}
+
+TEST_CASE("without a token or job identity, a rank claimed twice fails the join everywhere",
+          "[bootstrap]") {
+  // Rank 0 cannot tell which claimant is its own: any may be another job's.
+  constexpr int kRanks = 3;
+  const auto port = free_port();
+  LogSink log;
+  std::vector<Outcome> out(kRanks);
+  auto rank_body = [&](int r) {
+    Outcome& me = out[static_cast<std::size_t>(r)];
+    // Rank 0's deadline bounds how long it keeps refusing before it fails.
+    auto b = Bootstrap::connect(options(r, kRanks, port, "", r == 0 ? &log : nullptr),
+                                Deadline::after(r == 0 ? 5s : 30s));
+    me.set(b.is_ok() ? Status::ok() : b.status());
+  };
+  std::thread root(rank_body, 0);
+  std::thread first(rank_body, 1);
+  REQUIRE(eventually([&] { return log.contains("rank 1 joined"); }));
+  auto twin = Bootstrap::connect(options(1, kRanks, port), Deadline::after(30s));
+  CHECK(twin.status().code() == CHORUS_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(twin.status().message(), Catch::Contains("two jobs were started on one"));
+  std::thread last(rank_body, 2);
+  root.join();
+  first.join();
+  last.join();
+  INFO(describe(out));
+  for (const auto& o : out) {
+    CHECK(o.code == CHORUS_ERR_INVALID_ARGUMENT);
+    CHECK_THAT(o.message, Catch::Contains("this job cannot tell its ranks from another job's"));
+  }
+}
+
+TEST_CASE("a rank arriving after the job formed is refused at once", "[bootstrap]") {
+  constexpr int kRanks = 2;
+  const auto port = free_port();
+  std::vector<std::unique_ptr<Bootstrap>> joined(kRanks);
+  std::vector<Outcome> out(kRanks);
+  run_ranks(kRanks, [&](int r) {
+    auto b = Bootstrap::connect(options(r, kRanks, port, "job-1"), Deadline::after(10s));
+    if (!b.is_ok()) return out[static_cast<std::size_t>(r)].set(b.status());
+    joined[static_cast<std::size_t>(r)] = std::move(*b);
+  });
+  INFO(describe(out));
+  REQUIRE(joined[0]);
+  // Its deadline is far away: only rank 0's refusal can end it early.
+  const auto start = Clock::now();
+  auto late = Bootstrap::connect(options(1, kRanks, port, "job-1"), Deadline::after(60s));
+  CHECK(late.status().code() == CHORUS_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(late.status().message(), Catch::Contains("had already formed"));
+  CHECK(Clock::now() - start < 30s);
+  // The job formed before is unaffected.
+  run_ranks(kRanks, [&](int r) {
+    out[static_cast<std::size_t>(r)].set(joined[static_cast<std::size_t>(r)]->barrier(Deadline::after(10s)));
+  });
   for (const auto& o : out) CHECK(o.code == CHORUS_OK);
 }
 
