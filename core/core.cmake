@@ -6,8 +6,10 @@ add_library(chorus_core STATIC
   auto_transport.cc
   communicator.cc
   config.cc
+  config_keys.cc
   log.cc
   plugin_loader.cc
+  suggest.cc
   transport_probe.cc)
 target_compile_features(chorus_core PUBLIC cxx_std_20)
 target_include_directories(chorus_core PUBLIC ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR})
