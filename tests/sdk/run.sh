@@ -127,8 +127,8 @@ check "faulty exports only chorus_transport_plugin_v1" 10 \
 
 info_lists_installed() {
   env -i "$tmp/bin/chorus-info" | tee "$logs/chorus-info.out"
-  grep -Eq "^  tcp +ok +ABI v1\.[0-9]+ +$plugin_dir/libchorus-transport-tcp\.so$" "$logs/chorus-info.out" &&
-    grep -Eq "^  ring +ok +ABI v1\.[0-9]+ +$plugin_dir/libchorus-algorithm-ring\.so$" "$logs/chorus-info.out"
+  grep -Eq "^  tcp +yes +yes +v1\.[0-9]+ +$plugin_dir/libchorus-transport-tcp\.so$" "$logs/chorus-info.out" &&
+    grep -Eq "^  ring +yes +yes +v1\.[0-9]+ +$plugin_dir/libchorus-algorithm-ring\.so$" "$logs/chorus-info.out"
 }
 check "installed chorus-info (env -i) lists the installed tcp and ring" 30 info_lists_installed
 
