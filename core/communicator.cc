@@ -1607,11 +1607,15 @@ chorus_tp_endpoint_t* Communicator::env_endpoint(void* core, int peer, int chann
   return self->endpoints_[size_t(peer) * size_t(self->cfg_.channels) + size_t(channel)];
 }
 
-int Communicator::env_mem_register(void* core, void* addr, size_t length, chorus_tp_mr_t** mr_out) {
+int Communicator::env_mem_register(void* core, const void* addr, size_t length,
+                                   chorus_tp_mr_t** mr_out) {
   auto* self = static_cast<Communicator*>(core);
   *mr_out = nullptr;
   if (!(self->caps_.flags & CHORUS_TP_CAP_NEEDS_REGISTRATION) || length == 0) return CHORUS_OK;
-  int rc = self->tp_->mem_register(self->ctx_, addr, length, CHORUS_MEM_HOST, mr_out);
+  // The frozen transport ABI v1 takes `void*` (plugins implement it);
+  // registering does not write through it.
+  int rc = self->tp_->mem_register(self->ctx_, const_cast<void*>(addr), length, CHORUS_MEM_HOST,
+                                   mr_out);
   if (rc != CHORUS_OK)
     return env_fail(core, rc,
                     (std::string("registering ") + std::to_string(length) +

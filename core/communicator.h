@@ -314,7 +314,7 @@ class Communicator {
 
   // Callbacks of chorus_algo_env_v1_t; `core` is the Communicator.
   static chorus_tp_endpoint_t* env_endpoint(void* core, int peer, int channel);
-  static int env_mem_register(void* core, void* addr, size_t length, chorus_tp_mr_t** mr_out);
+  static int env_mem_register(void* core, const void* addr, size_t length, chorus_tp_mr_t** mr_out);
   static int env_progress(void* core, chorus_tp_completion_t* out, size_t max);
   static int env_fail(void* core, int status, const char* message);
   static void env_log(void* core, int level, const char* message);

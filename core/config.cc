@@ -1,5 +1,8 @@
 #include "core/config.h"
 
+#include "core/config_keys.h"
+#include "core/suggest.h"
+
 #include <toml++/toml.h>
 
 #include <fcntl.h>
@@ -86,10 +89,18 @@ Status bad(const Entry& e, const std::string& what) {
   return {CHORUS_ERR_INVALID_ARGUMENT, e.origin + ": key '" + e.key + "': " + what};
 }
 
+/// A value of the wrong type or out of range: the error also says what the
+/// key takes (from the key registry).
+Status bad_value(const Entry& e, const std::string& what) {
+  const ConfigKey* k = find_config_key(e.key);
+  if (!k) return bad(e, what);
+  return bad(e, what + "; " + e.key + " takes " + std::string(k->valid));
+}
+
 Result<std::string> get_string(const Entry& e) {
   if (e.from_env) return e.raw;
   if (auto s = e.node->value<std::string>()) return *s;
-  return bad(e, "expected a string, got " + type_name(e));
+  return bad_value(e, "expected a string, got " + type_name(e));
 }
 
 Result<int64_t> get_int(const Entry& e) {
@@ -98,23 +109,23 @@ Result<int64_t> get_int(const Entry& e) {
     const char* b = e.raw.data();
     auto [p, ec] = std::from_chars(b, b + e.raw.size(), v);
     if (ec != std::errc() || p != b + e.raw.size())
-      return bad(e, "expected an integer, got '" + e.raw + "'");
+      return bad_value(e, "expected an integer, got '" + e.raw + "'");
     return v;
   }
   if (e.node->type() == toml::node_type::integer) return *e.node->value<int64_t>();
-  return bad(e, "expected an integer, got " + type_name(e));
+  return bad_value(e, "expected an integer, got " + type_name(e));
 }
 
 Result<double> get_number(const Entry& e) {
   if (e.from_env) {
     char* end = nullptr;
     double v = std::strtod(e.raw.c_str(), &end);
-    if (e.raw.empty() || *end != '\0') return bad(e, "expected a number, got '" + e.raw + "'");
+    if (e.raw.empty() || *end != '\0') return bad_value(e, "expected a number, got '" + e.raw + "'");
     return v;
   }
   if (e.node->type() == toml::node_type::integer) return double(*e.node->value<int64_t>());
   if (e.node->type() == toml::node_type::floating_point) return *e.node->value<double>();
-  return bad(e, "expected a number, got " + type_name(e));
+  return bad_value(e, "expected a number, got " + type_name(e));
 }
 
 /// Config text must be ASCII (a UTF-8 byte-order mark at the start is
@@ -143,6 +154,36 @@ Status ascii_only(std::string_view text, const std::string& where) {
   return Status::ok();
 }
 
+/// For a TOML syntax error on a line `key = word` whose value is a bare word
+/// (toml++ then reports a bad boolean, number or date): a hint to quote it.
+/// "" when the line is something else.
+std::string bare_word_hint(std::string_view text, std::size_t line) {
+  std::size_t begin = 0;
+  for (std::size_t l = 1; l < line && begin != std::string_view::npos; ++l) {
+    begin = text.find('\n', begin);
+    if (begin != std::string_view::npos) ++begin;
+  }
+  if (begin == std::string_view::npos) return "";
+  std::string_view row = text.substr(begin, text.find('\n', begin) - begin);
+  if (auto hash = row.find('#'); hash != std::string_view::npos) row = row.substr(0, hash);
+  auto eq = row.find('=');
+  if (eq == std::string_view::npos) return "";
+  auto trim = [](std::string_view v) {
+    while (!v.empty() && std::isspace(static_cast<unsigned char>(v.front()))) v.remove_prefix(1);
+    while (!v.empty() && std::isspace(static_cast<unsigned char>(v.back()))) v.remove_suffix(1);
+    return v;
+  };
+  std::string_view key = trim(row.substr(0, eq)), value = trim(row.substr(eq + 1));
+  if (key.empty() || value.empty() || value == "true" || value == "false") return "";
+  if (!std::isalpha(static_cast<unsigned char>(value.front()))) return "";
+  if (!std::all_of(value.begin(), value.end(), [](unsigned char c) {
+        return std::isalnum(c) || c == '_' || c == '-' || c == '.' || c == ':' || c == '/';
+      }))
+    return "";
+  return "; strings must be quoted in TOML: write " + std::string(key) + " = \"" +
+         std::string(value) + "\"";
+}
+
 /// A plugin setting rendered as text: plugins receive scalars only.
 Result<std::string> get_scalar_text(const Entry& e) {
   if (e.from_env) return e.raw;
@@ -166,13 +207,13 @@ Result<std::string> get_scalar_text(const Entry& e) {
 Result<uint64_t> get_size(const Entry& e) {
   if (!e.from_env && e.node->type() == toml::node_type::integer) {
     int64_t v = *e.node->value<int64_t>();
-    if (v < 0) return bad(e, "must not be negative");
+    if (v < 0) return bad_value(e, "must not be negative");
     return uint64_t(v);
   }
   auto text = get_string(e);
-  if (!text.is_ok()) return bad(e, "expected a size such as 1048576 or \"1M\"");
+  if (!text.is_ok()) return bad_value(e, "expected a size, got " + type_name(e));
   auto size = parse_size(*text);
-  if (!size.is_ok()) return bad(e, size.status().message());
+  if (!size.is_ok()) return bad_value(e, size.status().message());
   return size;
 }
 
@@ -182,15 +223,12 @@ bool valid_name(const std::string& s) {
   });
 }
 
-const char* kKnownKeys =
-    "transport.name, transport.<name>.<key>, transport.auto.local, transport.auto.fabric, "
-    "transport.auto.host_id, algorithm.<collective>, algorithm.channels, "
-    "algorithm.deterministic, algorithm.switch_bytes, "
-    "algorithm.staging_slot_size, algorithm.staging_slots, algorithm.<name>.<key>, "
-    "timeout.init, timeout.connect, timeout.collective, check.signatures, log.level, "
-    "plugin_path, "
-    "bootstrap.rank, bootstrap.world_size, bootstrap.coordinator, bootstrap.job_token, "
-    "network.bind_address";
+/// "transport.name, transport.auto.local, ..." from the key registry.
+std::string known_keys() {
+  std::string out;
+  for (const auto& k : config_keys()) out += (out.empty() ? "" : ", ") + std::string(k.key);
+  return out;
+}
 
 /// Applies one validated entry to `cfg`. plugin_path is handled by the caller.
 Status apply(const Entry& e, Config& cfg) {
@@ -262,7 +300,7 @@ Status apply(const Entry& e, Config& cfg) {
     if (rest == "deterministic") {
       if (e.from_env) {
         if (e.raw != "true" && e.raw != "false" && e.raw != "1" && e.raw != "0")
-          return bad(e, "expected true or false, got '" + e.raw + "'");
+          return bad_value(e, "expected true or false, got '" + e.raw + "'");
         cfg.deterministic = e.raw == "true" || e.raw == "1";
         return Status::ok();
       }
@@ -270,7 +308,7 @@ Status apply(const Entry& e, Config& cfg) {
         cfg.deterministic = *b;
         return Status::ok();
       }
-      return bad(e, "expected a boolean, got " + type_name(e));
+      return bad_value(e, "expected a boolean, got " + type_name(e));
     }
     if (rest == "switch_bytes") {
       auto v = get_size(e);
@@ -333,7 +371,9 @@ Status apply(const Entry& e, Config& cfg) {
       auto v = get_string(e);
       if (!v.is_ok()) return v.status();
       int level = log_level_from_name(lower(*v));
-      if (level < 0) return bad(e, "'" + *v + "' is not one of error, warn, info, debug, trace");
+      if (level < 0)
+        return bad(e, "'" + *v + "' is not one of error, warn, info, debug, trace" +
+                          did_you_mean(lower(*v), {"error", "warn", "info", "debug", "trace"}));
       cfg.log_level = level;
       return Status::ok();
     }
@@ -341,9 +381,10 @@ Status apply(const Entry& e, Config& cfg) {
     if (rest == "rank" || rest == "world_size") {
       auto v = get_int(e);
       if (!v.is_ok()) return v.status();
-      if (rest == "rank" && (*v < 0 || *v > (1 << 24))) return bad(e, "rank must be >= 0");
+      if (rest == "rank" && (*v < 0 || *v > (1 << 24)))
+        return bad_value(e, std::to_string(*v) + " is out of range");
       if (rest == "world_size" && (*v < 1 || *v > (1 << 24)))
-        return bad(e, "world_size must be >= 1");
+        return bad_value(e, std::to_string(*v) + " is out of range");
       (rest == "rank" ? cfg.rank : cfg.world_size) = int(*v);
       return Status::ok();
     }
@@ -369,7 +410,8 @@ Status apply(const Entry& e, Config& cfg) {
       return Status::ok();
     }
   }
-  return bad(e, std::string("unknown key. Known keys: ") + kKnownKeys +
+  return bad(e, "unknown key" + did_you_mean(e.key, concrete_config_keys()) +
+                    ". Known keys: " + known_keys() +
                     ". Fix the spelling or remove it (see docs/configuration.md)");
 }
 
@@ -411,9 +453,13 @@ Result<std::string> env_key(const std::string& var) {
     if (us != std::string::npos && us > 0 && us + 1 < rest.size())
       return head + rest.substr(0, us) + "." + rest.substr(us + 1);
   }
+  std::vector<std::string> names;
+  for (const auto& [name, key] : fixed) names.push_back(name);
+  for (int c = 0; c < CHORUS_COLL_COUNT; ++c)
+    names.push_back("CHORUS_ALGORITHM_" + upper(kCollectiveNames[c]));
   return Status(CHORUS_ERR_INVALID_ARGUMENT,
-                "environment variable " + var +
-                    " is not a Chorus setting; unset it or fix the spelling (see "
+                "environment variable " + var + " is not a Chorus setting" +
+                    did_you_mean(var, names) + "; unset it or fix the spelling (see "
                     "docs/configuration.md for the CHORUS_* variables)");
 }
 
@@ -603,7 +649,8 @@ Result<Config> load_config(const ConfigInputs& inputs) {
       const auto& where = err.source().begin;
       return Status(CHORUS_ERR_INVALID_ARGUMENT,
                     path + ":" + std::to_string(where.line) + ":" + std::to_string(where.column) +
-                        ": TOML syntax error: " + std::string(err.description()));
+                        ": TOML syntax error: " + std::string(err.description()) +
+                        bare_word_hint(text, where.line));
     }
     flatten(*docs.back(), "", path, file_entries);
     cfg.source = path;
@@ -642,10 +689,10 @@ Result<Config> load_config(const ConfigInputs& inputs) {
     try {
       docs.push_back(std::make_unique<toml::table>(toml::parse(s)));
     } catch (const toml::parse_error& err) {
-      return Status(CHORUS_ERR_INVALID_ARGUMENT, "API setting '" + s +
-                                                     "' is not valid TOML (strings need quotes: "
-                                                     "transport.name=\"tcp\"): " +
-                                                     std::string(err.description()));
+      std::string hint = bare_word_hint(s, 1);
+      return Status(CHORUS_ERR_INVALID_ARGUMENT,
+                    "API setting '" + s + "' is not valid TOML: " + std::string(err.description()) +
+                        (hint.empty() ? " (strings need quotes: transport.name=\"tcp\")" : hint));
     }
     std::vector<Entry> flat;
     flatten(*docs.back(), "", "", flat);
@@ -678,7 +725,7 @@ Result<Config> load_config(const ConfigInputs& inputs) {
       }
       return Status::ok();
     }
-    return bad(e, "expected a string or an array of strings, got " + type_name(e));
+    return bad_value(e, "expected a string or an array of strings, got " + type_name(e));
   };
 
   std::map<std::string, const Entry*> final_entries;
@@ -689,6 +736,8 @@ Result<Config> load_config(const ConfigInputs& inputs) {
                      : list == &env_entries ? env_paths
                                             : api_paths;
         if (auto st = collect_paths(e, dest); !st.is_ok()) return st;
+        auto& from = cfg.origins["plugin_path"];
+        from += (from.empty() ? "" : "; ") + e.origin;
         continue;
       }
       final_entries[e.key] = &e;

@@ -7,11 +7,13 @@ add_library(chorus_core STATIC
   call_signature.cc
   communicator.cc
   config.cc
+  config_keys.cc
   elf_check.cc
   job_identity.cc
   log.cc
   log_limiter.cc
   plugin_loader.cc
+  suggest.cc
   transport_probe.cc)
 target_compile_features(chorus_core PUBLIC cxx_std_20)
 target_include_directories(chorus_core PUBLIC ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR})

@@ -4,6 +4,7 @@
 
 #include "core/elf_check.h"
 #include "core/log.h"
+#include "core/suggest.h"
 #include "core/transport_probe.h"
 
 #include <dirent.h>
@@ -270,9 +271,15 @@ Result<std::shared_ptr<Plugin>> load_plugin(PluginKind kind, const std::string& 
                                               "' not loadable: " + path + ": " +
                                               loaded.status().message());
   }
+  // Name what is installed, and the near one if the name looks misspelt.
+  std::vector<std::string> installed = names_in_folders(
+      search_path, std::string("libchorus-") + kind_word(kind) + "-", ".so");
+  if (kind == PluginKind::kTransport) installed.insert(installed.begin(), "auto");
   return Status(CHORUS_ERR_UNAVAILABLE,
                 std::string(kind_word(kind)) + " '" + name + "' not found (" +
-                    plugin_file_name(kind, name) + "); searched:" + tried +
+                    plugin_file_name(kind, name) + ")" + did_you_mean(name, installed) +
+                    "; installed " + kind_word(kind) + "s: " + join_names(installed) +
+                    "; searched:" + tried +
                     "\nSet CHORUS_PLUGIN_PATH or plugin_path to the folder holding it, or check "
                     "the name (chorus-info lists the plugins found)");
 }

@@ -50,9 +50,7 @@ int register_buffer(const chorus_algo_env_v1_t* env, const void* buf, size_t byt
                     chorus_tp_mr_t** mr) {
   *mr = nullptr;
   if (bytes == 0) return CHORUS_OK;
-  // Registration does not write; the ABI takes a mutable pointer for the
-  // receive side's sake.
-  return env->mem_register(env->core, const_cast<void*>(buf), bytes, mr);
+  return env->mem_register(env->core, buf, bytes, mr);
 }
 
 /// One collective call as the executor sees it.

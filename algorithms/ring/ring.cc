@@ -291,7 +291,8 @@ class Executor {
   std::vector<Lane> lanes_;
 };
 
-int register_work(const chorus_algo_env_v1_t* env, void* buf, size_t bytes, chorus_tp_mr_t** mr) {
+int register_work(const chorus_algo_env_v1_t* env, const void* buf, size_t bytes,
+                  chorus_tp_mr_t** mr) {
   *mr = nullptr;
   if (bytes == 0) return CHORUS_OK;
   return env->mem_register(env->core, buf, bytes, mr);
@@ -344,7 +345,7 @@ int ring_all_gather(const chorus_algo_env_v1_t* env, const void* in, void* out, 
   if (!overlaps) {
     plan.own_chunk = rank;
     plan.own_in = static_cast<const std::byte*>(in);
-    if (int rc = register_work(env, const_cast<void*>(in), count * esize, &plan.own_in_mr);
+    if (int rc = register_work(env, in, count * esize, &plan.own_in_mr);
         rc != CHORUS_OK)
       return rc;
   }

@@ -80,8 +80,10 @@ typedef struct chorus_algo_env_v1 {
   /**
    * Register user memory for this call (a no-op returning a NULL `mr` when the
    * transport needs none). The core deregisters at the end of the call.
+   * Registration never writes to `addr`, so a send buffer registers as it is
+   * (`const` since 0.1: the same calling convention as the earlier `void*`).
    */
-  int (*mem_register)(void* core, void* addr, size_t length, chorus_tp_mr_t** mr_out);
+  int (*mem_register)(void* core, const void* addr, size_t length, chorus_tp_mr_t** mr_out);
   /**
    * Blocks until at least one completion is ready and writes up to `max` of
    * them. Returns the count, or a negative status when a completion failed,

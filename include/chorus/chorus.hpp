@@ -2,15 +2,24 @@
  * @file chorus/chorus.hpp
  * @brief Header-only C++ layer over chorus.h: RAII communicator, typed
  *        overloads, and chorus::Error exceptions carrying the status code.
+ *
+ * Every collective and point-to-point call, blocking and non-blocking, comes
+ * in two forms: untyped (`const void*`, count, dtype, ...) as in the C API,
+ * and typed (`const T*`, count, ...) for every T with a dtype_traits
+ * specialisation, which supplies the dtype. Input buffers are `const`; counts
+ * are in elements as in the C API. Needs C++17 or newer.
  */
 #ifndef CHORUS_CHORUS_HPP_
 #define CHORUS_CHORUS_HPP_
 
 #include <chorus/chorus.h>
+#include <chorus/float16.hpp>
 
+#include <complex>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -32,20 +41,66 @@ inline void check(int status) {
     throw Error(status, std::string(chorus_status_name(status)) + ": " + chorus_last_error());
 }
 
-/// The chorus_dtype_t of a C++ element type.
+/**
+ * dtype_traits<T>::value is the chorus_dtype_t of element type T; types
+ * without a specialisation are not element types (the typed calls do not
+ * accept them). To pass a type of your own with the same layout as one of
+ * these, specialise dtype_traits for it.
+ */
+template <class T, class = void>
+struct dtype_traits {};
+template <int D>
+struct dtype_constant {
+  static constexpr int value = D;
+};
+template <> struct dtype_traits<bool> : dtype_constant<CHORUS_BOOL> {};
+template <> struct dtype_traits<int8_t> : dtype_constant<CHORUS_INT8> {};
+template <> struct dtype_traits<int16_t> : dtype_constant<CHORUS_INT16> {};
+template <> struct dtype_traits<int32_t> : dtype_constant<CHORUS_INT32> {};
+template <> struct dtype_traits<int64_t> : dtype_constant<CHORUS_INT64> {};
+template <> struct dtype_traits<uint8_t> : dtype_constant<CHORUS_UINT8> {};
+template <> struct dtype_traits<uint16_t> : dtype_constant<CHORUS_UINT16> {};
+template <> struct dtype_traits<uint32_t> : dtype_constant<CHORUS_UINT32> {};
+template <> struct dtype_traits<uint64_t> : dtype_constant<CHORUS_UINT64> {};
+template <> struct dtype_traits<half> : dtype_constant<CHORUS_FLOAT16> {};
+template <> struct dtype_traits<bfloat16> : dtype_constant<CHORUS_BFLOAT16> {};
+template <> struct dtype_traits<float> : dtype_constant<CHORUS_FLOAT32> {};
+template <> struct dtype_traits<double> : dtype_constant<CHORUS_FLOAT64> {};
+template <> struct dtype_traits<std::complex<float>> : dtype_constant<CHORUS_COMPLEX64> {};
+// `long long` and `long` are distinct types of the same size on LP64, and
+// int64_t is only one of them: the other 64-bit integers map by size.
 template <class T>
-constexpr int dtype_of();
-template <> constexpr int dtype_of<bool>() { return CHORUS_BOOL; }
-template <> constexpr int dtype_of<int8_t>() { return CHORUS_INT8; }
-template <> constexpr int dtype_of<int16_t>() { return CHORUS_INT16; }
-template <> constexpr int dtype_of<int32_t>() { return CHORUS_INT32; }
-template <> constexpr int dtype_of<int64_t>() { return CHORUS_INT64; }
-template <> constexpr int dtype_of<uint8_t>() { return CHORUS_UINT8; }
-template <> constexpr int dtype_of<uint16_t>() { return CHORUS_UINT16; }
-template <> constexpr int dtype_of<uint32_t>() { return CHORUS_UINT32; }
-template <> constexpr int dtype_of<uint64_t>() { return CHORUS_UINT64; }
-template <> constexpr int dtype_of<float>() { return CHORUS_FLOAT32; }
-template <> constexpr int dtype_of<double>() { return CHORUS_FLOAT64; }
+struct dtype_traits<T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool> &&
+                                        sizeof(T) == 8 && !std::is_same_v<T, int64_t> &&
+                                        !std::is_same_v<T, uint64_t>>>
+    : dtype_constant<std::is_signed_v<T> ? CHORUS_INT64 : CHORUS_UINT64> {};
+
+/// True for a type the typed calls accept (cv-qualifiers ignored).
+template <class T, class = void>
+inline constexpr bool is_element_v = false;
+template <class T>
+inline constexpr bool is_element_v<T, std::void_t<decltype(dtype_traits<std::remove_cv_t<T>>::value)>> =
+    true;
+#if __cplusplus >= 202002L
+template <class T>
+concept Element = is_element_v<T>;
+#endif
+
+/// The chorus_dtype_t of element type T.
+template <class T, std::enable_if_t<is_element_v<T>, int> = 0>
+inline constexpr int dtype_v = dtype_traits<std::remove_cv_t<T>>::value;
+
+/// The chorus_dtype_t of element type T (dtype_v<T> as a function).
+template <class T>
+constexpr int dtype_of() {
+  return dtype_v<T>;
+}
+
+/// Enables a typed overload for element types only (SFINAE, so C++17 works).
+/// T is never const: inputs are `const T*`, and a const output or receive
+/// buffer deduces a const T and is refused.
+template <class T>
+using if_element_t = std::enable_if_t<is_element_v<T> && !std::is_const_v<T>, int>;
 
 /// Owns a chorus_request_t; move-only. Destroying a pending request does not
 /// cancel it (see chorus_request_free): wait() first unless the communicator
@@ -135,12 +190,9 @@ class Communicator {
   }
   chorus_comm_t* handle() const { return comm_; }
 
+  // ---- blocking, untyped ----
   void all_reduce(const void* in, void* out, size_t count, int dtype, int op) {
     check(chorus_all_reduce(comm_, in, out, count, dtype, op));
-  }
-  template <class T>
-  void all_reduce(const T* in, T* out, size_t count, int op = CHORUS_SUM) {
-    all_reduce(in, out, count, dtype_of<T>(), op);
   }
   void all_gather(const void* in, void* out, size_t count, int dtype) {
     check(chorus_all_gather(comm_, in, out, count, dtype));
@@ -198,14 +250,40 @@ class Communicator {
   }
   void abort() { chorus_comm_abort(comm_); }
 
+  // ---- blocking, typed: the dtype comes from dtype_traits<T> ----
+  /// `count` elements in `in` and `out` (may be the same buffer).
+  template <class T, if_element_t<T> = 0>
+  void all_reduce(const T* in, T* out, size_t count, int op = CHORUS_SUM) {
+    all_reduce(in, out, count, dtype_v<T>, op);
+  }
+  /// `count` elements in, `count` * size() out (rank r's block at r * count).
+  template <class T, if_element_t<T> = 0>
+  void all_gather(const T* in, T* out, size_t count) {
+    all_gather(in, out, count, dtype_v<T>);
+  }
+  /// `count` * size() elements in, this rank's reduced block of `count` out.
+  template <class T, if_element_t<T> = 0>
+  void reduce_scatter(const T* in, T* out, size_t count, int op = CHORUS_SUM) {
+    reduce_scatter(in, out, count, dtype_v<T>, op);
+  }
+  template <class T, if_element_t<T> = 0>
+  void broadcast(T* buf, size_t count, int root) {
+    broadcast(buf, count, dtype_v<T>, root);
+  }
+  template <class T, if_element_t<T> = 0>
+  void send(const T* buf, size_t count, int peer) {
+    send(buf, count, dtype_v<T>, peer);
+  }
+  template <class T, if_element_t<T> = 0>
+  void recv(T* buf, size_t count, int peer) {
+    recv(buf, count, dtype_v<T>, peer);
+  }
+
+  // ---- non-blocking, untyped ----
   Request iall_reduce(const void* in, void* out, size_t count, int dtype, int op) {
     chorus_request_t* r = nullptr;
     check(chorus_iall_reduce(comm_, in, out, count, dtype, op, &r));
     return Request(r);
-  }
-  template <class T>
-  Request iall_reduce(const T* in, T* out, size_t count, int op = CHORUS_SUM) {
-    return iall_reduce(in, out, count, dtype_of<T>(), op);
   }
   Request iall_gather(const void* in, void* out, size_t count, int dtype) {
     chorus_request_t* r = nullptr;
@@ -269,6 +347,32 @@ class Communicator {
     chorus_request_t* r = nullptr;
     check(chorus_irecv(comm_, buf, count, dtype, peer, &r));
     return Request(r);
+  }
+
+  // ---- non-blocking, typed (buffers as for the blocking forms) ----
+  template <class T, if_element_t<T> = 0>
+  Request iall_reduce(const T* in, T* out, size_t count, int op = CHORUS_SUM) {
+    return iall_reduce(in, out, count, dtype_v<T>, op);
+  }
+  template <class T, if_element_t<T> = 0>
+  Request iall_gather(const T* in, T* out, size_t count) {
+    return iall_gather(in, out, count, dtype_v<T>);
+  }
+  template <class T, if_element_t<T> = 0>
+  Request ireduce_scatter(const T* in, T* out, size_t count, int op = CHORUS_SUM) {
+    return ireduce_scatter(in, out, count, dtype_v<T>, op);
+  }
+  template <class T, if_element_t<T> = 0>
+  Request ibroadcast(T* buf, size_t count, int root) {
+    return ibroadcast(buf, count, dtype_v<T>, root);
+  }
+  template <class T, if_element_t<T> = 0>
+  Request isend(const T* buf, size_t count, int peer) {
+    return isend(buf, count, dtype_v<T>, peer);
+  }
+  template <class T, if_element_t<T> = 0>
+  Request irecv(T* buf, size_t count, int peer) {
+    return irecv(buf, count, dtype_v<T>, peer);
   }
 
   /// Collective: the child for `color`, or an empty Communicator (handle() ==

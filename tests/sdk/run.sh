@@ -127,10 +127,57 @@ check "faulty exports only chorus_transport_plugin_v1" 10 \
 
 info_lists_installed() {
   env -i "$tmp/bin/chorus-info" | tee "$logs/chorus-info.out"
-  grep -Eq "^  tcp +ok +ABI v1\.[0-9]+ +$plugin_dir/libchorus-transport-tcp\.so$" "$logs/chorus-info.out" &&
-    grep -Eq "^  ring +ok +ABI v1\.[0-9]+ +$plugin_dir/libchorus-algorithm-ring\.so$" "$logs/chorus-info.out"
+  grep -Eq "^  tcp +yes +yes +v1\.[0-9]+ +$plugin_dir/libchorus-transport-tcp\.so$" "$logs/chorus-info.out" &&
+    grep -Eq "^  ring +yes +yes +v1\.[0-9]+ +$plugin_dir/libchorus-algorithm-ring\.so$" "$logs/chorus-info.out"
 }
 check "installed chorus-info (env -i) lists the installed tcp and ring" 30 info_lists_installed
+
+# ---- the host package: find_package(Chorus) and pkg-config, relocated ----------
+
+# pkg-config's answer for the prefix it was installed to: paths inside it,
+# nothing pointing at /usr/local (the configure-time default prefix).
+pc_points_into() {
+  local prefix="$1" flags
+  flags=$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs chorus) || return 1
+  echo "pkg-config --cflags --libs chorus: $flags"
+  local inc lib
+  inc=$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --variable=includedir chorus)
+  lib=$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --variable=libdir chorus)
+  echo "includedir=$inc libdir=$lib"
+  [ "$(cd "$inc" && pwd -P)" = "$(cd "$prefix/include" && pwd -P)" ] &&
+    [ "$(cd "$lib" && pwd -P)" = "$(cd "$prefix/lib" && pwd -P)" ] &&
+    [ -f "$inc/chorus/chorus.hpp" ] && ! grep -q /usr/local <<<"$flags"
+}
+check "pkg-config chorus points into the install prefix $tmp" 10 pc_points_into "$tmp"
+
+# The installed tree copied elsewhere must still work: both consumers build
+# against the copy and run a one-rank job with the copy's library.
+moved="$tmp/moved/prefix"
+relocate() { mkdir -p "$moved" && cp -a "$tmp/include" "$tmp/lib" "$moved/"; }
+build_with_pkg_config() {
+  local flags
+  flags=$(PKG_CONFIG_PATH="$moved/lib/pkgconfig" pkg-config --cflags --libs chorus) || return 1
+  # shellcheck disable=SC2086
+  g++ -std=c++20 -Wall -Wextra -o "$tmp/consumer-pc" "$src/tests/sdk/consumer/main.cc" $flags \
+    -Wl,-rpath,"$moved/lib" || return 1
+  ldd "$tmp/consumer-pc" | grep libchorus
+  ldd "$tmp/consumer-pc" | grep -q "$moved/lib/libchorus.so" && env -i "$tmp/consumer-pc"
+}
+build_with_find_package() {
+  cmake -S "$src/tests/sdk/consumer" -B "$tmp/build-consumer" -DCMAKE_PREFIX_PATH="$moved" \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo || return 1
+  grep "^Chorus_DIR" "$tmp/build-consumer/CMakeCache.txt"
+  grep -q "^Chorus_DIR:PATH=$moved/lib/cmake/Chorus" "$tmp/build-consumer/CMakeCache.txt" ||
+    return 1
+  cmake --build "$tmp/build-consumer" -j "$jobs" || return 1
+  env -i "$tmp/build-consumer/consumer"
+}
+check "copy the installed include/ and lib/ to another prefix" 60 relocate
+check "pkg-config chorus points into the copied prefix" 10 pc_points_into "$moved"
+check "host program built with pkg-config --cflags --libs chorus (copied prefix) runs" 120 \
+  build_with_pkg_config
+check "host program built with find_package(Chorus) (copied prefix) runs" 180 \
+  build_with_find_package
 
 # ---- the transport conformance suite against faulty -----------------------------
 

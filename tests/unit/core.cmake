@@ -1,5 +1,6 @@
 add_executable(core_test core/auto_transport_test.cc core/config_test.cc core/plugin_loader_test.cc
-               core/limits_test.cc)
+               core/limits_test.cc core/config_keys_test.cc)
+target_compile_definitions(core_test PRIVATE CHORUS_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 target_link_libraries(core_test PRIVATE chorus_core chorus_catch_main)
 # The auto transport's cases load the shm and tcp plugins.
 foreach(plugin chorus_transport_tcp chorus_transport_shm)
@@ -7,8 +8,12 @@ foreach(plugin chorus_transport_tcp chorus_transport_shm)
     add_dependencies(core_test ${plugin})
   endif()
 endforeach()
-add_test(NAME unit.core COMMAND core_test)
+add_test(NAME unit.core COMMAND core_test "~[config_keys]")
 set_tests_properties(unit.core PROPERTIES TIMEOUT 60)
+# The key registry against docs/configuration.md and the parser, and the
+# suggestions in configuration errors.
+add_test(NAME unit.config_keys COMMAND core_test "[config_keys]")
+set_tests_properties(unit.config_keys PROPERTIES TIMEOUT 60)
 
 add_executable(ring_schedule_test ring/ring_schedule_test.cc ring/ring_settings_test.cc)
 target_link_libraries(ring_schedule_test PRIVATE chorus_catch_main)
