@@ -1,13 +1,19 @@
 // The key registry and the effective configuration built from a Config.
 #include "core/config_keys.h"
 
+#include <chorus/chorus.h>
+
 #include <sstream>
 
 namespace chorus::core {
 namespace {
 
-constexpr const char* kCollectives[] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast",
-                                        "barrier"};
+/// Every collective's name, from the one table the C API keeps.
+std::vector<const char*> collective_names() {
+  std::vector<const char*> out;
+  for (int c = 0; c < CHORUS_COLL_COUNT; ++c) out.push_back(chorus_collective_name(c));
+  return out;
+}
 
 // Order and wording follow docs/configuration.md's table; the unit test
 // compares the two in both directions.
@@ -73,7 +79,7 @@ const ConfigKey* find_config_key(std::string_view key) {
   for (const auto& k : kKeys)
     if (k.key == key) return &k;
   // Concrete names of the fixed patterns.
-  for (const char* c : kCollectives)
+  for (const char* c : collective_names())
     if (key == std::string("algorithm.") + c) return find_config_key("algorithm.<collective>");
   return nullptr;
 }
@@ -82,7 +88,7 @@ std::vector<std::string> concrete_config_keys() {
   std::vector<std::string> out;
   for (const auto& k : kKeys) {
     if (k.key == "algorithm.<collective>") {
-      for (const char* c : kCollectives) out.push_back(std::string("algorithm.") + c);
+      for (const char* c : collective_names()) out.push_back(std::string("algorithm.") + c);
     } else if (k.key.find('<') == std::string_view::npos) {
       out.emplace_back(k.key);
     }
@@ -121,7 +127,7 @@ std::vector<EffectiveSetting> effective_settings(const Config& cfg) {
         add(key, std::string(k.default_value));
     } else if (key == "algorithm.<collective>") {
       for (int c = 0; c < CHORUS_COLL_COUNT; ++c)
-        add(std::string("algorithm.") + kCollectives[c], quoted(cfg.algorithm[size_t(c)]));
+        add(std::string("algorithm.") + chorus_collective_name(c), quoted(cfg.algorithm[size_t(c)]));
     } else if (key == "algorithm.channels") {
       add(key, std::to_string(cfg.channels));
     } else if (key == "algorithm.deterministic") {
@@ -138,6 +144,8 @@ std::vector<EffectiveSetting> effective_settings(const Config& cfg) {
       add(key, number(cfg.timeout_connect_s));
     } else if (key == "timeout.collective") {
       add(key, number(cfg.timeout_collective_s));
+    } else if (key == "check.signatures") {
+      add(key, cfg.check_signatures ? "true" : "false");
     } else if (key == "log.level") {
       add(key, quoted(log_level_name(cfg.log_level)));
     } else if (key == "plugin_path") {
