@@ -15,7 +15,10 @@ std::string CallSig::describe(bool with_algo, bool with_seq) const {
     const char* name = chorus_collective_name(call);
     s = name ? name : "collective " + std::to_string(call);
     s += "(";
-    if (call != CHORUS_COLL_BARRIER) {
+    if (call == CHORUS_COLL_ALL_TO_ALLV) {
+      // Per-peer counts differ between ranks by design; only the dtype is compared.
+      if (const char* d = chorus_dtype_name(dtype)) s += d;
+    } else if (call != CHORUS_COLL_BARRIER) {
       s += "count=" + std::to_string(count);
       if (const char* d = chorus_dtype_name(dtype)) s += std::string(", ") + d;
       if (const char* o = chorus_op_name(op)) s += std::string(", ") + o;

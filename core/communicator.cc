@@ -781,7 +781,9 @@ Status Communicator::reduce(const void* in, void* out, size_t count, int dtype, 
                             int root) {
   if (auto st = check_reduce(in, out, count, dtype, op, root); !st.is_ok()) return st;
   uint64_t bytes = uint64_t(count) * chorus_dtype_size(dtype);
-  return run(CHORUS_COLL_REDUCE, "reduce", bytes,
+  CallSig sig;
+  sig.count = count, sig.dtype = dtype, sig.op = op, sig.root = root;
+  return run(CHORUS_COLL_REDUCE, "reduce", bytes, sig,
              [&](const chorus_algorithm_plugin_v1_t* a, const chorus_algo_env_v1_t* env) {
                return a->reduce(env, in, out, count, dtype, op, root);
              });
@@ -790,7 +792,9 @@ Status Communicator::reduce(const void* in, void* out, size_t count, int dtype, 
 Status Communicator::gather(const void* in, void* out, size_t count, int dtype, int root) {
   if (auto st = check_gather(in, out, count, dtype, root); !st.is_ok()) return st;
   uint64_t bytes = uint64_t(count) * chorus_dtype_size(dtype);
-  return run(CHORUS_COLL_GATHER, "gather", bytes,
+  CallSig sig;
+  sig.count = count, sig.dtype = dtype, sig.root = root;
+  return run(CHORUS_COLL_GATHER, "gather", bytes, sig,
              [&](const chorus_algorithm_plugin_v1_t* a, const chorus_algo_env_v1_t* env) {
                return a->gather(env, in, out, count, dtype, root);
              });
@@ -799,7 +803,9 @@ Status Communicator::gather(const void* in, void* out, size_t count, int dtype, 
 Status Communicator::scatter(const void* in, void* out, size_t count, int dtype, int root) {
   if (auto st = check_scatter(in, out, count, dtype, root); !st.is_ok()) return st;
   uint64_t bytes = uint64_t(count) * chorus_dtype_size(dtype);
-  return run(CHORUS_COLL_SCATTER, "scatter", bytes,
+  CallSig sig;
+  sig.count = count, sig.dtype = dtype, sig.root = root;
+  return run(CHORUS_COLL_SCATTER, "scatter", bytes, sig,
              [&](const chorus_algorithm_plugin_v1_t* a, const chorus_algo_env_v1_t* env) {
                return a->scatter(env, in, out, count, dtype, root);
              });
@@ -808,7 +814,9 @@ Status Communicator::scatter(const void* in, void* out, size_t count, int dtype,
 Status Communicator::all_to_all(const void* in, void* out, size_t count, int dtype) {
   if (auto st = check_all_to_all(in, out, count, dtype); !st.is_ok()) return st;
   uint64_t bytes = uint64_t(count) * chorus_dtype_size(dtype) * uint64_t(size_);
-  return run(CHORUS_COLL_ALL_TO_ALL, "all_to_all", bytes,
+  CallSig sig;
+  sig.count = count, sig.dtype = dtype;
+  return run(CHORUS_COLL_ALL_TO_ALL, "all_to_all", bytes, sig,
              [&](const chorus_algorithm_plugin_v1_t* a, const chorus_algo_env_v1_t* env) {
                return a->all_to_all(env, in, out, count, dtype);
              });
@@ -821,7 +829,11 @@ Status Communicator::all_to_allv(const void* in, const size_t* send_counts,
                                   dtype);
       !st.is_ok())
     return st;
-  return run(CHORUS_COLL_ALL_TO_ALLV, "all_to_allv", 0,
+  // The per-peer counts differ between ranks by design: the signature
+  // carries the dtype only (count 0).
+  CallSig sig;
+  sig.dtype = dtype;
+  return run(CHORUS_COLL_ALL_TO_ALLV, "all_to_allv", 0, sig,
              [&](const chorus_algorithm_plugin_v1_t* a, const chorus_algo_env_v1_t* env) {
                return a->all_to_allv(env, in, send_counts, send_offsets, out, recv_counts,
                                      recv_offsets, dtype);
