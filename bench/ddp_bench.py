@@ -11,8 +11,9 @@ end, the median samples/s of each backend and their ratio.
 
   /usr/bin/python3 bench/ddp_bench.py --ext build/tests/embedding/torch/ext \\
       --ranks 4 --json ddp.jsonl --plot docs/benchmarks-ddp.png
-  --profile adds a per-step split (forward+backward, waiting for the last
-  bucket, optimizer) measured on rank 0.
+  --profile adds a per-step split (forward+backward including the wait for
+  the reduced buckets, optimizer) and the time of one all_reduce of all
+  gradients alone per backend, measured on rank 0.
 """
 import argparse
 import json
@@ -120,6 +121,19 @@ def worker(a):
                 if a.json:
                     with open(a.json, "a") as f:
                         f.write(json.dumps(line) + "\n")
+    comm = {}
+    if a.profile:
+        # The communication alone: one all_reduce of every gradient (one
+        # buffer of the model's size), 3 times per backend, median.
+        buf = torch.ones(params)
+        for name, g in groups.items():
+            ts = []
+            for _ in range(3):
+                dist.barrier(group=groups["gloo"])
+                t0 = time.perf_counter()
+                dist.all_reduce(buf, group=g)
+                ts.append(time.perf_counter() - t0)
+            comm[name] = statistics.median(ts)
     if rank == 0:
         med = {n: statistics.median(v) for n, v in results.items()}
         print(f"# {params / 1e6:.1f} M parameters, {a.ranks} ranks, batch {a.batch}/rank: "
@@ -131,6 +145,9 @@ def worker(a):
                 print(f"# profile {name}: forward+backward (incl. waiting for the reduced "
                       f"buckets) {1e3 * fb / n:.1f} ms/step, optimizer {1e3 * op / n:.1f} ms/step",
                       flush=True)
+            for name, t in comm.items():
+                print(f"# profile {name}: all_reduce of {4 * params / 1e6:.0f} MB alone "
+                      f"{1e3 * t:.0f} ms", flush=True)
             c = chorus_torch.counters()
             print("# chorus counters: " + ", ".join(f"{k}={v}" for k, v in sorted(c.items())
                                                     if not k.startswith("peer.")), flush=True)
