@@ -16,6 +16,21 @@ netns_init "$python"
 netns_create 2
 rdzv_port=29400
 
+# torchrun's agents publish the worker store's address as the hostname of
+# the node with rank 0 (socket.getfqdn()), and the namespaces share this
+# machine's hostname. So each node runs in its own UTS namespace with the
+# hostname chorus-nodeN, which /etc/netns/<ns>/hosts (bind-mounted over
+# /etc/hosts by `ip netns exec`) resolves to the node's address.
+etc_dirs=()
+for n in 0 1; do
+  d="/etc/netns/$(netns_ns $n)"
+  mkdir -p "$d" || netns_fail "mkdir $d"
+  etc_dirs+=("$d")
+  printf '127.0.0.1 localhost\n%s chorus-node0\n%s chorus-node1\n' \
+    "$(netns_addr 0)" "$(netns_addr 1)" >"$d/hosts"
+done
+trap 'rc=$?; rm -rf "${etc_dirs[@]}"; rmdir /etc/netns 2>/dev/null; (exit $rc); netns_cleanup' EXIT
+
 # Node n runs one torchrun in namespace n; its files are the harness's
 # per-"rank" files for index n (pid.n, rc.n, out.n, err.n).
 unset_args=()
@@ -23,7 +38,8 @@ for v in $(compgen -e | grep '^CHORUS_'); do unset_args+=(-u "$v"); done
 for n in 0 1; do
   (
     # --redirects/--tee 2: Debian's torchrun 1.13 cannot parse its defaults.
-    ip netns exec "$(netns_ns $n)" env "${unset_args[@]}" \
+    ip netns exec "$(netns_ns $n)" unshare --uts \
+      sh -c 'hostname "$0" && exec "$@"' "chorus-node$n" env "${unset_args[@]}" \
       PYTHONPATH="$ext" PYTHONDONTWRITEBYTECODE=1 OMP_NUM_THREADS=1 \
       CHORUS_TRANSPORT=auto CHORUS_BIND_ADDRESS="$(netns_addr $n)" \
       GLOO_SOCKET_IFNAME=eth0 \
@@ -51,7 +67,7 @@ for n in 0 1; do
     passed=$((passed + 1))
   else
     echo "FAIL: node $n: torchrun exit $rc, $oks of 2 ranks OK"
-    tail -n 30 "$NETNS_DIR/err.$n"
+    grep -v "^\s*$" "$NETNS_DIR/err.$n" | grep -vE "^\s*(File|\^)" | head -n 40
     failed=$((failed + 1))
   fi
 done

@@ -85,8 +85,9 @@ int to_op(const c10d::ReduceOp& op) {
     case c10d::ReduceOp::AVG:
       TORCH_CHECK(false, "chorus: cannot use ReduceOp.AVG (as with gloo); use SUM and divide");
     default:
-      TORCH_CHECK(false, "chorus: unsupported reduce op (SUM, PRODUCT, MIN, MAX, BAND, BOR, "
-                         "BXOR are supported)");
+      TORCH_CHECK(false,
+                  "chorus: unsupported reduce op (SUM, PRODUCT, MIN, MAX, BAND, BOR, "
+                  "BXOR are supported)");
   }
 }
 
@@ -445,9 +446,8 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
                                            const c10d::AllgatherOptions&) override {
     TORCH_CHECK(inputs.size() == 1 && outputs.size() == 1,
                 "chorus: allgather takes one input tensor and one output list");
-    TORCH_CHECK(int(outputs[0].size()) == getSize(),
-                "chorus: allgather: output list has ", outputs[0].size(),
-                " tensors, expected world_size ", getSize());
+    TORCH_CHECK(int(outputs[0].size()) == getSize(), "chorus: allgather: output list has ",
+                outputs[0].size(), " tensors, expected world_size ", getSize());
     check_same(outputs[0], inputs[0], "allgather", "output");
     std::lock_guard<std::mutex> order(issue_mu_);
     Issue is;
@@ -474,8 +474,8 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
     TORCH_CHECK(output.scalar_type() == input.scalar_type(),
                 "chorus: _allgather_base: output dtype ", output.scalar_type(),
                 " differs from input dtype ", input.scalar_type());
-    TORCH_CHECK(output.numel() == input.numel() * getSize(),
-                "chorus: _allgather_base: output has ", output.numel(),
+    TORCH_CHECK(output.numel() == input.numel() * getSize(), "chorus: _allgather_base: output has ",
+                output.numel(),
                 " elements, expected world_size * input = ", input.numel() * getSize());
     std::lock_guard<std::mutex> order(issue_mu_);
     Issue is;
@@ -491,16 +491,16 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
                    tensor_list({output}));
   }
 
-  c10::intrusive_ptr<c10d::Work> allgather_coalesced(
-      std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
-      const c10d::AllgatherOptions&) override {
-    TORCH_CHECK(int(outputs.size()) == getSize(), "chorus: allgather_coalesced: ",
-                outputs.size(), " output lists, expected world_size ", getSize());
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllgatherOptions&) override {
+    TORCH_CHECK(int(outputs.size()) == getSize(), "chorus: allgather_coalesced: ", outputs.size(),
+                " output lists, expected world_size ", getSize());
     for (auto& list : outputs) {
       TORCH_CHECK(list.size() == inputs.size(), "chorus: allgather_coalesced: an output list has ",
                   list.size(), " tensors, expected one per input (", inputs.size(), ")");
-      for (size_t i = 0; i < inputs.size(); ++i) check_same({list[i]}, inputs[i],
-                                                             "allgather_coalesced", "output");
+      for (size_t i = 0; i < inputs.size(); ++i)
+        check_same({list[i]}, inputs[i], "allgather_coalesced", "output");
     }
     std::lock_guard<std::mutex> order(issue_mu_);
     Issue is;
@@ -647,7 +647,8 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
     int64_t so = 0, ro = 0;
     for (int p = 0; p < getSize(); ++p) {
       send.push_back({static_cast<char*>(in.data_ptr()) + size_t(so) * esz, size_t(in_counts[p])});
-      recv.push_back({static_cast<char*>(out.data_ptr()) + size_t(ro) * esz, size_t(out_counts[p])});
+      recv.push_back(
+          {static_cast<char*>(out.data_ptr()) + size_t(ro) * esz, size_t(out_counts[p])});
       so += in_counts[p];
       ro += out_counts[p];
     }
@@ -660,8 +661,8 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
                                           std::vector<at::Tensor>& inputs,
                                           const c10d::AllToAllOptions&) override {
     TORCH_CHECK(int(outputs.size()) == getSize() && int(inputs.size()) == getSize(),
-                "chorus: alltoall: needs world_size (", getSize(), ") input and output tensors, got ",
-                inputs.size(), " and ", outputs.size());
+                "chorus: alltoall: needs world_size (", getSize(),
+                ") input and output tensors, got ", inputs.size(), " and ", outputs.size());
     for (int p = 0; p < getSize(); ++p) {
       check_cpu(inputs[p]);
       check_cpu(outputs[p]);
@@ -830,7 +831,8 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
     is.keep.push_back(out);
     if (getRank() != root) {
       chorus_request_t* r = nullptr;
-      if (int rc = chorus_irecv(comm_, out.data_ptr(), size_t(out.numel()), to_dtype(out), root, &r))
+      if (int rc =
+              chorus_irecv(comm_, out.data_ptr(), size_t(out.numel()), to_dtype(out), root, &r))
         fail("scatter", rc);
       is.reqs.push_back(r);
       return;
@@ -862,9 +864,9 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
     for (int k = 0; k < n; ++k) {
       int peer = ((k - me) % n + n) % n;
       if (peer == me) {
-        TORCH_CHECK(send[size_t(me)].count == recv[size_t(me)].count, "chorus: alltoall: ",
-                    send[size_t(me)].count, " elements to self but ", recv[size_t(me)].count,
-                    " expected from self");
+        TORCH_CHECK(send[size_t(me)].count == recv[size_t(me)].count,
+                    "chorus: alltoall: ", send[size_t(me)].count, " elements to self but ",
+                    recv[size_t(me)].count, " expected from self");
         Block s = send[size_t(me)], d = recv[size_t(me)];
         is.post.insert(is.post.begin(), [s, d, esz] {
           if (s.count) std::memcpy(d.ptr, s.ptr, s.count * esz);
@@ -904,8 +906,9 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
   [[noreturn]] void abandon(Issue& is, const char* name, int rc) {
     std::string msg = std::string(chorus_status_name(rc)) + ": " + chorus_last_error();
     is.post.clear();
-    if (!is.reqs.empty()) push(c10::make_intrusive<ChorusWork>(c10d::OpType::UNKNOWN, name,
-                                                               std::move(is), c10::IValue()));
+    if (!is.reqs.empty())
+      push(c10::make_intrusive<ChorusWork>(c10d::OpType::UNKNOWN, name, std::move(is),
+                                           c10::IValue()));
     TORCH_CHECK(false, "chorus: ", name, ": ", msg);
   }
 

@@ -16,14 +16,18 @@ parameters:
   each chunk starts at a different rank) add the four gradients in
   different orders, which changes the float32 sum by a few ulps per step.
   Over 50 steps at lr 0.05 those differences stay below ~1e-6 absolute in
-  the parameters here (measured: see docs/embedding.md); the test allows
-  TOL_F32 = 2e-5 absolute + 2e-4 relative, about 20x that, small enough
+  the parameters here (measured: 3e-8 mostly, 1.6e-6 for the CNN under
+  join()); the test allows
+  TOL_F32 = 2e-5 absolute + 2e-4 relative, over 10x that, small enough
   that one wrongly reduced bucket (an error of the gradient's size, 1e-2 to
   1e-1 times lr) fails it. The fp16/bf16 hooks round every reduced value to
   an 11/8-bit mantissa, where a different order moves a result by one
   half/bfloat16 ulp (2^-11 / 2^-8 relative): TOL_F16 = 2e-3 and
   TOL_BF16 = 1.5e-2 relative (plus 2e-4 absolute), again about 10x the
-  measured drift.
+  measured drift (fp16: up to 7e-5; bf16: 0, since the reference adds in
+  rank order as Chorus's mesh does). PowerSGD normalises its rank-1 factors
+  every step, which amplifies the sum-order differences (measured up to
+  2.5e-5): TOL_PSGD = 3e-4 absolute + 3e-3 relative.
 
 gloo in torch 1.13 has no bfloat16, so the bf16 hook's gloo reference is a
 hook that does the same compression by hand: values rounded to bfloat16 and
@@ -47,6 +51,7 @@ from jobs import assert_job_passed, run_job  # noqa: E402
 TOL_F32 = (2e-5, 2e-4)   # (absolute, relative), 4 ranks only
 TOL_F16 = (2e-4, 2e-3)
 TOL_BF16 = (2e-4, 1.5e-2)
+TOL_PSGD = (3e-4, 3e-3)
 
 
 @pytest.mark.parametrize("world", [2, 4])
@@ -213,8 +218,8 @@ def _worker():
                 failed.append(name)
                 print(f"FAIL {name}: {type(e).__name__}: {e}", flush=True)
                 continue
-            tol = (TOL_F16 if option == "hook_fp16" else TOL_BF16 if option == "hook_bf16"
-                   else TOL_F32)
+            tol = {"hook_fp16": TOL_F16, "hook_bf16": TOL_BF16,
+                   "hook_powersgd": TOL_PSGD}.get(option, TOL_F32)
             diff = max((a - b).abs().max().item() if a.numel() else 0.0 for a, b in zip(pc, pg))
             worst[name] = diff
             if W == 2:
