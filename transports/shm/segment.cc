@@ -121,8 +121,8 @@ Segment Segment::create(std::uint64_t nonce, int owner_rank, int peer_rank, int 
   std::snprintf(label, sizeof label, "%s%d-%d-%d", kNamePrefix, owner_rank, peer_rank, channel);
   FdGuard fd{::memfd_create(label, MFD_CLOEXEC)};
   if (fd.fd < 0) {
-    throw Error(CHORUS_ERR_SYSTEM, std::string("memfd_create(") + label + ") failed: " +
-                                       errno_text(errno));
+    throw Error(CHORUS_ERR_SYSTEM,
+                std::string("memfd_create(") + label + ") failed: " + errno_text(errno));
   }
   Segment s;
   s.name_ = "/proc/" + std::to_string(::getpid()) + "/fd/" + std::to_string(fd.fd);
@@ -169,8 +169,8 @@ Segment Segment::attach(const Blob& blob) {
                       " no longer exists: that rank closed its endpoint or exited");
     }
     throw Error(CHORUS_ERR_SYSTEM,
-                "opening rank " + std::to_string(blob.rank) + "'s segment " + name + " failed: " +
-                    errno_text(err) +
+                "opening rank " + std::to_string(blob.rank) + "'s segment " + name +
+                    " failed: " + errno_text(err) +
                     " (the ranks must run as one user, and a rank must not make itself "
                     "non-dumpable)");
   }
