@@ -31,8 +31,8 @@
 #include <asio/write.hpp>
 
 #include <algorithm>
-#include <atomic>
 #include <array>
+#include <atomic>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -767,13 +767,13 @@ std::optional<Status> Bootstrap::Impl::join_step() {
 void Bootstrap::Impl::contest(const std::string& why) {
   if (!contested_.empty()) return;
   contested_ = why;
-  log(CHORUS_LOG_ERROR, cat("rank 0: ", why, "; this job cannot tell its ranks from another "
-                                             "job's and fails: ",
-                            kTwoJobsFix));
+  log(CHORUS_LOG_ERROR,
+      cat("rank 0: ", why,
+          "; this job cannot tell its ranks from another job's and fails: ", kTwoJobsFix));
   const frame::Abort abort{
       CHORUS_ERR_INVALID_ARGUMENT,
-      cat("rank 0 at ", coordinator_, ": this job cannot tell its ranks from another job's (",
-          why, "): ", kTwoJobsFix)};
+      cat("rank 0 at ", coordinator_, ": this job cannot tell its ranks from another job's (", why,
+          "): ", kTwoJobsFix)};
   for (ConnPtr& c : peers_) {
     if (!c) continue;
     drop(*c, &abort);
@@ -797,7 +797,9 @@ void Bootstrap::Impl::refuse_late_callers() {
           " ranks) had already formed when this process arrived, and admits no more ranks: ",
           kTwoJobsFix);
   late_ = std::make_unique<LateArrivals>(
-      fd, frame::encode_frame(frame::Type::kAbort, frame::encode_abort(CHORUS_ERR_INVALID_ARGUMENT, text)),
+      fd,
+      frame::encode_frame(frame::Type::kAbort,
+                          frame::encode_abort(CHORUS_ERR_INVALID_ARGUMENT, text)),
       [this](const std::string& where) {
         log(CHORUS_LOG_WARN,
             cat("rank 0: refused a caller from ", where,
@@ -814,17 +816,17 @@ void Bootstrap::Impl::announce_collision(Deadline deadline) {
   hello_ = frame::encode_frame(frame::Type::kHello, frame::encode_hello({0, size_, tag_}));
   std::string last_error = "none";
   const auto until = Deadline::earliest(
-      deadline, Deadline::after(std::chrono::duration_cast<std::chrono::milliseconds>(
-                    kCollisionNotice)));
+      deadline,
+      Deadline::after(std::chrono::duration_cast<std::chrono::milliseconds>(kCollisionNotice)));
   const auto outcome = try_join(until, Clock::now(), last_error);
   if (coord_) {
     close(coord_.get());
     drain();
     coord_.reset();
   }
-  log(CHORUS_LOG_DEBUG, cat("rank 0: told the holder of ", coordinator_,
-                            " that a second job is starting there (",
-                            outcome && !outcome->is_ok() ? outcome->message() : last_error, ")"));
+  log(CHORUS_LOG_DEBUG,
+      cat("rank 0: told the holder of ", coordinator_, " that a second job is starting there (",
+          outcome && !outcome->is_ok() ? outcome->message() : last_error, ")"));
 }
 
 /// One frame of a caller that has not been admitted yet. Rank 0 answers an
@@ -898,8 +900,8 @@ void Bootstrap::Impl::admit(const ConnPtr& c, const Frame& hello_frame) {
 /// already showed the token is right. Returns why not, or "" when it fits.
 std::string Bootstrap::Impl::check_hello(const frame::Hello& hello, const Conn& c) {
   const auto contested_text = [this] {
-    return cat("this job cannot tell its ranks from another job's (", contested_, "): ",
-               kTwoJobsFix);
+    return cat("this job cannot tell its ranks from another job's (", contested_,
+               "): ", kTwoJobsFix);
   };
   if (!contested_.empty()) return contested_text();
   if (hello.job_tag != tag_) {
@@ -915,8 +917,8 @@ std::string Bootstrap::Impl::check_hello(const frame::Hello& hello, const Conn& 
                " (is the job size the same on every rank? If it is: ", kTwoJobsFix, ")");
   }
   if (hello.rank == 0 && token_.empty() && identity_.empty()) {
-    contest(cat("a second rank 0, of a job of ", hello.size, " ranks, tried to start on this port (from ",
-                c.where, ")"));
+    contest(cat("a second rank 0, of a job of ", hello.size,
+                " ranks, tried to start on this port (from ", c.where, ")"));
     return contested_text();
   }
   if (hello.rank < 1 || hello.rank >= size_) {

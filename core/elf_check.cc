@@ -54,17 +54,28 @@ constexpr int kMachine = EM_NONE;
 
 std::string machine_name(int m) {
   switch (m) {
-    case EM_X86_64: return "x86-64";
-    case EM_AARCH64: return "AArch64";
-    case EM_386: return "i386";
-    case EM_ARM: return "32-bit Arm";
-    case EM_PPC64: return "PowerPC64";
-    case EM_PPC: return "PowerPC";
-    case EM_S390: return "s390x";
-    case EM_RISCV: return "RISC-V";
-    case EM_MIPS: return "MIPS";
-    case EM_SPARCV9: return "SPARC V9";
-    default: return "machine " + std::to_string(m);
+    case EM_X86_64:
+      return "x86-64";
+    case EM_AARCH64:
+      return "AArch64";
+    case EM_386:
+      return "i386";
+    case EM_ARM:
+      return "32-bit Arm";
+    case EM_PPC64:
+      return "PowerPC64";
+    case EM_PPC:
+      return "PowerPC";
+    case EM_S390:
+      return "s390x";
+    case EM_RISCV:
+      return "RISC-V";
+    case EM_MIPS:
+      return "MIPS";
+    case EM_SPARCV9:
+      return "SPARC V9";
+    default:
+      return "machine " + std::to_string(m);
   }
 }
 
@@ -74,10 +85,14 @@ const char* class_name(unsigned char c) {
 
 const char* type_name(unsigned t) {
   switch (t) {
-    case ET_REL: return "a relocatable object (.o), not a shared library";
-    case ET_EXEC: return "an executable, not a shared library";
-    case ET_CORE: return "a core dump, not a shared library";
-    default: return "not a shared library";
+    case ET_REL:
+      return "a relocatable object (.o), not a shared library";
+    case ET_EXEC:
+      return "an executable, not a shared library";
+    case ET_CORE:
+      return "a core dump, not a shared library";
+    default:
+      return "not a shared library";
   }
 }
 
@@ -153,12 +168,12 @@ Status check_elf_file(const std::string& path) {
 
   unsigned char ident[EI_NIDENT] = {};
   const size_t have = size < EI_NIDENT ? static_cast<size_t>(size) : EI_NIDENT;
-  if (!read_at(f.fd, ident, have, 0)) return defect(std::string("read failed: ") + std::strerror(errno));
+  if (!read_at(f.fd, ident, have, 0))
+    return defect(std::string("read failed: ") + std::strerror(errno));
   if (have < SELFMAG || std::memcmp(ident, ELFMAG, SELFMAG) != 0)
     return defect("not an ELF file (it starts with " + printable_start(ident, have) +
                   "); a plugin is a shared library built for this machine");
-  if (size < sizeof(Ehdr))
-    return defect(ends_past("the ELF header", sizeof(Ehdr), size));
+  if (size < sizeof(Ehdr)) return defect(ends_past("the ELF header", sizeof(Ehdr), size));
   if (ident[EI_CLASS] != kClass)
     return defect(std::string("foreign ELF: a ") + class_name(ident[EI_CLASS]) +
                   " object, but this process is " + class_name(kClass));
@@ -167,10 +182,11 @@ Status check_elf_file(const std::string& path) {
                   (ident[EI_DATA] == ELFDATA2MSB ? "big-endian" : "of unknown byte order") +
                   ", but this machine is " + (kData == ELFDATA2LSB ? "little" : "big") + "-endian");
   Ehdr eh{};
-  if (!read_at(f.fd, &eh, sizeof eh, 0)) return defect(std::string("read failed: ") + std::strerror(errno));
+  if (!read_at(f.fd, &eh, sizeof eh, 0))
+    return defect(std::string("read failed: ") + std::strerror(errno));
   if (kMachine != EM_NONE && eh.e_machine != kMachine)
-    return defect("foreign ELF: built for " + machine_name(eh.e_machine) + ", but this machine is " +
-                  machine_name(kMachine));
+    return defect("foreign ELF: built for " + machine_name(eh.e_machine) +
+                  ", but this machine is " + machine_name(kMachine));
   if (eh.e_type != ET_DYN) return defect(std::string("ELF file is ") + type_name(eh.e_type));
   if (eh.e_version != EV_CURRENT || ident[EI_VERSION] != EV_CURRENT)
     return defect("corrupt ELF header: version " + std::to_string(eh.e_version));
@@ -207,8 +223,8 @@ Status check_elf_file(const std::string& path) {
                     std::to_string(sizeof(Shdr)));
     uint64_t shnum = eh.e_shnum;
     if (eh.e_shoff + sizeof(Shdr) > size)
-      return defect(ends_past("the section headers", table_end(eh.e_shoff, shnum ? shnum : 1,
-                                                               sizeof(Shdr)), size));
+      return defect(ends_past("the section headers",
+                              table_end(eh.e_shoff, shnum ? shnum : 1, sizeof(Shdr)), size));
     Shdr first{};
     if (!read_at(f.fd, &first, sizeof first, eh.e_shoff))
       return defect(std::string("read failed: ") + std::strerror(errno));

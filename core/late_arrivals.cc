@@ -104,7 +104,8 @@ void LateArrivals::run() {
       if (refused_.fetch_add(1, std::memory_order_relaxed) == 0 && on_first_) {
         try {
           on_first_(peer_text(fd));
-        } catch (...) {  // NOLINT(bugprone-empty-catch): a throwing logger must not stop the refusals
+        } catch (
+            ...) {  // NOLINT(bugprone-empty-catch): a throwing logger must not stop the refusals
         }
       }
       // One non-blocking send: the frame is small and the socket is new.

@@ -17,8 +17,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <cstddef>
+#include <cstring>
 #include <map>
 #include <mutex>
 

@@ -8,10 +8,10 @@
 // a call failed (the error is printed).
 #include <chorus/chorus.h>
 
+#include <unistd.h>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <unistd.h>
 #include <vector>
 
 int main(int argc, char** argv) {

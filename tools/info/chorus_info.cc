@@ -16,6 +16,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include <dirent.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <charconv>
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
@@ -35,6 +42,7 @@ void usage(std::FILE* to) {
   std::fprintf(
       to,
       "usage: chorus-info [--json] [--config] [NAME...]\n"
+      "       chorus-info --clean\n"
       "Lists the Chorus plugins found along CHORUS_PLUGIN_PATH, the config's plugin_path\n"
       "and <libdir>/chorus: for each whether it loads (with its ABI version, or why not)\n"
       "and whether it is usable here, what an algorithm implements (collectives, peers,\n"
@@ -51,7 +59,56 @@ void usage(std::FILE* to) {
       "Exit status: 0 when everything checked is fine; 1 when the configuration is not\n"
       "usable, a plugin found is BROKEN or failed to load, the configured transport is not\n"
       "usable here, or a NAME fails (with --config: only the configuration counts); 2 for\n"
-      "a usage error.\n");
+      "a usage error.\n"
+      "--clean removes shared-memory segments that shm transports of older Chorus versions\n"
+      "left in /dev/shm (chorus-shm-<pid namespace>-<pid>-*) whose owner process no longer\n"
+      "exists, in this pid namespace only; a live process's segments are never touched.\n"
+      "It exits 0 unless a stale segment could not be removed.\n");
+}
+
+/// chorus-info --clean: see usage(). The shm transport sweeps the same way
+/// when it opens a context (transports/shm/segment.cc).
+int clean_shm() {
+  struct stat st {};
+  if (::stat("/proc/self/ns/pid", &st) != 0) {
+    std::printf("FAILED: cannot read this process's pid namespace: %s\n", std::strerror(errno));
+    return kExitFailed;
+  }
+  const std::string prefix = "chorus-shm-";
+  char ns[32];
+  std::snprintf(ns, sizeof ns, "%llx-", static_cast<unsigned long long>(st.st_ino));
+  DIR* dir = ::opendir("/dev/shm");
+  if (dir == nullptr) {
+    std::printf("nothing to clean: /dev/shm: %s\n", std::strerror(errno));
+    return kExitOk;
+  }
+  int removed = 0, live = 0, failed = 0;
+  while (const dirent* e = ::readdir(dir)) {
+    std::string_view name = e->d_name;
+    if (!name.starts_with(prefix)) continue;
+    name.remove_prefix(prefix.size());
+    if (!name.starts_with(ns)) continue;  // another pid namespace: its pids mean nothing here
+    name.remove_prefix(std::strlen(ns));
+    int pid = 0;
+    const auto [ptr, ec] = std::from_chars(name.data(), name.data() + name.size(), pid);
+    if (ec != std::errc() || pid <= 0 || ptr == name.data() + name.size() || *ptr != '-') continue;
+    if (::kill(pid, 0) == 0 || errno != ESRCH) {
+      ++live;
+      continue;
+    }
+    const std::string path = std::string("/") + e->d_name;
+    if (::shm_unlink(path.c_str()) == 0 || errno == ENOENT) {
+      ++removed;
+      std::printf("  removed /dev/shm%s (pid %d no longer exists)\n", path.c_str(), pid);
+    } else {
+      ++failed;
+      std::printf("  FAILED to remove /dev/shm%s: %s\n", path.c_str(), std::strerror(errno));
+    }
+  }
+  ::closedir(dir);
+  std::printf("shm cleanup: removed %d stale segment(s), kept %d of live processes%s\n", removed,
+              live, failed ? ", could not remove some (see above)" : "");
+  return failed ? kExitFailed : kExitOk;
 }
 
 // ---- the report ------------------------------------------------------------
@@ -416,6 +473,7 @@ nlohmann::ordered_json to_json(const Report& rep, bool config_only, int exit_sta
 int main(int argc, char** argv) {
   std::vector<std::string> names;
   bool json = false, config_only = false;
+  if (argc == 2 && !std::strcmp(argv[1], "--clean")) return clean_shm();
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "-h") || !std::strcmp(argv[i], "--help")) {
       usage(stdout);

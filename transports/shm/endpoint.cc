@@ -138,8 +138,9 @@ void Endpoint::connect(const void* peer_blob, std::size_t length) {
   }
   Blob b;
   std::memcpy(&b, peer_blob, sizeof b);
-  const bool named = b.name[0] == '/' && std::memchr(b.name, '\0', sizeof b.name) != nullptr &&
-                     std::strncmp(b.name + 1, kNamePrefix, std::strlen(kNamePrefix)) == 0;
+  const std::string fd_dir = "/proc/" + std::to_string(b.pid) + "/fd/";
+  const bool named = std::memchr(b.name, '\0', sizeof b.name) != nullptr &&
+                     std::strncmp(b.name, fd_dir.c_str(), fd_dir.size()) == 0;
   if (b.magic != kBlobMagic || b.version != kLayoutVersion || b.size != sizeof(Blob) || !named) {
     throw Error(CHORUS_ERR_INVALID_ARGUMENT,
                 "the address given for " + peer_name() +

@@ -9,7 +9,6 @@
 
 #include <chorus/transport.h>
 
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -167,12 +166,8 @@ int shm_interrupt(chorus_tp_context_t* ctx) {
 }
 
 std::string describe_host() {
-  std::string out = "shared memory in /dev/shm";
-  struct statvfs vfs {};
-  if (::statvfs("/dev/shm", &vfs) != 0) {
-    throw chorus::shm::Error(CHORUS_ERR_UNAVAILABLE, "/dev/shm is not available");
-  }
-  out += " (" + std::to_string((vfs.f_bavail * vfs.f_frsize) >> 20) + " MiB free)";
+  // Segments are memfds (segment.h): /dev/shm holds none of them.
+  std::string out = "shared memory (memfd segments, opened through /proc/<pid>/fd)";
   out += "; large messages: process_vm_readv";
   std::ifstream yama("/proc/sys/kernel/yama/ptrace_scope");
   int scope = 0;

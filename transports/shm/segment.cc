@@ -92,7 +92,7 @@ Segment& Segment::operator=(Segment&& o) noexcept {
     size_ = std::exchange(o.size_, 0);
     header_ = std::exchange(o.header_, nullptr);
     ring_ = std::exchange(o.ring_, nullptr);
-    linked_ = std::exchange(o.linked_, false);
+    fd_ = std::exchange(o.fd_, -1);
   }
   return *this;
 }
@@ -106,34 +106,31 @@ void Segment::release() noexcept {
 }
 
 void Segment::unlink() noexcept {
-  if (linked_) {
-    ::shm_unlink(name_.c_str());
-    linked_ = false;
-  }
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
 }
 
 Segment Segment::create(std::uint64_t nonce, int owner_rank, int peer_rank, int channel,
                         std::uint64_t ring_capacity, std::uint64_t probe_addr) {
-  const HostIdentity& id = HostIdentity::local();
-  char name[64];
-  std::snprintf(name, sizeof name, "/%s%llx-%d-%016llx", kNamePrefix,
-                static_cast<unsigned long long>(id.pid_ns), static_cast<int>(::getpid()),
-                static_cast<unsigned long long>(nonce));
-  // Mode 0600 and O_EXCL: only this user can open it, and a name that
-  // somehow exists already is never reused.
-  FdGuard fd{::shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600)};
+  // An anonymous memory file: it has no name in /dev/shm, so nothing is
+  // left behind when this process dies, whenever that happens. The peer
+  // opens it through /proc/<pid>/fd/<fd> (the same-user check that 0600
+  // gave a named segment: opening another process's fd needs ptrace read
+  // access to it), as long as this process holds the descriptor.
+  char label[48];
+  std::snprintf(label, sizeof label, "%s%d-%d-%d", kNamePrefix, owner_rank, peer_rank, channel);
+  FdGuard fd{::memfd_create(label, MFD_CLOEXEC)};
   if (fd.fd < 0) {
-    throw Error(CHORUS_ERR_SYSTEM, std::string("shm_open(") + name + ", O_CREAT) failed: " +
-                                       errno_text(errno) + " (is /dev/shm mounted and writable?)");
+    throw Error(CHORUS_ERR_SYSTEM,
+                std::string("memfd_create(") + label + ") failed: " + errno_text(errno));
   }
   Segment s;
-  s.name_ = name;
-  s.linked_ = true;
+  s.name_ = "/proc/" + std::to_string(::getpid()) + "/fd/" + std::to_string(fd.fd);
   s.size_ = header_bytes() + ring_capacity;
   if (::ftruncate(fd.fd, static_cast<off_t>(s.size_)) != 0) {
     throw Error(CHORUS_ERR_SYSTEM, "ftruncate(" + s.name_ + ", " + std::to_string(s.size_) +
                                        ") failed: " + errno_text(errno) +
-                                       " (is /dev/shm full? see transport.shm.ring_size)");
+                                       " (out of memory? see transport.shm.ring_size)");
   }
   // MAP_POPULATE: fault every page in now rather than on the data path (a
   // first touch of a tmpfs page costs far more than copying into it).
@@ -157,12 +154,13 @@ Segment Segment::create(std::uint64_t nonce, int owner_rank, int peer_rank, int 
   h->probe_addr = probe_addr;
   s.header_ = h;
   s.ring_ = static_cast<unsigned char*>(base) + header_bytes();
+  s.fd_ = std::exchange(fd.fd, -1);
   return s;
 }
 
 Segment Segment::attach(const Blob& blob) {
   const std::string name(blob.name, ::strnlen(blob.name, sizeof blob.name));
-  FdGuard fd{::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0)};
+  FdGuard fd{::open(name.c_str(), O_RDWR | O_CLOEXEC)};
   if (fd.fd < 0) {
     const int err = errno;
     if (err == ENOENT) {
@@ -170,7 +168,11 @@ Segment Segment::attach(const Blob& blob) {
                   "rank " + std::to_string(blob.rank) + "'s segment " + name +
                       " no longer exists: that rank closed its endpoint or exited");
     }
-    throw Error(CHORUS_ERR_SYSTEM, "shm_open(" + name + ") failed: " + errno_text(err));
+    throw Error(CHORUS_ERR_SYSTEM,
+                "opening rank " + std::to_string(blob.rank) + "'s segment " + name +
+                    " failed: " + errno_text(err) +
+                    " (the ranks must run as one user, and a rank must not make itself "
+                    "non-dumpable)");
   }
   struct stat st {};
   if (::fstat(fd.fd, &st) != 0) {
@@ -183,10 +185,8 @@ Segment Segment::attach(const Blob& blob) {
   }
   Segment s;
   s.name_ = name;
-  s.linked_ = true;  // unlinked below once checked, or by release() on a throw
   void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd.fd, 0);
   if (base == MAP_FAILED) {
-    s.linked_ = false;
     throw Error(CHORUS_ERR_SYSTEM, "mmap(" + name + ") failed: " + errno_text(errno));
   }
   s.base_ = base;
@@ -202,9 +202,11 @@ Segment Segment::attach(const Blob& blob) {
                        (h->ring_capacity & (h->ring_capacity - 1)) == 0 &&
                        h->ring_offset + h->ring_capacity == size;
   if (!matches) {
-    s.linked_ = false;
-    throw Error(CHORUS_ERR_INVALID_ARGUMENT,
-                "segment " + name + " does not match the address blob (nonce, ranks or layout)");
+    // The descriptor number was reused: the owner closed that endpoint.
+    throw Error(CHORUS_ERR_PEER_LOST,
+                "rank " + std::to_string(blob.rank) + "'s segment " + name +
+                    " is gone (that descriptor now holds something else): that rank closed its "
+                    "endpoint or exited");
   }
   s.header_ = h;
   s.ring_ = static_cast<unsigned char*>(base) + h->ring_offset;
@@ -214,7 +216,6 @@ Segment Segment::attach(const Blob& blob) {
   ::madvise(s.ring_, h->ring_capacity, MADV_POPULATE_WRITE);
 #endif
   h->attached.store(1, std::memory_order_release);
-  s.unlink();
   return s;
 }
 

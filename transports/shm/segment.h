@@ -9,8 +9,9 @@
 //   own segment  (owner = me):   ring peer->me, my bell, my closed flag
 //   peer segment (owner = peer): ring me->peer, the peer's bell and flags
 //
-// The side that attaches a segment unlinks its name at once, so after
-// connect nothing is left in /dev/shm, even if a process is SIGKILLed later.
+// A segment is an anonymous memory file (memfd): it never has a name in
+// /dev/shm, so nothing is left there whenever a process is SIGKILLed. The
+// peer opens it through /proc/<owner pid>/fd/<fd>, the "name" in the blob.
 #pragma once
 
 #include <atomic>
@@ -21,10 +22,12 @@
 namespace chorus::shm {
 
 inline constexpr std::uint32_t kSegmentMagic = 0x4d485343;  // "CSHM"
-inline constexpr std::uint16_t kLayoutVersion = 1;
+inline constexpr std::uint16_t kLayoutVersion = 2;
 inline constexpr std::size_t kCacheLine = 64;
-/// Segment names start with this (after '/'), followed by
-/// "<pid namespace inode>-<pid>-<nonce hex>", so a sweep can tell whose they are.
+/// Label of a segment's memfd ("chorus-shm-<rank>-<peer>-<channel>", seen in
+/// /proc/<pid>/fd). Named segments of layout 1 were
+/// "/dev/shm/chorus-shm-<pid namespace inode>-<pid>-<nonce hex>"; the sweep
+/// still removes those whose owner is dead.
 inline constexpr const char* kNamePrefix = "chorus-shm-";
 
 /// Header at offset 0 of every segment. The first block is written by the
@@ -95,7 +98,7 @@ struct Blob {
   std::uint64_t pid_ns;
   std::uint64_t shm_dev;
   unsigned char boot_id[16];
-  char name[64];  // NUL-terminated, starts with '/'
+  char name[64];  // NUL-terminated: "/proc/<pid>/fd/<fd>" of the owner's memfd
 };
 inline constexpr std::uint32_t kBlobMagic = 0x424d4853;  // "SHMB"
 static_assert(sizeof(Blob) == 128);
@@ -115,14 +118,15 @@ class Segment {
   static Segment create(std::uint64_t nonce, int owner_rank, int peer_rank, int channel,
                         std::uint64_t ring_capacity, std::uint64_t probe_addr);
   /// Opens and maps the peer's segment named in `blob`, checks its header
-  /// against the blob, marks it attached and unlinks the name. Throws
-  /// Error (PEER_LOST when the name is gone, INVALID_ARGUMENT on mismatch).
+  /// against the blob and marks it attached. Throws Error (PEER_LOST when
+  /// the owner closed it or exited).
   static Segment attach(const Blob& blob);
 
   SegmentHeader* header() const { return header_; }
   unsigned char* ring() const { return ring_; }
   const std::string& name() const { return name_; }
-  /// Removes the name if it still exists (ENOENT is fine). Idempotent.
+  /// Owner: closes the descriptor the peer opens the segment through (the
+  /// mapping stays). Idempotent; a no-op on an attached segment.
   void unlink() noexcept;
 
  private:
@@ -132,12 +136,12 @@ class Segment {
   std::size_t size_ = 0;
   SegmentHeader* header_ = nullptr;
   unsigned char* ring_ = nullptr;
-  bool linked_ = false;
+  int fd_ = -1;  ///< owner: the memfd, open until unlink()
 };
 
-/// Removes segments left in /dev/shm by processes of this pid namespace that
-/// no longer exist (a rank SIGKILLed between endpoint_open and its peer's
-/// connect). Returns how many were removed. Never throws.
+/// Removes named segments (layout 1, older Chorus versions) left in /dev/shm
+/// by processes of this pid namespace that no longer exist. Returns how many
+/// were removed. Never throws.
 int sweep_stale_segments() noexcept;
 
 /// A random 64-bit value from getrandom().

@@ -746,7 +746,8 @@ TEST_CASE("a rank arriving after the job formed is refused at once", "[bootstrap
   CHECK(Clock::now() - start < 30s);
   // The job formed before is unaffected.
   run_ranks(kRanks, [&](int r) {
-    out[static_cast<std::size_t>(r)].set(joined[static_cast<std::size_t>(r)]->barrier(Deadline::after(10s)));
+    out[static_cast<std::size_t>(r)].set(
+        joined[static_cast<std::size_t>(r)]->barrier(Deadline::after(10s)));
   });
   for (const auto& o : out) CHECK(o.code == CHORUS_OK);
 }
