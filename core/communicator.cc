@@ -82,7 +82,7 @@ Status check_buffer(const void* p, size_t count, size_t blocks, int dtype, const
                        " (" + std::to_string(esize) + " bytes each)";
     if (blocks > 1) size += " times " + std::to_string(blocks) + " ranks";
     return {CHORUS_ERR_INVALID_ARGUMENT,
-            std::string(name) + ": " + size + " is more than the largest buffer Chorus accepts, " +
+            std::string(name) + ": " + size + " overflows the largest buffer Chorus accepts, " +
                 std::to_string(kMaxBufferBytes) +
                 " bytes (PTRDIFF_MAX); split the operation into smaller calls"};
   }

@@ -15,6 +15,7 @@
 // (Receiving into unmapped memory is a SIGSEGV, as in any memcpy: tcp copies
 // the first bytes of a message from its staging buffer.)
 #include <chorus/chorus.h>
+#include <chorus/chorus.hpp>
 
 #include <sys/mman.h>
 
@@ -262,6 +263,45 @@ int main(int argc, char** argv) {
     size_t wrong = 0;
     for (int32_t v : x) wrong += v != size * (size + 1) / 2;
     expect(wrong == 0, "all_reduce after the refused calls: " + std::to_string(wrong) + " wrong");
+  }
+
+  // --- the C++ wrapper's chrono timeouts saturate -------------------------
+  {
+    // Every rank sends to its right neighbour and receives from its left one.
+    // Requests of one communicator run in issue order, so even ranks send
+    // first and odd ones receive first (no cycle of waiting receives).
+    std::vector<int32_t> mine(1000, rank), got(1000, -1);
+    chorus_request_t* raw_send = nullptr;
+    chorus_request_t* raw_recv = nullptr;
+    for (int step = 0; step < 2; ++step) {
+      if ((step == 0) == (rank % 2 == 0))
+        ok(chorus_isend(comm, mine.data(), mine.size(), CHORUS_INT32, right, &raw_send), "isend");
+      else
+        ok(chorus_irecv(comm, got.data(), got.size(), CHORUS_INT32, left, &raw_recv), "irecv");
+    }
+    chorus::Request send_req(raw_send);
+    chorus::Request recv_req(raw_recv);
+    bool threw_nan = false;
+    try {
+      send_req.wait_for(std::chrono::duration<double>(std::nan("")));
+    } catch (const chorus::Error& e) {
+      threw_nan = e.status() == CHORUS_ERR_INVALID_ARGUMENT;
+    }
+    expect(threw_nan, "Request::wait_for(NaN seconds) throws INVALID_ARGUMENT");
+    // A thousand years of hours overflows an int of milliseconds: no limit.
+    bool done = false;
+    try {
+      done = send_req.wait_for(std::chrono::hours(24 * 365 * 1000)) &&
+             recv_req.wait_for(std::chrono::duration<double>(1e300));
+    } catch (const chorus::Error& e) {
+      expect(false, std::string("wait_for with a huge timeout threw: ") + e.what());
+    }
+    expect(done, "wait_for with a huge timeout waited for completion");
+    size_t wrong = 0;
+    for (int32_t v : got) wrong += v != left;
+    expect(wrong == 0, "isend/irecv ring: " + std::to_string(wrong) + " wrong");
+    // A complete request with a sub-millisecond timeout: done, not an error.
+    expect(recv_req.wait_for(std::chrono::nanoseconds(1)), "wait_for(1 ns) on a done request");
   }
 
   // --- local failures are local (tcp) -------------------------------------
