@@ -335,6 +335,7 @@ int main(int argc, char** argv) {
 
   int rc = chorus_comm_finalize(comm);
   expect(rc == CHORUS_OK, "finalize");
+  refused(chorus_comm_finalize(comm), "finalize twice", "finalized twice");
   std::printf("rank %d: %d passed, %d failed\n", rank, g_passed, g_failed);
   return g_failed == 0 ? 0 : 1;
 }
