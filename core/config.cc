@@ -325,7 +325,8 @@ Status apply(const Entry& e, Config& cfg) {
     if (rest == "rank" || rest == "world_size") {
       auto v = get_int(e);
       if (!v.is_ok()) return v.status();
-      if (rest == "rank" && (*v < 0 || *v > (1 << 24))) return bad(e, "rank must be from 0 to 16777216 (2^24)");
+      if (rest == "rank" && (*v < 0 || *v > (1 << 24)))
+        return bad(e, "rank must be from 0 to 16777216 (2^24)");
       if (rest == "world_size" && (*v < 1 || *v > (1 << 24)))
         return bad(e, "world_size must be from 1 to 16777216 (2^24)");
       (rest == "rank" ? cfg.rank : cfg.world_size) = int(*v);

@@ -62,8 +62,8 @@ void refused_issue(int rc, const std::string& what, const char* needle, chorus_r
 float value(int rank, size_t i) { return float((rank + 1) * 1000 + int(i % 997)); }
 
 void ok(int rc, const std::string& what) {
-  expect(rc == CHORUS_OK, what + ": " + chorus_status_name(rc) + " " +
-                              (rc == CHORUS_OK ? "" : chorus_last_error()));
+  expect(rc == CHORUS_OK,
+         what + ": " + chorus_status_name(rc) + " " + (rc == CHORUS_OK ? "" : chorus_last_error()));
 }
 
 }  // namespace
@@ -110,7 +110,8 @@ int main(int argc, char** argv) {
   std::vector<uint8_t> small(64);
   void* p = small.data();
   const int right = (rank + 1) % size, left = (rank + size - 1) % size;
-  refused(chorus_send(comm, p, SIZE_MAX, CHORUS_UINT8, right), "send count SIZE_MAX", "PTRDIFF_MAX");
+  refused(chorus_send(comm, p, SIZE_MAX, CHORUS_UINT8, right), "send count SIZE_MAX",
+          "PTRDIFF_MAX");
   refused(chorus_recv(comm, p, SIZE_MAX, CHORUS_UINT8, left), "recv count SIZE_MAX", "PTRDIFF_MAX");
   refused(chorus_broadcast(comm, p, SIZE_MAX, CHORUS_UINT8, 0), "broadcast count SIZE_MAX",
           "PTRDIFF_MAX");
@@ -136,8 +137,8 @@ int main(int argc, char** argv) {
                 "ibroadcast count SIZE_MAX", "PTRDIFF_MAX", req);
   // A buffer that runs past the end of the address space.
   void* top = reinterpret_cast<void*>(UINTPTR_MAX - 4095);
-  refused(chorus_broadcast(comm, top, 8192, CHORUS_UINT8, 0), "broadcast wrapping the address space",
-          "address space");
+  refused(chorus_broadcast(comm, top, 8192, CHORUS_UINT8, 0),
+          "broadcast wrapping the address space", "address space");
   refused(chorus_send(comm, top, 1025, CHORUS_FLOAT32, right), "send wrapping the address space",
           "address space");
 
@@ -157,8 +158,9 @@ int main(int argc, char** argv) {
         "iall_reduce out = in + 1", "overlap", req);
     const size_t g = 4096;  // all_gather / reduce_scatter block
     std::vector<float> out(size_t(size) * g + 1);
-    refused(chorus_all_gather(comm, out.data() + size_t(rank) * g + 1, out.data(), g, CHORUS_FLOAT32),
-            "all_gather in = own block + 1", "overlap");
+    refused(
+        chorus_all_gather(comm, out.data() + size_t(rank) * g + 1, out.data(), g, CHORUS_FLOAT32),
+        "all_gather in = own block + 1", "overlap");
     refused(chorus_all_gather(comm, out.data() + 1, out.data(), g, CHORUS_FLOAT32),
             "all_gather in = out + 1", "overlap");
     refused(chorus_reduce_scatter(comm, out.data(), out.data() + g, g, CHORUS_FLOAT32, CHORUS_SUM),
@@ -211,10 +213,13 @@ int main(int argc, char** argv) {
     refused(chorus_all_reduce(comm, f, f, 4, 99, CHORUS_SUM), "dtype 99", "dtype");
     refused(chorus_all_reduce(comm, f, f, 4, -1, CHORUS_SUM), "dtype -1", "dtype");
     refused(chorus_all_reduce(comm, f, f, 4, CHORUS_FLOAT32, 17), "op 17", "op");
-    refused(chorus_all_reduce(comm, f, f, 2, CHORUS_COMPLEX64, CHORUS_MAX), "complex max", "complex");
-    refused(chorus_all_reduce(comm, nullptr, f, 4, CHORUS_FLOAT32, CHORUS_SUM), "NULL input", "NULL");
+    refused(chorus_all_reduce(comm, f, f, 2, CHORUS_COMPLEX64, CHORUS_MAX), "complex max",
+            "complex");
+    refused(chorus_all_reduce(comm, nullptr, f, 4, CHORUS_FLOAT32, CHORUS_SUM), "NULL input",
+            "NULL");
     refused(chorus_all_gather(comm, f, nullptr, 1, CHORUS_FLOAT32), "NULL output", "NULL");
-    refused(chorus_reduce_scatter(comm, g4, f, 1, CHORUS_FLOAT32, -3), "reduce_scatter op -3", "op");
+    refused(chorus_reduce_scatter(comm, g4, f, 1, CHORUS_FLOAT32, -3), "reduce_scatter op -3",
+            "op");
     refused(chorus_broadcast(comm, f, 4, CHORUS_FLOAT32, size), "root = size", "root");
     refused(chorus_broadcast(comm, f, 4, CHORUS_FLOAT32, -1), "root -1", "root");
     refused(chorus_send(comm, f, 4, CHORUS_FLOAT32, rank), "send to self", "peer");
@@ -320,7 +325,8 @@ int main(int argc, char** argv) {
       expect(rc == CHORUS_ERR_SYSTEM && msg.find("Bad address") != std::string::npos &&
                  msg.find("local") != std::string::npos,
              "send from unmapped memory: expected a local CHORUS_ERR_SYSTEM naming the bad "
-             "address, got " + std::string(chorus_status_name(rc)) + " (" + msg + ")");
+             "address, got " +
+                 std::string(chorus_status_name(rc)) + " (" + msg + ")");
     } else if (rank == 1) {
       // Rank 0 failed and closed its connection: rank 1 reports rank 0 as
       // the rank it lost, which is the truth, and nothing worse.
