@@ -9,9 +9,11 @@
 
 #include <chrono>
 #include <cstring>
+#include <mutex>
 #include <new>
 #include <string>
 #include <vector>
+#include <unordered_set>
 
 #define CHORUS_API extern "C" __attribute__((visibility("default")))
 
@@ -27,6 +29,29 @@ struct chorus_request {
 namespace {
 
 thread_local std::string t_last_error;
+
+/// Communicator handles that chorus_comm_init / chorus_comm_split returned and
+/// chorus_comm_finalize has not yet taken back, so that finalizing a handle
+/// twice is an argument error instead of a double free. (A handle whose
+/// address a later communicator reuses cannot be told apart.)
+struct LiveComms {
+  std::mutex mu;
+  std::unordered_set<const chorus_comm*> set;
+};
+LiveComms& live_comms() {
+  static LiveComms* l = new LiveComms;  // never destroyed: finalize may run at exit
+  return *l;
+}
+chorus_comm* remember(chorus_comm* c) {
+  std::lock_guard lock(live_comms().mu);
+  live_comms().set.insert(c);
+  return c;
+}
+/// Takes `c` out of the live set; false if it was not there.
+bool forget(const chorus_comm* c) {
+  std::lock_guard lock(live_comms().mu);
+  return live_comms().set.erase(c) == 1;
+}
 
 int set_error(const chorus::core::Status& st) {
   if (st.is_ok()) return CHORUS_OK;
@@ -168,7 +193,7 @@ CHORUS_API int chorus_comm_init(const chorus_options_t* opts, chorus_comm_t** co
     }
     auto comm = chorus::core::Communicator::create(std::move(*cfg), std::move(host_channel));
     if (!comm.is_ok()) return set_error(comm.status());
-    auto* handle = new chorus_comm{std::move(*comm)};
+    auto* handle = remember(new chorus_comm{std::move(*comm)});
     *comm_out = handle;
     return int(CHORUS_OK);
   });
@@ -176,6 +201,10 @@ CHORUS_API int chorus_comm_init(const chorus_options_t* opts, chorus_comm_t** co
 
 CHORUS_API int chorus_comm_finalize(chorus_comm_t* comm) {
   return guarded([&] {
+    if (comm && !forget(comm))
+      return invalid(
+          "chorus_comm_finalize: not a live communicator (finalized twice, or not a handle "
+          "from chorus_comm_init / chorus_comm_split)");
     delete comm;
     return int(CHORUS_OK);
   });
@@ -511,7 +540,7 @@ CHORUS_API int chorus_comm_split(chorus_comm_t* parent, int color, int key,
       return Status::ok();
     });
     if (!st.is_ok()) return set_error(st);
-    *child_out = child ? new chorus_comm{std::move(child)} : nullptr;
+    *child_out = child ? remember(new chorus_comm{std::move(child)}) : nullptr;
     return int(CHORUS_OK);
   });
 }

@@ -85,11 +85,11 @@ Status check_buffer(const void* p, size_t count, size_t blocks, int dtype, const
   const size_t esize = chorus_dtype_size(dtype);
   const auto bytes = buffer_bytes(count, blocks, esize);
   if (!bytes) {
-    std::string size = "count " + std::to_string(count) + " of " + chorus_dtype_name(dtype) +
-                       " (" + std::to_string(esize) + " bytes each)";
+    std::string size = "count " + std::to_string(count) + " of " + chorus_dtype_name(dtype) + " (" +
+                       std::to_string(esize) + " bytes each)";
     if (blocks > 1) size += " times " + std::to_string(blocks) + " ranks";
     return {CHORUS_ERR_INVALID_ARGUMENT,
-            std::string(name) + ": " + size + " is more than the largest buffer Chorus accepts, " +
+            std::string(name) + ": " + size + " overflows the largest buffer Chorus accepts, " +
                 std::to_string(kMaxBufferBytes) +
                 " bytes (PTRDIFF_MAX); split the operation into smaller calls"};
   }
@@ -1928,8 +1928,7 @@ Status Communicator::check_all_gather(const void* in, const void* out, size_t co
   if (auto st = check_buffer(out, count, size_t(size_), dtype, "output"); !st.is_ok()) return st;
   const uint64_t bytes = uint64_t(count) * chorus_dtype_size(dtype);
   // In place: the input is this rank's own block of the output.
-  if (reinterpret_cast<uintptr_t>(in) ==
-      reinterpret_cast<uintptr_t>(out) + uint64_t(rank_) * bytes)
+  if (reinterpret_cast<uintptr_t>(in) == reinterpret_cast<uintptr_t>(out) + uint64_t(rank_) * bytes)
     return Status::ok();
   return check_disjoint("all_gather", in, bytes, out, bytes * uint64_t(size_),
                         "in == out + rank * count (in place)");

@@ -3,11 +3,11 @@
 #include "core/config.h"
 #include "core/log_limiter.h"
 
+#include <unistd.h>
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <vector>
-#include <unistd.h>
 
 namespace chorus::core {
 namespace {

@@ -33,8 +33,8 @@ class LogLimiter {
   struct Summary {
     int level = 0;
     uint64_t suppressed = 0;
-    double seconds = 0;   // length of the interval the count covers
-    std::string sample;   // the last suppressed line
+    double seconds = 0;  // length of the interval the count covers
+    std::string sample;  // the last suppressed line
     std::string text() const;
   };
 
@@ -43,8 +43,7 @@ class LogLimiter {
 
   /// Whether to write `message` now. Summaries of intervals that ended before
   /// `now` are appended to `due` (to be written before the line).
-  bool admit(int level, std::string_view message, Clock::time_point now,
-             std::vector<Summary>& due);
+  bool admit(int level, std::string_view message, Clock::time_point now, std::vector<Summary>& due);
 
   /// Appends every pending count to `due` (at exit, or at the end of a test).
   void flush(Clock::time_point now, std::vector<Summary>& due);

@@ -142,12 +142,22 @@ const char* chorus_comm_algorithm(const chorus_comm_t* comm, int collective, uin
 /** Name of the transport `comm` uses. Valid while `comm` lives. */
 const char* chorus_comm_transport(const chorus_comm_t* comm);
 
-/** out[i] = op over ranks of in[i]. `in` may equal `out`. */
+/**
+ * out[i] = op over ranks of in[i]. `in` may equal `out`; any other overlap is
+ * CHORUS_ERR_INVALID_ARGUMENT, as is a buffer beyond PTRDIFF_MAX bytes (for
+ * every collective; docs/architecture.md, "Buffers and aliasing").
+ */
 int chorus_all_reduce(chorus_comm_t* comm, const void* in, void* out, size_t count, int dtype,
                       int op);
-/** out = concatenation over ranks of each rank's `count` elements. `out` holds size*count. */
+/**
+ * out = concatenation over ranks of each rank's `count` elements. `out` holds
+ * size*count; `in` may be `out` + rank*count (in place), else disjoint.
+ */
 int chorus_all_gather(chorus_comm_t* comm, const void* in, void* out, size_t count, int dtype);
-/** `in` holds size*count elements; rank r receives block r of the reduction in `out`. */
+/**
+ * `in` holds size*count elements; rank r receives block r of the reduction in
+ * `out`, which must not overlap `in`.
+ */
 int chorus_reduce_scatter(chorus_comm_t* comm, const void* in, void* out, size_t count, int dtype,
                           int op);
 /** `buf` on `root` is copied into `buf` on every rank. */

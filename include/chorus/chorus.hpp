@@ -16,7 +16,10 @@
 #include <chorus/float16.hpp>
 
 #include <complex>
+#include <chrono>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -135,6 +138,27 @@ class Request {
     if (rc == CHORUS_ERR_AGAIN) return false;
     check(rc);
     return true;
+  }
+  /// The same with any std::chrono duration: rounded up to whole
+  /// milliseconds (a positive timeout below 1 ms waits 1 ms); anything
+  /// beyond what an int of milliseconds holds, and a negative one, waits
+  /// forever (as chorus_wait's negative timeout); NaN throws
+  /// CHORUS_ERR_INVALID_ARGUMENT.
+  template <class Rep, class Period>
+  bool wait_for(std::chrono::duration<Rep, Period> timeout) {
+    using Ms = std::chrono::duration<double, std::milli>;
+    const double ms = std::chrono::duration_cast<Ms>(timeout).count();
+    int timeout_ms = -1;
+    if (ms != ms) {
+      throw Error(CHORUS_ERR_INVALID_ARGUMENT, "Request::wait_for: the timeout is NaN");
+    } else if (ms < 0) {
+      timeout_ms = -1;  // no limit, as chorus_wait's negative timeout
+    } else if (ms == 0) {
+      timeout_ms = 0;
+    } else if (ms < double(std::numeric_limits<int>::max())) {
+      timeout_ms = int(std::ceil(ms));
+    }
+    return wait_for(timeout_ms);
   }
   /// True if cancelled; false if it had already started or finished.
   bool cancel() { return chorus_cancel(req_) == CHORUS_OK; }

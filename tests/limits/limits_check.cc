@@ -15,6 +15,7 @@
 // (Receiving into unmapped memory is a SIGSEGV, as in any memcpy: tcp copies
 // the first bytes of a message from its staging buffer.)
 #include <chorus/chorus.h>
+#include <chorus/chorus.hpp>
 
 #include <sys/mman.h>
 
@@ -61,8 +62,8 @@ void refused_issue(int rc, const std::string& what, const char* needle, chorus_r
 float value(int rank, size_t i) { return float((rank + 1) * 1000 + int(i % 997)); }
 
 void ok(int rc, const std::string& what) {
-  expect(rc == CHORUS_OK, what + ": " + chorus_status_name(rc) + " " +
-                              (rc == CHORUS_OK ? "" : chorus_last_error()));
+  expect(rc == CHORUS_OK,
+         what + ": " + chorus_status_name(rc) + " " + (rc == CHORUS_OK ? "" : chorus_last_error()));
 }
 
 }  // namespace
@@ -109,7 +110,8 @@ int main(int argc, char** argv) {
   std::vector<uint8_t> small(64);
   void* p = small.data();
   const int right = (rank + 1) % size, left = (rank + size - 1) % size;
-  refused(chorus_send(comm, p, SIZE_MAX, CHORUS_UINT8, right), "send count SIZE_MAX", "PTRDIFF_MAX");
+  refused(chorus_send(comm, p, SIZE_MAX, CHORUS_UINT8, right), "send count SIZE_MAX",
+          "PTRDIFF_MAX");
   refused(chorus_recv(comm, p, SIZE_MAX, CHORUS_UINT8, left), "recv count SIZE_MAX", "PTRDIFF_MAX");
   refused(chorus_broadcast(comm, p, SIZE_MAX, CHORUS_UINT8, 0), "broadcast count SIZE_MAX",
           "PTRDIFF_MAX");
@@ -135,8 +137,8 @@ int main(int argc, char** argv) {
                 "ibroadcast count SIZE_MAX", "PTRDIFF_MAX", req);
   // A buffer that runs past the end of the address space.
   void* top = reinterpret_cast<void*>(UINTPTR_MAX - 4095);
-  refused(chorus_broadcast(comm, top, 8192, CHORUS_UINT8, 0), "broadcast wrapping the address space",
-          "address space");
+  refused(chorus_broadcast(comm, top, 8192, CHORUS_UINT8, 0),
+          "broadcast wrapping the address space", "address space");
   refused(chorus_send(comm, top, 1025, CHORUS_FLOAT32, right), "send wrapping the address space",
           "address space");
 
@@ -156,8 +158,9 @@ int main(int argc, char** argv) {
         "iall_reduce out = in + 1", "overlap", req);
     const size_t g = 4096;  // all_gather / reduce_scatter block
     std::vector<float> out(size_t(size) * g + 1);
-    refused(chorus_all_gather(comm, out.data() + size_t(rank) * g + 1, out.data(), g, CHORUS_FLOAT32),
-            "all_gather in = own block + 1", "overlap");
+    refused(
+        chorus_all_gather(comm, out.data() + size_t(rank) * g + 1, out.data(), g, CHORUS_FLOAT32),
+        "all_gather in = own block + 1", "overlap");
     refused(chorus_all_gather(comm, out.data() + 1, out.data(), g, CHORUS_FLOAT32),
             "all_gather in = out + 1", "overlap");
     refused(chorus_reduce_scatter(comm, out.data(), out.data() + g, g, CHORUS_FLOAT32, CHORUS_SUM),
@@ -210,10 +213,13 @@ int main(int argc, char** argv) {
     refused(chorus_all_reduce(comm, f, f, 4, 99, CHORUS_SUM), "dtype 99", "dtype");
     refused(chorus_all_reduce(comm, f, f, 4, -1, CHORUS_SUM), "dtype -1", "dtype");
     refused(chorus_all_reduce(comm, f, f, 4, CHORUS_FLOAT32, 17), "op 17", "op");
-    refused(chorus_all_reduce(comm, f, f, 2, CHORUS_COMPLEX64, CHORUS_MAX), "complex max", "complex");
-    refused(chorus_all_reduce(comm, nullptr, f, 4, CHORUS_FLOAT32, CHORUS_SUM), "NULL input", "NULL");
+    refused(chorus_all_reduce(comm, f, f, 2, CHORUS_COMPLEX64, CHORUS_MAX), "complex max",
+            "complex");
+    refused(chorus_all_reduce(comm, nullptr, f, 4, CHORUS_FLOAT32, CHORUS_SUM), "NULL input",
+            "NULL");
     refused(chorus_all_gather(comm, f, nullptr, 1, CHORUS_FLOAT32), "NULL output", "NULL");
-    refused(chorus_reduce_scatter(comm, g4, f, 1, CHORUS_FLOAT32, -3), "reduce_scatter op -3", "op");
+    refused(chorus_reduce_scatter(comm, g4, f, 1, CHORUS_FLOAT32, -3), "reduce_scatter op -3",
+            "op");
     refused(chorus_broadcast(comm, f, 4, CHORUS_FLOAT32, size), "root = size", "root");
     refused(chorus_broadcast(comm, f, 4, CHORUS_FLOAT32, -1), "root -1", "root");
     refused(chorus_send(comm, f, 4, CHORUS_FLOAT32, rank), "send to self", "peer");
@@ -264,6 +270,45 @@ int main(int argc, char** argv) {
     expect(wrong == 0, "all_reduce after the refused calls: " + std::to_string(wrong) + " wrong");
   }
 
+  // --- the C++ wrapper's chrono timeouts saturate -------------------------
+  {
+    // Every rank sends to its right neighbour and receives from its left one.
+    // Requests of one communicator run in issue order, so even ranks send
+    // first and odd ones receive first (no cycle of waiting receives).
+    std::vector<int32_t> mine(1000, rank), got(1000, -1);
+    chorus_request_t* raw_send = nullptr;
+    chorus_request_t* raw_recv = nullptr;
+    for (int step = 0; step < 2; ++step) {
+      if ((step == 0) == (rank % 2 == 0))
+        ok(chorus_isend(comm, mine.data(), mine.size(), CHORUS_INT32, right, &raw_send), "isend");
+      else
+        ok(chorus_irecv(comm, got.data(), got.size(), CHORUS_INT32, left, &raw_recv), "irecv");
+    }
+    chorus::Request send_req(raw_send);
+    chorus::Request recv_req(raw_recv);
+    bool threw_nan = false;
+    try {
+      send_req.wait_for(std::chrono::duration<double>(std::nan("")));
+    } catch (const chorus::Error& e) {
+      threw_nan = e.status() == CHORUS_ERR_INVALID_ARGUMENT;
+    }
+    expect(threw_nan, "Request::wait_for(NaN seconds) throws INVALID_ARGUMENT");
+    // A thousand years of hours overflows an int of milliseconds: no limit.
+    bool done = false;
+    try {
+      done = send_req.wait_for(std::chrono::hours(24 * 365 * 1000)) &&
+             recv_req.wait_for(std::chrono::duration<double>(1e300));
+    } catch (const chorus::Error& e) {
+      expect(false, std::string("wait_for with a huge timeout threw: ") + e.what());
+    }
+    expect(done, "wait_for with a huge timeout waited for completion");
+    size_t wrong = 0;
+    for (int32_t v : got) wrong += v != left;
+    expect(wrong == 0, "isend/irecv ring: " + std::to_string(wrong) + " wrong");
+    // A complete request with a sub-millisecond timeout: done, not an error.
+    expect(recv_req.wait_for(std::chrono::nanoseconds(1)), "wait_for(1 ns) on a done request");
+  }
+
   // --- local failures are local (tcp) -------------------------------------
   if (efault && size >= 3) {
     // 1 MiB of address space with no access: the kernel answers EFAULT when
@@ -280,7 +325,8 @@ int main(int argc, char** argv) {
       expect(rc == CHORUS_ERR_SYSTEM && msg.find("Bad address") != std::string::npos &&
                  msg.find("local") != std::string::npos,
              "send from unmapped memory: expected a local CHORUS_ERR_SYSTEM naming the bad "
-             "address, got " + std::string(chorus_status_name(rc)) + " (" + msg + ")");
+             "address, got " +
+                 std::string(chorus_status_name(rc)) + " (" + msg + ")");
     } else if (rank == 1) {
       // Rank 0 failed and closed its connection: rank 1 reports rank 0 as
       // the rank it lost, which is the truth, and nothing worse.
@@ -295,6 +341,7 @@ int main(int argc, char** argv) {
 
   int rc = chorus_comm_finalize(comm);
   expect(rc == CHORUS_OK, "finalize");
+  refused(chorus_comm_finalize(comm), "finalize twice", "finalized twice");
   std::printf("rank %d: %d passed, %d failed\n", rank, g_passed, g_failed);
   return g_failed == 0 ? 0 : 1;
 }

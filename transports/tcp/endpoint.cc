@@ -555,6 +555,20 @@ void Endpoint::on_eof(Socket& s) {
 }
 
 void Endpoint::lose(int err, const char* while_doing) {
+  // Errors of this process, not of the peer or the network: a posted buffer
+  // that is not valid memory here (EFAULT), or the kernel out of memory. They
+  // are reported as local (CHORUS_ERR_SYSTEM) so nobody blames a healthy
+  // peer; the connection still closes, since its byte stream may now be cut
+  // in the middle of a message.
+  if (err == EFAULT || err == ENOMEM || err == ENOBUFS) {
+    shut_down(CHORUS_ERR_SYSTEM,
+              std::string("local error while ") + while_doing + " (connection to " + who() +
+                  "): " + errno_text(err) +
+                  (err == EFAULT ? "; a posted buffer is not valid memory of this process (check "
+                                   "the pointer and the count)"
+                                 : std::string()));
+    return;
+  }
   shut_down(CHORUS_ERR_PEER_LOST,
             "connection to " + who() + " lost while " + while_doing + ": " + errno_text(err));
 }

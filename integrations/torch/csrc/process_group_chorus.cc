@@ -21,6 +21,10 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -337,10 +341,16 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
       : c10d::ProcessGroup(rank, size) {
     StoreBootstrap boot{store, rank, size};
     std::vector<std::string> settings;
-    double seconds = double(timeout.count()) / 1000.0;
-    if (seconds > 0) {
-      settings.push_back("timeout.collective=" + std::to_string(seconds));
-      settings.push_back("timeout.init=" + std::to_string(seconds));
+    if (timeout.count() > 0) {
+      // milliseconds::max() is create()'s "no deadline"; others are exact
+      // in %.17g (std::to_string would print 1e-7 s as 0.000000).
+      char text[64];
+      if (timeout == std::chrono::milliseconds::max())
+        std::snprintf(text, sizeof text, "inf");
+      else
+        std::snprintf(text, sizeof text, "%.17g", double(timeout.count()) / 1000.0);
+      settings.push_back(std::string("timeout.collective=") + text);
+      settings.push_back(std::string("timeout.init=") + text);
     }
     std::vector<const char*> s;
     for (auto& x : settings) s.push_back(x.c_str());
@@ -957,8 +967,17 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
 c10::intrusive_ptr<c10d::ProcessGroup> create(const c10::intrusive_ptr<c10d::Store>& store,
                                               int rank, int size,
                                               const std::chrono::duration<float>& timeout) {
-  return c10::make_intrusive<ProcessGroupChorus>(
-      store, rank, size, std::chrono::duration_cast<std::chrono::milliseconds>(timeout));
+  // Saturating: a timeout too large for milliseconds (timedelta.max, inf)
+  // means no deadline, a positive one below 1 ms waits 1 ms; casting the
+  // float straight to milliseconds would be undefined behaviour for those.
+  const double seconds = std::chrono::duration<double>(timeout).count();
+  TORCH_CHECK(!std::isnan(seconds), "chorus: the process group timeout is NaN");
+  std::chrono::milliseconds ms(0);
+  if (seconds >= 9e15)
+    ms = std::chrono::milliseconds::max();
+  else if (seconds > 0)
+    ms = std::chrono::milliseconds(std::max<int64_t>(1, int64_t(std::ceil(seconds * 1000.0))));
+  return c10::make_intrusive<ProcessGroupChorus>(store, rank, size, ms);
 }
 
 pybind11::dict counters(const c10::intrusive_ptr<c10d::ProcessGroup>& pg) {

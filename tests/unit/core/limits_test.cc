@@ -66,7 +66,7 @@ TEST_CASE("buffer sizes beyond PTRDIFF_MAX are refused, never wrapped", "[limits
   CHECK_FALSE(buffer_bytes(kMaxBufferBytes + 1, 1, 1).has_value());
   CHECK_FALSE(buffer_bytes(SIZE_MAX, 1, 1).has_value());
   CHECK_FALSE(buffer_bytes(SIZE_MAX / 4, 1, 4).has_value());
-  CHECK_FALSE(buffer_bytes(SIZE_MAX / 8 + 1, 1, 8).has_value());  // wraps to 0 in 64 bits
+  CHECK_FALSE(buffer_bytes(SIZE_MAX / 8 + 1, 1, 8).has_value());   // wraps to 0 in 64 bits
   CHECK_FALSE(buffer_bytes(uint64_t(1) << 61, 4, 1).has_value());  // count x ranks
   CHECK_FALSE(buffer_bytes(uint64_t(1) << 32, uint64_t(1) << 32, 1).has_value());
   CHECK(buffer_bytes(kMaxBufferBytes / 12, 3, 4).has_value());
@@ -83,13 +83,13 @@ TEST_CASE("address ranges: wrap and overlap", "[limits]") {
   CHECK(range_wraps(UINTPTR_MAX, 2));
   CHECK(range_wraps(0x1000, UINTPTR_MAX));
   CHECK_FALSE(range_wraps(0, UINTPTR_MAX));
-  CHECK(ranges_overlap(100, 10, 101, 10));   // out = in + 1
-  CHECK(ranges_overlap(101, 10, 100, 10));   // in = out + 1
-  CHECK(ranges_overlap(100, 10, 100, 10));   // identical
-  CHECK(ranges_overlap(100, 10, 109, 1));    // last byte
+  CHECK(ranges_overlap(100, 10, 101, 10));        // out = in + 1
+  CHECK(ranges_overlap(101, 10, 100, 10));        // in = out + 1
+  CHECK(ranges_overlap(100, 10, 100, 10));        // identical
+  CHECK(ranges_overlap(100, 10, 109, 1));         // last byte
   CHECK_FALSE(ranges_overlap(100, 10, 110, 10));  // adjacent
   CHECK_FALSE(ranges_overlap(110, 10, 100, 10));
-  CHECK_FALSE(ranges_overlap(100, 0, 100, 10));   // empty
+  CHECK_FALSE(ranges_overlap(100, 0, 100, 10));  // empty
   CHECK(ranges_overlap(0, UINTPTR_MAX, UINTPTR_MAX - 1, 1));
 }
 
@@ -107,7 +107,8 @@ Status load_with_env(const std::string& var, const std::string& value, Config* o
 
 TEST_CASE("timeout keys: huge and inf mean no deadline, NaN and negative are refused",
           "[limits][config]") {
-  for (const char* var : {"CHORUS_TIMEOUT_COLLECTIVE", "CHORUS_TIMEOUT_INIT", "CHORUS_TIMEOUT_CONNECT"}) {
+  for (const char* var :
+       {"CHORUS_TIMEOUT_COLLECTIVE", "CHORUS_TIMEOUT_INIT", "CHORUS_TIMEOUT_CONNECT"}) {
     INFO(var);
     for (const char* v : {"1e10", "1e308", "9223372036854775808", "inf", "1e-6"}) {
       INFO(v);
@@ -196,7 +197,8 @@ TEST_CASE("the log limiter writes a few lines per kind, then counts", "[limits][
   // Another kind is not held back by the first.
   CHECK(lim.admit(CHORUS_LOG_WARN, "something else", t0 + std::chrono::seconds(3), due));
   // After the interval, the next line of any kind brings out the count first.
-  CHECK(lim.admit(CHORUS_LOG_WARN, "dropped connection from 10.0.0.1:1", t0 + std::chrono::seconds(11), due));
+  CHECK(lim.admit(CHORUS_LOG_WARN, "dropped connection from 10.0.0.1:1",
+                  t0 + std::chrono::seconds(11), due));
   REQUIRE(due.size() == 1);
   CHECK(due[0].suppressed == 35995);
   CHECK_THAT(due[0].text(), Catch::Contains("35995 more like this in the last 11.0 s"));
@@ -204,8 +206,10 @@ TEST_CASE("the log limiter writes a few lines per kind, then counts", "[limits][
   due.clear();
   // A kind whose burst was used long ago writes in full again.
   for (int i = 0; i < 4; ++i)
-    CHECK(lim.admit(CHORUS_LOG_WARN, "dropped connection from 10.0.0.1:2", t0 + std::chrono::seconds(12), due));
-  CHECK_FALSE(lim.admit(CHORUS_LOG_WARN, "dropped connection from 10.0.0.1:3", t0 + std::chrono::seconds(12), due));
+    CHECK(lim.admit(CHORUS_LOG_WARN, "dropped connection from 10.0.0.1:2",
+                    t0 + std::chrono::seconds(12), due));
+  CHECK_FALSE(lim.admit(CHORUS_LOG_WARN, "dropped connection from 10.0.0.1:3",
+                        t0 + std::chrono::seconds(12), due));
   lim.flush(t0 + std::chrono::seconds(13), due);
   REQUIRE(due.size() == 1);
   CHECK(due[0].suppressed == 1);
@@ -214,8 +218,9 @@ TEST_CASE("the log limiter writes a few lines per kind, then counts", "[limits][
   int kinds_written = 0;
   for (int k = 0; k < 100; ++k)
     for (int rep = 0; rep < 3; ++rep)
-      kinds_written += small.admit(CHORUS_LOG_WARN, "kind " + std::string(1, char('A' + k % 26)) +
-                                                        std::string(1, char('a' + k / 26)),
-                                   t0, due);
+      kinds_written += small.admit(
+          CHORUS_LOG_WARN,
+          "kind " + std::string(1, char('A' + k % 26)) + std::string(1, char('a' + k / 26)), t0,
+          due);
   CHECK(kinds_written <= 3 * 2 + 2);
 }
