@@ -563,7 +563,8 @@ Status Communicator::usable(const char* what) const {
 }
 
 void Communicator::mark_broken(const Status& why) {
-  errors_.fetch_add(1, std::memory_order_relaxed);
+  // Not counted in `errors` here: the operation that failed is, once, where
+  // it finishes (run_request).
   broken_ = true;
   broken_status_ = why;
   if (why.code() == CHORUS_ERR_PEER_LOST && lost_rank_ >= 0) send_notices();
@@ -634,10 +635,7 @@ Status Communicator::run(int collective, const char* what, uint64_t bytes, Call&
                   ? Status(rc, "rank " + std::to_string(rank_) + ": " + what + ": algorithm '" +
                                    algo->name + "' failed with " + chorus_status_name(rc))
                   : call_error_;
-  if (st.code() != CHORUS_ERR_INVALID_ARGUMENT)
-    mark_broken(st);
-  else
-    errors_.fetch_add(1, std::memory_order_relaxed);
+  if (st.code() != CHORUS_ERR_INVALID_ARGUMENT) mark_broken(st);
   log(CHORUS_LOG_DEBUG, st.message());
   return st;
 }
@@ -776,10 +774,7 @@ Status Communicator::p2p(bool is_send, void* buf, size_t count, int dtype, int p
   }
   release_call_registrations();
   if (rc == CHORUS_OK) return Status::ok();
-  if (call_error_.code() != CHORUS_ERR_INVALID_ARGUMENT)
-    mark_broken(call_error_);
-  else
-    errors_.fetch_add(1, std::memory_order_relaxed);
+  if (call_error_.code() != CHORUS_ERR_INVALID_ARGUMENT) mark_broken(call_error_);
   return call_error_;
 }
 
@@ -1309,13 +1304,17 @@ void Communicator::run_request(Request& req) {
       st = {CHORUS_ERR_INTERNAL, who() + ": " + req.what() + ": internal error: " + e.what()};
     }
   }
+  // Every operation that ends with an error is counted here, once.
+  if (!st.is_ok()) count_failed();
   req.finish(std::move(st));
 }
 
 Status Communicator::execute(const char* what, std::function<Status(Communicator&)> body) {
   std::unique_lock lock(q_mu_);
-  if (stopping_)
+  if (stopping_) {
+    count_failed();
     return {CHORUS_ERR_ABORTED, who() + ": " + what + ": the communicator is being finalized"};
+  }
   auto req = std::make_shared<Request>(next_seq_++, what, std::move(body));
   if (!busy_ && queue_.empty()) {
     // Nothing ahead of this call: run it here, without a thread hop.
@@ -1349,6 +1348,7 @@ std::shared_ptr<Request> Communicator::submit(const char* what,
   requests_issued_.fetch_add(1, std::memory_order_relaxed);
   queued_ops_.fetch_add(1, std::memory_order_relaxed);
   if (stopping_) {
+    count_failed();
     req->finish(
         {CHORUS_ERR_ABORTED, who() + ": " + what + ": the communicator is being finalized"});
     return req;
@@ -1482,7 +1482,7 @@ std::vector<std::pair<std::string, uint64_t>> Communicator::counters() const {
   out.emplace_back("requests.issued", get(requests_issued_));
   out.emplace_back("requests.cancelled", get(requests_cancelled_));
   out.emplace_back("wait.transport_ns", get(transport_wait_ns_));
-  out.emplace_back("wait.request_ns", get(request_wait_ns_));
+  out.emplace_back("wait.request_ns", get(*request_wait_ns_));
   out.emplace_back("retries", get(retries_));
   out.emplace_back("errors", get(errors_));
   for (const auto& [name, peers] : auto_peer_counts_)
