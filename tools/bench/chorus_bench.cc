@@ -266,6 +266,7 @@ int main(int argc, char** argv) {
       uint64_t wrong = 0;  // this rank's, over every iteration of this size
       int bad_iterations = 0;
       std::string first_bad;
+      std::string algorithms;  // that ran the operation under test
     };
     auto run_pass = [&](bool inplace, Pass& pass) -> int {
       auto prepare = [&] {
@@ -313,6 +314,9 @@ int main(int argc, char** argv) {
         }
         return CHORUS_ERR_INTERNAL;
       };
+      // Counted around the operations under test only: the all_reduce that
+      // collects the times below is the bench's own.
+      const auto runs_before = algorithm_runs(comm, o.coll);
       for (int i = 0; i < o.warmup; ++i) {
         prepare();
         if (int rc = run_once(); rc != CHORUS_OK) return fail(o.coll.c_str(), rc);
@@ -328,6 +332,7 @@ int main(int argc, char** argv) {
             std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
         check("timed", i);  // before the next barrier: not in any rank's timed region
       }
+      pass.algorithms = algorithms_that_ran(runs_before, algorithm_runs(comm, o.coll));
       if (int rc = chorus_all_reduce(comm, times.data(), times.data(), times.size(),
                                      CHORUS_FLOAT64, CHORUS_MAX);
           rc != CHORUS_OK)
@@ -343,14 +348,12 @@ int main(int argc, char** argv) {
       return 0;
     };
 
-    const auto runs_before = algorithm_runs(comm, o.coll);
     Pass oop, inp;
     if (int rc = run_pass(false, oop)) return rc;
     if (has_inplace)
       if (int rc = run_pass(true, inp)) return rc;
-    const std::string algo = coll == Coll::kSendRecv
-                                 ? std::string("p2p")
-                                 : algorithms_that_ran(runs_before, algorithm_runs(comm, o.coll));
+    std::string algo = coll == Coll::kSendRecv ? std::string("p2p") : oop.algorithms;
+    if (has_inplace && inp.algorithms != oop.algorithms) algo += "/" + inp.algorithms;
     total_wrong += oop.wrong + inp.wrong;
 
     auto algbw_of = [&](double us) { return us > 0 ? double(bytes) / us / 1e3 : 0; };

@@ -266,7 +266,8 @@ void print_config(const Report& rep) {
   for (const auto& s : rep.settings) width = std::max(width, s.key.size());
   for (const auto& s : rep.settings)
     std::printf("  %-*s = %-22s  # %s\n", int(width), s.key.c_str(),
-                s.value.empty() ? "(unset)" : s.value.c_str(), s.source.c_str());
+                s.value.empty() ? "(unset)" : s.value.c_str(),
+                s.source == "unset" ? "no default" : s.source.c_str());
 }
 
 void print_plugins(const Report& rep) {
