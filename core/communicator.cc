@@ -1141,8 +1141,8 @@ int Communicator::env_mem_register(void* core, const void* addr, size_t length,
   if (!(self->caps_.flags & CHORUS_TP_CAP_NEEDS_REGISTRATION) || length == 0) return CHORUS_OK;
   // The frozen transport ABI v1 takes `void*` (plugins implement it);
   // registering does not write through it.
-  int rc = self->tp_->mem_register(self->ctx_, const_cast<void*>(addr), length, CHORUS_MEM_HOST,
-                                   mr_out);
+  int rc =
+      self->tp_->mem_register(self->ctx_, const_cast<void*>(addr), length, CHORUS_MEM_HOST, mr_out);
   if (rc != CHORUS_OK)
     return env_fail(core, rc,
                     (std::string("registering ") + std::to_string(length) +

@@ -333,7 +333,8 @@ class Communicator {
       algo_ops_;  // "all_reduce.ring"
   std::atomic<uint64_t> send_ops_{0}, recv_ops_{0}, requests_issued_{0}, requests_cancelled_{0};
   std::atomic<uint64_t> errors_{0}, retries_{0}, transport_wait_ns_{0};
-  std::shared_ptr<std::atomic<uint64_t>> request_wait_ns_ = std::make_shared<std::atomic<uint64_t>>(0);
+  std::shared_ptr<std::atomic<uint64_t>> request_wait_ns_ =
+      std::make_shared<std::atomic<uint64_t>>(0);
   std::atomic<uint64_t> inline_ops_{0}, queued_ops_{0};
   std::atomic<uint64_t>* algo_counter(int collective, const char* algo);
 };

@@ -268,9 +268,10 @@ int main(int argc, char** argv) {
     }
   }
   chorus_comm_finalize(comm);
-  std::printf("collective_check rank %d of %d (algorithms run: %s; sample %d/%d): %d passed, %d "
-              "failed\n",
-              g_rank, g_size, ran.empty() ? "none" : ran.c_str(), small.offset, small.every,
-              g_passed, g_failed);
+  std::printf(
+      "collective_check rank %d of %d (algorithms run: %s; sample %d/%d): %d passed, %d "
+      "failed\n",
+      g_rank, g_size, ran.empty() ? "none" : ran.c_str(), small.offset, small.every, g_passed,
+      g_failed);
   return g_failed == 0 ? 0 : 1;
 }

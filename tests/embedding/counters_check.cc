@@ -51,8 +51,8 @@ void expect_delta(const Counters& before, const Counters& after, const std::stri
     return it == m.end() ? uint64_t(0) : it->second;
   };
   const uint64_t got = get(after) - get(before);
-  expect(got == want, name + " grew by " + std::to_string(got) + ", expected " +
-                          std::to_string(want));
+  expect(got == want,
+         name + " grew by " + std::to_string(got) + ", expected " + std::to_string(want));
 }
 
 /// Runs `f`, which must throw chorus::Error.

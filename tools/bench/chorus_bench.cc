@@ -199,7 +199,6 @@ int main(int argc, char** argv) {
   if (coll == Coll::kAllReduce) bus_factor = 2.0 * (nranks - 1) / nranks;
   if (coll == Coll::kAllGather || coll == Coll::kReduceScatter) bus_factor = double(nranks - 1) / nranks;
 
-
   uint64_t total_wrong = 0;
   double busbw_sum = 0;
   int busbw_n = 0;
@@ -223,8 +222,7 @@ int main(int argc, char** argv) {
     bytes = whole;
   }
   sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
-  const bool has_inplace =
-      !o.no_inplace && (coll == Coll::kAllReduce || coll == Coll::kAllGather);
+  const bool has_inplace = !o.no_inplace && (coll == Coll::kAllReduce || coll == Coll::kAllGather);
 
   if (rank == 0 && !o.json) {
     std::printf(
@@ -234,8 +232,8 @@ int main(int argc, char** argv) {
     if (!rounded_note.empty())
       std::printf("# sizes rounded down to whole %s elements%s: %s\n", o.dtype.c_str(),
                   per_rank_blocks ? " per rank" : "", rounded_note.c_str());
-    std::printf("# %12s %12s %10s  %-40s  %s\n", "", "", "", "------------ out-of-place ------------",
-                "------------- in-place -------------");
+    std::printf("# %12s %12s %10s  %-40s  %s\n", "", "", "",
+                "------------ out-of-place ------------", "------------- in-place -------------");
     std::printf("# %12s %12s %10s %10s %9s %9s %7s %10s %9s %9s %7s\n", "size(B)", "count",
                 "algorithm", "time(us)", "algbw", "busbw", "#wrong", "time(us)", "algbw", "busbw",
                 "#wrong");
@@ -292,8 +290,7 @@ int main(int argc, char** argv) {
             return chorus_all_reduce(comm, inplace ? out.data() : in.data(), out.data(), count,
                                      dtype, op);
           case Coll::kAllGather:
-            return chorus_all_gather(comm,
-                                     inplace ? out.data() + size_t(rank) * block : in.data(),
+            return chorus_all_gather(comm, inplace ? out.data() + size_t(rank) * block : in.data(),
                                      out.data(), count, dtype);
           case Coll::kReduceScatter:
             return chorus_reduce_scatter(comm, in.data(), out.data(), count, dtype, op);
@@ -329,12 +326,13 @@ int main(int argc, char** argv) {
         auto t0 = std::chrono::steady_clock::now();
         if (int rc = run_once(); rc != CHORUS_OK) return fail(o.coll.c_str(), rc);
         times[size_t(i)] =
-            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+                .count();
         check("timed", i);  // before the next barrier: not in any rank's timed region
       }
       pass.algorithms = algorithms_that_ran(runs_before, algorithm_runs(comm, o.coll));
-      if (int rc = chorus_all_reduce(comm, times.data(), times.data(), times.size(),
-                                     CHORUS_FLOAT64, CHORUS_MAX);
+      if (int rc = chorus_all_reduce(comm, times.data(), times.data(), times.size(), CHORUS_FLOAT64,
+                                     CHORUS_MAX);
           rc != CHORUS_OK)
         return fail("collecting times", rc);
       pass.us = median(times);
@@ -374,15 +372,18 @@ int main(int argc, char** argv) {
           std::snprintf(inplace_json, sizeof inplace_json,
                         "{\"time_us\":%.3f,\"algbw_gbs\":%.4f,\"busbw_gbs\":%.4f,\"wrong\":%llu}",
                         inp.us, ip_algbw, ip_busbw, (unsigned long long)inp.wrong);
-        std::printf("{\"coll\":\"%s\",\"ranks\":%d,\"transport\":\"%s\",\"algorithm\":\"%s\","
-                    "\"dtype\":\"%s\",\"op\":\"%s\",\"bytes\":%llu,\"count\":%zu,\"time_us\":%.3f,"
-                    "\"algbw_gbs\":%.4f,\"busbw_gbs\":%.4f,\"wrong\":%llu,\"checked\":%s,"
-                    "\"inplace\":%s}\n",
-                    o.coll.c_str(), nranks, chorus_comm_transport(comm), algo.c_str(),
-                    o.dtype.c_str(), o.op.c_str(), (unsigned long long)bytes, count, oop.us, algbw,
-                    busbw, (unsigned long long)oop.wrong, o.check ? "true" : "false", inplace_json);
+        std::printf(
+            "{\"coll\":\"%s\",\"ranks\":%d,\"transport\":\"%s\",\"algorithm\":\"%s\","
+            "\"dtype\":\"%s\",\"op\":\"%s\",\"bytes\":%llu,\"count\":%zu,\"time_us\":%.3f,"
+            "\"algbw_gbs\":%.4f,\"busbw_gbs\":%.4f,\"wrong\":%llu,\"checked\":%s,"
+            "\"inplace\":%s}\n",
+            o.coll.c_str(), nranks, chorus_comm_transport(comm), algo.c_str(), o.dtype.c_str(),
+            o.op.c_str(), (unsigned long long)bytes, count, oop.us, algbw, busbw,
+            (unsigned long long)oop.wrong, o.check ? "true" : "false", inplace_json);
       } else {
-        auto wrong_text = [&](uint64_t w) { return o.check ? std::to_string(w) : std::string("-"); };
+        auto wrong_text = [&](uint64_t w) {
+          return o.check ? std::to_string(w) : std::string("-");
+        };
         char inplace_text[96];
         if (has_inplace)
           std::snprintf(inplace_text, sizeof inplace_text, "%10.2f %9.3f %9.3f %7s", inp.us,
@@ -390,9 +391,9 @@ int main(int argc, char** argv) {
         else
           std::snprintf(inplace_text, sizeof inplace_text, "%10s %9s %9s %7s", "n/a", "n/a", "n/a",
                         "n/a");
-        std::printf("  %12llu %12zu %10s %10.2f %9.3f %9.3f %7s %s\n",
-                    (unsigned long long)bytes, count, algo.c_str(), oop.us, algbw, busbw,
-                    wrong_text(oop.wrong).c_str(), inplace_text);
+        std::printf("  %12llu %12zu %10s %10.2f %9.3f %9.3f %7s %s\n", (unsigned long long)bytes,
+                    count, algo.c_str(), oop.us, algbw, busbw, wrong_text(oop.wrong).c_str(),
+                    inplace_text);
       }
       std::fflush(stdout);
     }
