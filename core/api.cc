@@ -24,6 +24,8 @@ struct chorus_comm {
 struct chorus_request {
   std::shared_ptr<chorus::core::Request> impl;
   chorus::core::Communicator* comm;  // only used while impl is not done
+  /// The communicator's wait.request_ns, alive even after it is finalized.
+  std::shared_ptr<std::atomic<uint64_t>> wait_ns;
 };
 
 namespace {
@@ -254,7 +256,10 @@ using chorus::core::Status;
 /// order behind every earlier request.
 template <class Body>
 Status run_blocking(Communicator& c, const char* what, const Status& checked, Body body) {
-  if (!checked.is_ok()) return checked;
+  if (!checked.is_ok()) {
+    c.count_failed();
+    return checked;
+  }
   return c.execute(what, std::move(body));
 }
 
@@ -264,9 +269,16 @@ int issue(chorus_comm_t* comm, const char* name, const char* what, chorus_reques
           const Status& checked, Body body) {
   return guarded([&] {
     if (!comm) return invalid(std::string(name) + ": comm is NULL");
-    if (!req_out) return invalid(std::string(name) + ": req_out is NULL");
-    if (!checked.is_ok()) return set_error(checked);
-    auto* handle = new chorus_request{nullptr, comm->impl.get()};
+    if (!req_out) {
+      comm->impl->count_failed();
+      return invalid(std::string(name) + ": req_out is NULL");
+    }
+    if (!checked.is_ok()) {
+      comm->impl->count_failed();
+      return set_error(checked);
+    }
+    auto* handle =
+        new chorus_request{nullptr, comm->impl.get(), comm->impl->request_wait_counter()};
     handle->impl = comm->impl->submit(what, std::move(body));
     *req_out = handle;
     return int(CHORUS_OK);
@@ -497,9 +509,10 @@ CHORUS_API int chorus_wait(chorus_request_t* req, int timeout_ms) {
     uint64_t ns = uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                std::chrono::steady_clock::now() - t0)
                                .count());
+    // Counted through the shared counter: a done request's communicator may
+    // already be finalized.
+    req->wait_ns->fetch_add(ns, std::memory_order_relaxed);
     if (!done) {
-      // The communicator is alive: a pending request means it was not finalized.
-      req->comm->add_request_wait(ns);
       t_last_error = "chorus_wait: " + req->impl->what() + " still pending after " +
                      std::to_string(timeout_ms) + " ms";
       return int(CHORUS_ERR_AGAIN);

@@ -612,7 +612,8 @@ Status Communicator::usable(const char* what) const {
 }
 
 void Communicator::mark_broken(const Status& why) {
-  errors_.fetch_add(1, std::memory_order_relaxed);
+  // Not counted in `errors` here: the operation that failed is, once, where
+  // it finishes (run_request).
   broken_ = true;
   broken_status_ = why;
   if (why.code() == CHORUS_ERR_PEER_LOST && lost_rank_ >= 0) send_notices();
@@ -704,10 +705,7 @@ Status Communicator::run(int collective, const char* what, uint64_t bytes, CallS
                                    algo->name + "' failed with " + chorus_status_name(rc))
                   : call_error_;
   st = settle_failure(std::move(st));
-  if (st.code() != CHORUS_ERR_INVALID_ARGUMENT)
-    mark_broken(st);
-  else
-    errors_.fetch_add(1, std::memory_order_relaxed);
+  if (st.code() != CHORUS_ERR_INVALID_ARGUMENT) mark_broken(st);
   log(CHORUS_LOG_DEBUG, st.message());
   return st;
 }
@@ -941,10 +939,7 @@ Status Communicator::p2p(bool is_send, void* buf, size_t count, int dtype, int p
   call_error_ = settle_failure(call_error_.is_ok() ? Status(rc, who() + ": " + call_what_ + ": " +
                                                                     chorus_status_name(rc))
                                                    : call_error_);
-  if (call_error_.code() != CHORUS_ERR_INVALID_ARGUMENT)
-    mark_broken(call_error_);
-  else
-    errors_.fetch_add(1, std::memory_order_relaxed);
+  if (call_error_.code() != CHORUS_ERR_INVALID_ARGUMENT) mark_broken(call_error_);
   return call_error_;
 }
 
@@ -1626,8 +1621,8 @@ int Communicator::env_mem_register(void* core, const void* addr, size_t length,
   if (!(self->caps_.flags & CHORUS_TP_CAP_NEEDS_REGISTRATION) || length == 0) return CHORUS_OK;
   // The frozen transport ABI v1 takes `void*` (plugins implement it);
   // registering does not write through it.
-  int rc = self->tp_->mem_register(self->ctx_, const_cast<void*>(addr), length, CHORUS_MEM_HOST,
-                                   mr_out);
+  int rc =
+      self->tp_->mem_register(self->ctx_, const_cast<void*>(addr), length, CHORUS_MEM_HOST, mr_out);
   if (rc != CHORUS_OK)
     return env_fail(core, rc,
                     (std::string("registering ") + std::to_string(length) +
@@ -1809,13 +1804,17 @@ void Communicator::run_request(Request& req) {
       st = {CHORUS_ERR_INTERNAL, who() + ": " + req.what() + ": internal error: " + e.what()};
     }
   }
+  // Every operation that ends with an error is counted here, once.
+  if (!st.is_ok()) count_failed();
   req.finish(std::move(st));
 }
 
 Status Communicator::execute(const char* what, std::function<Status(Communicator&)> body) {
   std::unique_lock lock(q_mu_);
-  if (stopping_)
+  if (stopping_) {
+    count_failed();
     return {CHORUS_ERR_ABORTED, who() + ": " + what + ": the communicator is being finalized"};
+  }
   auto req = std::make_shared<Request>(next_seq_++, what, std::move(body));
   if (!busy_ && queue_.empty()) {
     // Nothing ahead of this call: run it here, without a thread hop.
@@ -1849,6 +1848,7 @@ std::shared_ptr<Request> Communicator::submit(const char* what,
   requests_issued_.fetch_add(1, std::memory_order_relaxed);
   queued_ops_.fetch_add(1, std::memory_order_relaxed);
   if (stopping_) {
+    count_failed();
     req->finish(
         {CHORUS_ERR_ABORTED, who() + ": " + what + ": the communicator is being finalized"});
     return req;
@@ -2134,7 +2134,7 @@ std::vector<std::pair<std::string, uint64_t>> Communicator::counters() const {
   out.emplace_back("requests.issued", get(requests_issued_));
   out.emplace_back("requests.cancelled", get(requests_cancelled_));
   out.emplace_back("wait.transport_ns", get(transport_wait_ns_));
-  out.emplace_back("wait.request_ns", get(request_wait_ns_));
+  out.emplace_back("wait.request_ns", get(*request_wait_ns_));
   out.emplace_back("retries", get(retries_));
   out.emplace_back("errors", get(errors_));
   for (const auto& [name, peers] : auto_peer_counts_)

@@ -148,7 +148,10 @@ class Communicator {
   /// NOT_SUPPORTED when it already started or finished.
   Status cancel(const std::shared_ptr<Request>& req);
   /// Adds `ns` to the time host threads spent blocked waiting for requests.
-  void add_request_wait(uint64_t ns) { request_wait_ns_.fetch_add(ns, std::memory_order_relaxed); }
+  void add_request_wait(uint64_t ns) { request_wait_ns_->fetch_add(ns, std::memory_order_relaxed); }
+  /// The wait.request_ns counter itself, shared so that a request's handle can
+  /// add the time a wait took even when the communicator is gone by then.
+  std::shared_ptr<std::atomic<uint64_t>> request_wait_counter() const { return request_wait_ns_; }
 
   /// Collective over this communicator (run it through execute()): ranks with
   /// the same `color` >= 0 form a child ordered by (key, rank here); a negative
@@ -158,6 +161,10 @@ class Communicator {
 
   /// Snapshot of the counters as (name, value) pairs; any thread.
   std::vector<std::pair<std::string, uint64_t>> counters() const;
+  /// Counts one failed operation in `errors`; any thread. Operations that run
+  /// are counted where they finish; the API calls this for a call refused
+  /// before it ran (a bad argument).
+  void count_failed() { errors_.fetch_add(1, std::memory_order_relaxed); }
 
   /// Any thread, any time: the running and every later call fail with ABORTED.
   void abort();
@@ -412,7 +419,9 @@ class Communicator {
   std::vector<std::pair<std::string, std::unique_ptr<std::atomic<uint64_t>>>>
       algo_ops_;  // "all_reduce.ring"
   std::atomic<uint64_t> send_ops_{0}, recv_ops_{0}, requests_issued_{0}, requests_cancelled_{0};
-  std::atomic<uint64_t> errors_{0}, retries_{0}, transport_wait_ns_{0}, request_wait_ns_{0};
+  std::atomic<uint64_t> errors_{0}, retries_{0}, transport_wait_ns_{0};
+  std::shared_ptr<std::atomic<uint64_t>> request_wait_ns_ =
+      std::make_shared<std::atomic<uint64_t>>(0);
   std::atomic<uint64_t> inline_ops_{0}, queued_ops_{0};
   std::atomic<uint64_t>* algo_counter(int collective, const char* algo);
 };

@@ -120,7 +120,8 @@ Result<double> get_number(const Entry& e) {
   if (e.from_env) {
     char* end = nullptr;
     double v = std::strtod(e.raw.c_str(), &end);
-    if (e.raw.empty() || *end != '\0') return bad_value(e, "expected a number, got '" + e.raw + "'");
+    if (e.raw.empty() || *end != '\0')
+      return bad_value(e, "expected a number, got '" + e.raw + "'");
     return v;
   }
   if (e.node->type() == toml::node_type::integer) return double(*e.node->value<int64_t>());
@@ -410,9 +411,8 @@ Status apply(const Entry& e, Config& cfg) {
       return Status::ok();
     }
   }
-  return bad(e, "unknown key" + did_you_mean(e.key, concrete_config_keys()) +
-                    ". Known keys: " + known_keys() +
-                    ". Fix the spelling or remove it (see docs/configuration.md)");
+  return bad(e, "unknown key" + did_you_mean(e.key, concrete_config_keys()) + ". Known keys: " +
+                    known_keys() + ". Fix the spelling or remove it (see docs/configuration.md)");
 }
 
 /// Maps one CHORUS_* variable to its config key; "" for variables that are not
@@ -459,7 +459,8 @@ Result<std::string> env_key(const std::string& var) {
     names.push_back("CHORUS_ALGORITHM_" + upper(kCollectiveNames[c]));
   return Status(CHORUS_ERR_INVALID_ARGUMENT,
                 "environment variable " + var + " is not a Chorus setting" +
-                    did_you_mean(var, names) + "; unset it or fix the spelling (see "
+                    did_you_mean(var, names) +
+                    "; unset it or fix the spelling (see "
                     "docs/configuration.md for the CHORUS_* variables)");
 }
 

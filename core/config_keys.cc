@@ -52,8 +52,8 @@ constexpr ConfigKey kKeys[] = {
     {"bootstrap.coordinator", "a string \"host:port\" such as \"127.0.0.1:29500\"", "",
      "CHORUS_COORDINATOR"},
     {"bootstrap.job_token", "a string", "", "CHORUS_JOB_TOKEN"},
-    {"network.bind_address", "a non-empty address string such as \"127.0.0.1\"",
-     "\"127.0.0.1\"", "CHORUS_BIND_ADDRESS"},
+    {"network.bind_address", "a non-empty address string such as \"127.0.0.1\"", "\"127.0.0.1\"",
+     "CHORUS_BIND_ADDRESS"},
 };
 
 std::string quoted(const std::string& s) {

@@ -272,8 +272,8 @@ Result<std::shared_ptr<Plugin>> load_plugin(PluginKind kind, const std::string& 
                                               loaded.status().message());
   }
   // Name what is installed, and the near one if the name looks misspelt.
-  std::vector<std::string> installed = names_in_folders(
-      search_path, std::string("libchorus-") + kind_word(kind) + "-", ".so");
+  std::vector<std::string> installed =
+      names_in_folders(search_path, std::string("libchorus-") + kind_word(kind) + "-", ".so");
   if (kind == PluginKind::kTransport) installed.insert(installed.begin(), "auto");
   return Status(CHORUS_ERR_UNAVAILABLE,
                 std::string(kind_word(kind)) + " '" + name + "' not found (" +

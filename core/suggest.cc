@@ -31,7 +31,8 @@ std::size_t edit_distance(std::string_view a, std::string_view b, std::size_t ca
   return std::min(prev[m], cap + 1);
 }
 
-std::vector<std::string> near_names(std::string_view word, const std::vector<std::string>& candidates) {
+std::vector<std::string> near_names(std::string_view word,
+                                    const std::vector<std::string>& candidates) {
   std::vector<std::pair<std::size_t, std::size_t>> hits;  // (distance, index)
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     if (candidates[i] == word) continue;

@@ -13,7 +13,8 @@ std::size_t edit_distance(std::string_view a, std::string_view b, std::size_t ca
 
 /// The candidates within edit distance 2 of `word`, nearest first (ties keep
 /// the candidates' order); `word` itself is never suggested.
-std::vector<std::string> near_names(std::string_view word, const std::vector<std::string>& candidates);
+std::vector<std::string> near_names(std::string_view word,
+                                    const std::vector<std::string>& candidates);
 
 /// " (did you mean 'x'?)" or " (did you mean 'x' or 'y'?)", or "" when nothing is near.
 std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates);

@@ -345,9 +345,7 @@ int ring_all_gather(const chorus_algo_env_v1_t* env, const void* in, void* out, 
   if (!overlaps) {
     plan.own_chunk = rank;
     plan.own_in = static_cast<const std::byte*>(in);
-    if (int rc = register_work(env, in, count * esize, &plan.own_in_mr);
-        rc != CHORUS_OK)
-      return rc;
+    if (int rc = register_work(env, in, count * esize, &plan.own_in_mr); rc != CHORUS_OK) return rc;
   }
   return Executor(env, settings, base, mr, esize, nullptr, std::move(plan)).run();
 }

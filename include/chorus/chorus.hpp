@@ -56,34 +56,48 @@ template <int D>
 struct dtype_constant {
   static constexpr int value = D;
 };
-template <> struct dtype_traits<bool> : dtype_constant<CHORUS_BOOL> {};
-template <> struct dtype_traits<int8_t> : dtype_constant<CHORUS_INT8> {};
-template <> struct dtype_traits<int16_t> : dtype_constant<CHORUS_INT16> {};
-template <> struct dtype_traits<int32_t> : dtype_constant<CHORUS_INT32> {};
-template <> struct dtype_traits<int64_t> : dtype_constant<CHORUS_INT64> {};
-template <> struct dtype_traits<uint8_t> : dtype_constant<CHORUS_UINT8> {};
-template <> struct dtype_traits<uint16_t> : dtype_constant<CHORUS_UINT16> {};
-template <> struct dtype_traits<uint32_t> : dtype_constant<CHORUS_UINT32> {};
-template <> struct dtype_traits<uint64_t> : dtype_constant<CHORUS_UINT64> {};
-template <> struct dtype_traits<half> : dtype_constant<CHORUS_FLOAT16> {};
-template <> struct dtype_traits<bfloat16> : dtype_constant<CHORUS_BFLOAT16> {};
-template <> struct dtype_traits<float> : dtype_constant<CHORUS_FLOAT32> {};
-template <> struct dtype_traits<double> : dtype_constant<CHORUS_FLOAT64> {};
-template <> struct dtype_traits<std::complex<float>> : dtype_constant<CHORUS_COMPLEX64> {};
+template <>
+struct dtype_traits<bool> : dtype_constant<CHORUS_BOOL> {};
+template <>
+struct dtype_traits<int8_t> : dtype_constant<CHORUS_INT8> {};
+template <>
+struct dtype_traits<int16_t> : dtype_constant<CHORUS_INT16> {};
+template <>
+struct dtype_traits<int32_t> : dtype_constant<CHORUS_INT32> {};
+template <>
+struct dtype_traits<int64_t> : dtype_constant<CHORUS_INT64> {};
+template <>
+struct dtype_traits<uint8_t> : dtype_constant<CHORUS_UINT8> {};
+template <>
+struct dtype_traits<uint16_t> : dtype_constant<CHORUS_UINT16> {};
+template <>
+struct dtype_traits<uint32_t> : dtype_constant<CHORUS_UINT32> {};
+template <>
+struct dtype_traits<uint64_t> : dtype_constant<CHORUS_UINT64> {};
+template <>
+struct dtype_traits<half> : dtype_constant<CHORUS_FLOAT16> {};
+template <>
+struct dtype_traits<bfloat16> : dtype_constant<CHORUS_BFLOAT16> {};
+template <>
+struct dtype_traits<float> : dtype_constant<CHORUS_FLOAT32> {};
+template <>
+struct dtype_traits<double> : dtype_constant<CHORUS_FLOAT64> {};
+template <>
+struct dtype_traits<std::complex<float>> : dtype_constant<CHORUS_COMPLEX64> {};
 // `long long` and `long` are distinct types of the same size on LP64, and
 // int64_t is only one of them: the other 64-bit integers map by size.
 template <class T>
-struct dtype_traits<T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool> &&
-                                        sizeof(T) == 8 && !std::is_same_v<T, int64_t> &&
-                                        !std::is_same_v<T, uint64_t>>>
+struct dtype_traits<
+    T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool> && sizeof(T) == 8 &&
+                        !std::is_same_v<T, int64_t> && !std::is_same_v<T, uint64_t>>>
     : dtype_constant<std::is_signed_v<T> ? CHORUS_INT64 : CHORUS_UINT64> {};
 
 /// True for a type the typed calls accept (cv-qualifiers ignored).
 template <class T, class = void>
 inline constexpr bool is_element_v = false;
 template <class T>
-inline constexpr bool is_element_v<T, std::void_t<decltype(dtype_traits<std::remove_cv_t<T>>::value)>> =
-    true;
+inline constexpr bool
+    is_element_v<T, std::void_t<decltype(dtype_traits<std::remove_cv_t<T>>::value)>> = true;
 #if __cplusplus >= 202002L
 template <class T>
 concept Element = is_element_v<T>;

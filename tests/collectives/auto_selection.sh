@@ -10,7 +10,7 @@ bench="$2"
 pick() {
   local coll="$1" bytes="$2"
   shift 2
-  env "$@" "$run" -n 4 --timeout 120 -- "$bench" --coll "$coll" -c -b "$bytes" -e "$bytes" -n 1 -w 0 --json |
+  env "$@" "$run" -n 4 --timeout 120 -- "$bench" --coll "$coll" -c -b "$bytes" -e "$bytes" -n 1 -w 0 --no-inplace --json |
     grep -o '"algorithm":"[a-z_]*"' | head -n1 | cut -d'"' -f4
 }
 

@@ -29,11 +29,12 @@ awk '
         tot += s
       }
       if (tot != val[a, "bytes_sent"]) { print "rank " a ": bytes_sent " val[a, "bytes_sent"] " != sum " tot; bad++ }
-      # 3 sizes x (1 warmup + 3 iters) all_reduces + 1 per size collecting the
-      # times (-c checks on each rank and uses no collective for its verdict)
+      # 3 sizes x 2 passes (out-of-place, in-place) x (1 warmup + 3 iters)
+      # all_reduces + 1 per pass collecting the times (-c checks on each rank
+      # and uses no collective for its verdict)
       ar = 0
       for (k in val) { split(k, parts, SUBSEP); if (parts[1] == a && parts[2] ~ /^ops\.all_reduce\./) ar += val[k] }
-      if (ar != 15) { print "rank " a ": counted " ar " all_reduces, expected 15"; bad++ }
+      if (ar != 30) { print "rank " a ": counted " ar " all_reduces, expected 30"; bad++ }
       if (val[a, "errors"] != 0) { print "rank " a ": errors " val[a, "errors"]; bad++ }
     }
     printf "bench_stats: %d stats lines, %d problem(s)\n", lines, bad

@@ -140,7 +140,8 @@ void run_type(chorus::Communicator& comm, const char* name, bool with_max) {
     // all_gather: rank r's block at r * n.
     Array<T> gathered(n * size_t(n_ranks)), gather_ref(n * size_t(n_ranks));
     for (int r = 0; r < n_ranks; ++r)
-      for (size_t i = 0; i < n; ++i) gather_ref[size_t(r) * n + i] = Kind<T>::from(value<T>(r, i, 0));
+      for (size_t i = 0; i < n; ++i)
+        gather_ref[size_t(r) * n + i] = Kind<T>::from(value<T>(r, i, 0));
     comm.all_gather(in.data(), gathered.data(), n);
     expect_equal(gathered, gather_ref, tag + " all_gather");
     gathered.assign(gathered.size(), T{});
@@ -197,10 +198,10 @@ void run_type(chorus::Communicator& comm, const char* name, bool with_max) {
       expect_equal(got, ref, tag + " send/recv");
       got.assign(n, T{});
       // Requests run in issue order, so the same even/odd order as above.
-      chorus::Request first = me % 2 == 0 ? comm.isend(msg_const.data(), n, next)
-                                          : comm.irecv(got.data(), n, prev);
-      chorus::Request second = me % 2 == 0 ? comm.irecv(got.data(), n, prev)
-                                           : comm.isend(msg_const.data(), n, next);
+      chorus::Request first =
+          me % 2 == 0 ? comm.isend(msg_const.data(), n, next) : comm.irecv(got.data(), n, prev);
+      chorus::Request second =
+          me % 2 == 0 ? comm.irecv(got.data(), n, prev) : comm.isend(msg_const.data(), n, next);
       second.wait();
       first.wait();
       expect_equal(got, ref, tag + " isend/irecv");

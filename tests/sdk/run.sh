@@ -290,7 +290,8 @@ check "faulty delay_us=2000 seed=3: chorus-bench -c exact (halving_doubling)" 30
 bench_json() {
   local name="$1"
   env CHORUS_PLUGIN_PATH="$hd_dir" "$build/bin/chorusrun" -n 4 --no-prefix --timeout 280 -- \
-    "$build/bin/chorus-bench" -a "$name" -b 8 -e 64M -f 2 -n 3 -w 1 --json >"$logs/bench.$name.json" ||
+    "$build/bin/chorus-bench" -a "$name" -b 8 -e 64M -f 2 -n 3 -w 1 --no-inplace --json \
+    >"$logs/bench.$name.json" ||
     return 1
   # The algorithm that ran is the one asked for, at every one of the 24 sizes.
   awk -v want="\"algorithm\":\"$name\"" '

@@ -10,6 +10,17 @@
 // and timed, with the closed-form result (bench_data.h), outside the timed
 // region. The verdict is each rank's own exit status: it is never combined
 // with the collective under test, which could hide its own errors.
+//
+// Each size runs twice, as nccl-tests does: out-of-place (separate input and
+// output) and in-place (all_reduce with in == out, all_gather with the input
+// at this rank's block of the output); both are timed and both checked. The
+// collectives without an in-place form in the Chorus API (reduce_scatter,
+// whose output must not overlap its input; broadcast, which has one buffer
+// and is reported out-of-place; barrier; sendrecv) show "n/a" there.
+//
+// Sizes are rounded down to a whole number of elements (for all_gather and
+// reduce_scatter: of elements per rank), and the size printed is the one that
+// ran; a header line says so when a requested size was rounded.
 #include <chorus/chorus.h>
 
 #include <CLI/CLI.hpp>
@@ -40,6 +51,7 @@ struct Options {
   bool check = false;
   bool json = false;
   bool stats = false;
+  bool no_inplace = false;
   int root = 0;
 };
 
@@ -77,6 +89,35 @@ int fail(const char* what, int rc) {
   return 1;
 }
 
+/// ops.<collective>.<algorithm> counters: how often each algorithm ran.
+std::vector<std::pair<std::string, uint64_t>> algorithm_runs(chorus_comm_t* comm,
+                                                             const std::string& coll) {
+  size_t n = 0;
+  chorus_comm_counters(comm, nullptr, 0, &n);
+  std::vector<chorus_counter_t> c(n + 8);
+  chorus_comm_counters(comm, c.data(), c.size(), &n);
+  const std::string prefix = "ops." + coll + ".";
+  std::vector<std::pair<std::string, uint64_t>> out;
+  for (size_t i = 0; i < n && i < c.size(); ++i)
+    if (std::strncmp(c[i].name, prefix.c_str(), prefix.size()) == 0)
+      out.emplace_back(c[i].name + prefix.size(), c[i].value);
+  return out;
+}
+
+/// The algorithms whose run count grew between two algorithm_runs snapshots,
+/// joined with '+' ("ring"; "mesh+ring" if auto switched within the size).
+std::string algorithms_that_ran(const std::vector<std::pair<std::string, uint64_t>>& before,
+                                const std::vector<std::pair<std::string, uint64_t>>& after) {
+  std::string out;
+  for (const auto& [name, value] : after) {
+    uint64_t was = 0;
+    for (const auto& [n0, v0] : before)
+      if (n0 == name) was = v0;
+    if (value > was) out += (out.empty() ? "" : "+") + name;
+  }
+  return out.empty() ? "?" : out;
+}
+
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -110,6 +151,8 @@ int main(int argc, char** argv) {
                "outside the timed region; each rank prints its own count of wrong elements and "
                "exits 3 if it found any");
   app.add_flag("--json", o.json, "one JSON object per size instead of the table");
+  app.add_flag("--no-inplace", o.no_inplace,
+               "run out-of-place only (the in-place columns show n/a; JSON \"inplace\": null)");
   app.add_flag("--stats", o.stats,
                "at the end, print every rank's communicator counters (lines \"# stats r<rank> "
                "<comm> <name> <value>\")");
@@ -185,15 +228,6 @@ int main(int argc, char** argv) {
                       coll == Coll::kAllToAll || coll == Coll::kAllToAllv;
   if (blocks) bus_factor = double(nranks - 1) / nranks;
 
-  if (rank == 0 && !o.json) {
-    std::printf(
-        "# chorus-bench %s: %d ranks, transport %s, dtype %s, op %s, iters %d, warmup %d%s\n",
-        o.coll.c_str(), nranks, chorus_comm_transport(comm), o.dtype.c_str(), o.op.c_str(), o.iters,
-        o.warmup, o.check ? ", checking every iteration on every rank (#wrong: rank 0's)" : "");
-    std::printf("# %12s %12s %10s %12s %10s %10s %8s\n", "size(B)", "count", "algorithm",
-                "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
-  }
-
   uint64_t total_wrong = 0;
   double busbw_sum = 0;
   int busbw_n = 0;
@@ -204,6 +238,35 @@ int main(int argc, char** argv) {
       sizes.push_back(uint64_t(s));
       if (o.factor <= 1.0) break;
     }
+  // Whole elements only (per rank where the size is the gathered buffer):
+  // round each size down and report the size that actually ran.
+  const bool per_rank_blocks = coll == Coll::kAllGather || coll == Coll::kReduceScatter;
+  const uint64_t unit = esize * (per_rank_blocks ? uint64_t(nranks) : 1);
+  std::string rounded_note;
+  for (uint64_t& bytes : sizes) {
+    const uint64_t whole = bytes / unit * unit;
+    if (whole != bytes && rounded_note.size() < 200)
+      rounded_note += (rounded_note.empty() ? "" : ", ") + std::to_string(bytes) + " -> " +
+                      std::to_string(whole);
+    bytes = whole;
+  }
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  const bool has_inplace = !o.no_inplace && (coll == Coll::kAllReduce || coll == Coll::kAllGather);
+
+  if (rank == 0 && !o.json) {
+    std::printf(
+        "# chorus-bench %s: %d ranks, transport %s, dtype %s, op %s, iters %d, warmup %d%s\n",
+        o.coll.c_str(), nranks, chorus_comm_transport(comm), o.dtype.c_str(), o.op.c_str(), o.iters,
+        o.warmup, o.check ? ", checking every iteration on every rank (#wrong: rank 0's)" : "");
+    if (!rounded_note.empty())
+      std::printf("# sizes rounded down to whole %s elements%s: %s\n", o.dtype.c_str(),
+                  per_rank_blocks ? " per rank" : "", rounded_note.c_str());
+    std::printf("# %12s %12s %10s  %-40s  %s\n", "", "", "",
+                "------------ out-of-place ------------", "------------- in-place -------------");
+    std::printf("# %12s %12s %10s %10s %9s %9s %7s %10s %9s %9s %7s\n", "size(B)", "count",
+                "algorithm", "time(us)", "algbw", "busbw", "#wrong", "time(us)", "algbw", "busbw",
+                "#wrong");
+  }
 
   for (uint64_t bytes : sizes) {
     // nccl-tests convention: for all_gather / reduce_scatter the size is the
@@ -229,116 +292,158 @@ int main(int argc, char** argv) {
           coll == Coll::kAllToAllv ? int(CHORUS_COLL_ALL_TO_ALL) : coll_id,
           o.coll == "sendrecv", dtype, op, rank, nranks, o.root, count, expect);
 
-    // Outside the timed region: poison the output so that stale data cannot
-    // pass the check, and give the broadcast root its data again (the
-    // operation is in place).
-    auto prepare = [&] {
-      if (o.check) std::fill(out.begin(), out.end(), std::byte{0xA5});
-      if (coll == Coll::kBroadcast && rank == o.root)
-        std::memcpy(out.data(), in.data(), count * esize);
+    // One pass (warm-up + timed iterations) of the out-of-place or in-place
+    // form. Outside the timed region: poison the output so that stale data
+    // cannot pass the check, and put the input where the in-place form (and
+    // the broadcast root) expects it.
+    const size_t block = count * esize;
+    struct Pass {
+      double us = 0;
+      uint64_t wrong = 0;  // this rank's, over every iteration of this size
+      int bad_iterations = 0;
+      std::string first_bad;
+      std::string algorithms;  // that ran the operation under test
     };
-    uint64_t wrong = 0;  // this rank's, over every iteration of this size
-    int bad_iterations = 0;
-    std::string first_bad;
-    auto check = [&](const char* phase, int iteration) {
-      if (!o.check) return;
-      const uint64_t w =
-          chorus::bench::count_wrong(dtype, out.data(), expect.data(), expect.size() / esize);
-      if (w == 0) return;
-      wrong += w;
-      if (bad_iterations++ == 0)
-        first_bad = std::string(phase) + " iteration " + std::to_string(iteration);
-    };
-
-    auto run_once = [&]() -> int {
-      switch (coll) {
-        case Coll::kAllReduce:
-          return chorus_all_reduce(comm, in.data(), out.data(), count, dtype, op);
-        case Coll::kAllGather:
-          return chorus_all_gather(comm, in.data(), out.data(), count, dtype);
-        case Coll::kReduceScatter:
-          return chorus_reduce_scatter(comm, in.data(), out.data(), count, dtype, op);
-        case Coll::kBroadcast:
-          return chorus_broadcast(comm, out.data(), count, dtype, o.root);
-        case Coll::kBarrier:
-          return chorus_barrier(comm);
-        case Coll::kReduce:
-          return chorus_reduce(comm, in.data(), out.data(), count, dtype, op, o.root);
-        case Coll::kGather:
-          return chorus_gather(comm, in.data(), out.data(), count, dtype, o.root);
-        case Coll::kScatter:
-          return chorus_scatter(comm, in.data(), out.data(), count, dtype, o.root);
-        case Coll::kAllToAll:
-          return chorus_all_to_all(comm, in.data(), out.data(), count, dtype);
-        case Coll::kAllToAllv:
-          return chorus_all_to_allv(comm, in.data(), v_counts.data(), v_offsets.data(),
-                                    out.data(), v_counts.data(), v_offsets.data(), dtype);
-        case Coll::kSendRecv: {
-          // Ring exchange: even ranks send first, odd ranks receive first.
-          int right = (rank + 1) % nranks, left = (rank - 1 + nranks) % nranks;
-          if (rank % 2 == 0) {
-            if (int rc = chorus_send(comm, in.data(), count, dtype, right)) return rc;
-            return chorus_recv(comm, out.data(), count, dtype, left);
+    auto run_pass = [&](bool inplace, Pass& pass) -> int {
+      auto prepare = [&] {
+        if (o.check) std::fill(out.begin(), out.end(), std::byte{0xA5});
+        if (coll == Coll::kBroadcast && rank == o.root) std::memcpy(out.data(), in.data(), block);
+        if (inplace && coll == Coll::kAllReduce) std::memcpy(out.data(), in.data(), block);
+        if (inplace && coll == Coll::kAllGather)
+          std::memcpy(out.data() + size_t(rank) * block, in.data(), block);
+      };
+      auto check = [&](const char* phase, int iteration) {
+        if (!o.check) return;
+        const uint64_t w =
+            chorus::bench::count_wrong(dtype, out.data(), expect.data(), expect.size() / esize);
+        if (w == 0) return;
+        pass.wrong += w;
+        if (pass.bad_iterations++ == 0)
+          pass.first_bad = std::string(inplace ? "in-place " : "") + phase + " iteration " +
+                           std::to_string(iteration);
+      };
+      auto run_once = [&]() -> int {
+        switch (coll) {
+          case Coll::kAllReduce:
+            return chorus_all_reduce(comm, inplace ? out.data() : in.data(), out.data(), count,
+                                     dtype, op);
+          case Coll::kAllGather:
+            return chorus_all_gather(comm, inplace ? out.data() + size_t(rank) * block : in.data(),
+                                     out.data(), count, dtype);
+          case Coll::kReduceScatter:
+            return chorus_reduce_scatter(comm, in.data(), out.data(), count, dtype, op);
+          case Coll::kBroadcast:
+            return chorus_broadcast(comm, out.data(), count, dtype, o.root);
+          case Coll::kBarrier:
+            return chorus_barrier(comm);
+          case Coll::kReduce:
+            return chorus_reduce(comm, in.data(), out.data(), count, dtype, op, o.root);
+          case Coll::kGather:
+            return chorus_gather(comm, in.data(), out.data(), count, dtype, o.root);
+          case Coll::kScatter:
+            return chorus_scatter(comm, in.data(), out.data(), count, dtype, o.root);
+          case Coll::kAllToAll:
+            return chorus_all_to_all(comm, in.data(), out.data(), count, dtype);
+          case Coll::kAllToAllv:
+            return chorus_all_to_allv(comm, in.data(), v_counts.data(), v_offsets.data(),
+                                      out.data(), v_counts.data(), v_offsets.data(), dtype);
+          case Coll::kSendRecv: {
+            // Ring exchange: even ranks send first, odd ranks receive first.
+            int right = (rank + 1) % nranks, left = (rank - 1 + nranks) % nranks;
+            if (rank % 2 == 0) {
+              if (int rc = chorus_send(comm, in.data(), count, dtype, right)) return rc;
+              return chorus_recv(comm, out.data(), count, dtype, left);
+            }
+            if (int rc = chorus_recv(comm, out.data(), count, dtype, left)) return rc;
+            return chorus_send(comm, in.data(), count, dtype, right);
           }
-          if (int rc = chorus_recv(comm, out.data(), count, dtype, left)) return rc;
-          return chorus_send(comm, in.data(), count, dtype, right);
         }
+        return CHORUS_ERR_INTERNAL;
+      };
+      // Counted around the operations under test only: the all_reduce that
+      // collects the times below is the bench's own.
+      const auto runs_before = algorithm_runs(comm, o.coll);
+      for (int i = 0; i < o.warmup; ++i) {
+        prepare();
+        if (int rc = run_once(); rc != CHORUS_OK) return fail(o.coll.c_str(), rc);
+        check("warm-up", i);
       }
-      return CHORUS_ERR_INTERNAL;
+      std::vector<double> times(size_t(o.iters), 0.0);
+      for (int i = 0; i < o.iters; ++i) {
+        prepare();
+        if (int rc = chorus_barrier(comm); rc != CHORUS_OK) return fail("barrier", rc);
+        auto t0 = std::chrono::steady_clock::now();
+        if (int rc = run_once(); rc != CHORUS_OK) return fail(o.coll.c_str(), rc);
+        times[size_t(i)] =
+            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+                .count();
+        check("timed", i);  // before the next barrier: not in any rank's timed region
+      }
+      pass.algorithms = algorithms_that_ran(runs_before, algorithm_runs(comm, o.coll));
+      if (int rc = chorus_all_reduce(comm, times.data(), times.data(), times.size(), CHORUS_FLOAT64,
+                                     CHORUS_MAX);
+          rc != CHORUS_OK)
+        return fail("collecting times", rc);
+      pass.us = median(times);
+      if (pass.wrong > 0)
+        std::fprintf(stderr,
+                     "chorus-bench: rank %d: %s%s of %llu bytes: %llu wrong elements in %d of %d "
+                     "iterations (first in %s)\n",
+                     rank, inplace ? "in-place " : "", o.coll.c_str(), (unsigned long long)bytes,
+                     (unsigned long long)pass.wrong, pass.bad_iterations, o.warmup + o.iters,
+                     pass.first_bad.c_str());
+      return 0;
     };
 
-    for (int i = 0; i < o.warmup; ++i) {
-      prepare();
-      if (int rc = run_once(); rc != CHORUS_OK) return fail(o.coll.c_str(), rc);
-      check("warm-up", i);
-    }
-    std::vector<double> times(size_t(o.iters), 0.0);
-    for (int i = 0; i < o.iters; ++i) {
-      prepare();
-      if (int rc = chorus_barrier(comm); rc != CHORUS_OK) return fail("barrier", rc);
-      auto t0 = std::chrono::steady_clock::now();
-      if (int rc = run_once(); rc != CHORUS_OK) return fail(o.coll.c_str(), rc);
-      times[size_t(i)] = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-      check("timed", i);  // before the next barrier: not in any rank's timed region
-    }
-    if (int rc = chorus_all_reduce(comm, times.data(), times.data(), times.size(), CHORUS_FLOAT64,
-                                   CHORUS_MAX);
-        rc != CHORUS_OK)
-      return fail("collecting times", rc);
-    if (wrong > 0)
-      std::fprintf(stderr,
-                   "chorus-bench: rank %d: %s of %llu bytes: %llu wrong elements in %d of %d "
-                   "iterations (first in %s)\n",
-                   rank, o.coll.c_str(), (unsigned long long)bytes, (unsigned long long)wrong,
-                   bad_iterations, o.warmup + o.iters, first_bad.c_str());
-    total_wrong += wrong;
+    Pass oop, inp;
+    if (int rc = run_pass(false, oop)) return rc;
+    if (has_inplace)
+      if (int rc = run_pass(true, inp)) return rc;
+    std::string algo = coll == Coll::kSendRecv ? std::string("p2p") : oop.algorithms;
+    if (has_inplace && inp.algorithms != oop.algorithms) algo += "/" + inp.algorithms;
+    total_wrong += oop.wrong + inp.wrong;
 
-    double us = median(times);
-    double algbw = us > 0 ? double(bytes) / us / 1e3 : 0;
-    double busbw = algbw * bus_factor;
+    auto algbw_of = [&](double us) { return us > 0 ? double(bytes) / us / 1e3 : 0; };
+    const double algbw = algbw_of(oop.us), busbw = algbw * bus_factor;
+    const double ip_algbw = algbw_of(inp.us), ip_busbw = ip_algbw * bus_factor;
     if (bytes > 0) {
       busbw_sum += busbw;
       ++busbw_n;
+      if (has_inplace) {
+        busbw_sum += ip_busbw;
+        ++busbw_n;
+      }
     }
-    // The size the library chooses by (communicator.cc): per rank for most,
-    // the whole exchange for all_to_all, none for all_to_allv.
-    const uint64_t choose_bytes = coll == Coll::kAllToAll    ? count * esize * size_t(nranks)
-                                  : coll == Coll::kAllToAllv ? 0
-                                                             : count * esize;
-    const char* algo =
-        coll == Coll::kSendRecv ? "p2p" : chorus_comm_algorithm(comm, coll_id, choose_bytes);
     if (rank == 0) {
-      if (o.json)
-        std::printf("{\"coll\":\"%s\",\"ranks\":%d,\"transport\":\"%s\",\"algorithm\":\"%s\","
-                    "\"dtype\":\"%s\",\"op\":\"%s\",\"bytes\":%llu,\"count\":%zu,\"time_us\":%.3f,"
-                    "\"algbw_gbs\":%.4f,\"busbw_gbs\":%.4f,\"wrong\":%llu,\"checked\":%s}\n",
-                    o.coll.c_str(), nranks, chorus_comm_transport(comm), algo ? algo : "?",
-                    o.dtype.c_str(), o.op.c_str(), (unsigned long long)bytes, count, us, algbw,
-                    busbw, (unsigned long long)wrong, o.check ? "true" : "false");
-      else
-        std::printf("  %12llu %12zu %10s %12.2f %10.3f %10.3f %8s\n", (unsigned long long)bytes,
-                    count, algo ? algo : "?", us, algbw, busbw,
-                    o.check ? std::to_string(wrong).c_str() : "-");
+      if (o.json) {
+        char inplace_json[256] = "null";
+        if (has_inplace)
+          std::snprintf(inplace_json, sizeof inplace_json,
+                        "{\"time_us\":%.3f,\"algbw_gbs\":%.4f,\"busbw_gbs\":%.4f,\"wrong\":%llu}",
+                        inp.us, ip_algbw, ip_busbw, (unsigned long long)inp.wrong);
+        std::printf(
+            "{\"coll\":\"%s\",\"ranks\":%d,\"transport\":\"%s\",\"algorithm\":\"%s\","
+            "\"dtype\":\"%s\",\"op\":\"%s\",\"bytes\":%llu,\"count\":%zu,\"time_us\":%.3f,"
+            "\"algbw_gbs\":%.4f,\"busbw_gbs\":%.4f,\"wrong\":%llu,\"checked\":%s,"
+            "\"inplace\":%s}\n",
+            o.coll.c_str(), nranks, chorus_comm_transport(comm), algo.c_str(), o.dtype.c_str(),
+            o.op.c_str(), (unsigned long long)bytes, count, oop.us, algbw, busbw,
+            (unsigned long long)oop.wrong, o.check ? "true" : "false", inplace_json);
+      } else {
+        auto wrong_text = [&](uint64_t w) {
+          return o.check ? std::to_string(w) : std::string("-");
+        };
+        char inplace_text[96];
+        if (has_inplace)
+          std::snprintf(inplace_text, sizeof inplace_text, "%10.2f %9.3f %9.3f %7s", inp.us,
+                        ip_algbw, ip_busbw, wrong_text(inp.wrong).c_str());
+        else
+          std::snprintf(inplace_text, sizeof inplace_text, "%10s %9s %9s %7s", "n/a", "n/a", "n/a",
+                        "n/a");
+        std::printf("  %12llu %12zu %10s %10.2f %9.3f %9.3f %7s %s\n", (unsigned long long)bytes,
+                    count, algo.c_str(), oop.us, algbw, busbw, wrong_text(oop.wrong).c_str(),
+                    inplace_text);
+      }
       std::fflush(stdout);
     }
   }
@@ -362,8 +467,8 @@ int main(int argc, char** argv) {
     }
   }
   if (rank == 0 && !o.json)
-    std::printf("# Average busbw: %.3f GB/s over %d sizes\n", busbw_n ? busbw_sum / busbw_n : 0.0,
-                busbw_n);
+    std::printf("# Average busbw: %.3f GB/s over %d results (out-of-place and in-place)\n",
+                busbw_n ? busbw_sum / busbw_n : 0.0, busbw_n);
   // Every rank reports its own count (stderr with --json, whose stdout is
   // JSON lines only), and its exit status is its own verdict.
   if (o.check)

@@ -329,7 +329,8 @@ void print_config(const Report& rep) {
   for (const auto& s : rep.settings) width = std::max(width, s.key.size());
   for (const auto& s : rep.settings)
     std::printf("  %-*s = %-22s  # %s\n", int(width), s.key.c_str(),
-                s.value.empty() ? "(unset)" : s.value.c_str(), s.source.c_str());
+                s.value.empty() ? "(unset)" : s.value.c_str(),
+                s.source == "unset" ? "no default" : s.source.c_str());
 }
 
 void print_plugins(const Report& rep) {
@@ -341,8 +342,7 @@ void print_plugins(const Report& rep) {
       if (p.kind != kind) continue;
       ++n;
       std::printf("  %-12s %-6s %-7s %-6s %s\n", p.name.c_str(), p.loads ? "yes" : "no",
-                  p.usable ? "yes" : "no", p.loads ? ("v" + p.abi).c_str() : "-",
-                  p.path.c_str());
+                  p.usable ? "yes" : "no", p.loads ? ("v" + p.abi).c_str() : "-", p.path.c_str());
       if (!p.loads) {
         std::printf("      %s: %s\n", p.broken ? "BROKEN, never loaded" : "reason",
                     p.detail.c_str());
@@ -358,13 +358,14 @@ void print_plugins(const Report& rep) {
     }
     if (n == 0) std::printf("  (none found)\n");
   }
-  std::printf("Built-in transport:\n  %-12s %-6s %-7s %-6s %s within a host "
-              "(transport.auto.local), %s across hosts (transport.auto.fabric)%s\n",
-              "auto", rep.auto_loads ? "yes" : "no", rep.auto_usable ? "yes" : "no", "-",
-              rep.auto_local.c_str(), rep.auto_fabric.c_str(),
-              !rep.auto_loads    ? "; one of them does not load (see above)"
-              : !rep.auto_usable ? "; one of them is not usable here (see above)"
-                                 : "");
+  std::printf(
+      "Built-in transport:\n  %-12s %-6s %-7s %-6s %s within a host "
+      "(transport.auto.local), %s across hosts (transport.auto.fabric)%s\n",
+      "auto", rep.auto_loads ? "yes" : "no", rep.auto_usable ? "yes" : "no", "-",
+      rep.auto_local.c_str(), rep.auto_fabric.c_str(),
+      !rep.auto_loads    ? "; one of them does not load (see above)"
+      : !rep.auto_usable ? "; one of them is not usable here (see above)"
+                         : "");
 }
 
 void print_text(const Report& rep) {
@@ -405,7 +406,8 @@ nlohmann::ordered_json config_json(const Report& rep) {
   for (const auto& s : rep.settings) {
     nlohmann::ordered_json e;
     e["key"] = s.key;
-    e["value"] = s.value.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(s.value);
+    e["value"] =
+        s.value.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(s.value);
     e["source"] = s.source;
     settings.push_back(std::move(e));
   }
@@ -418,10 +420,10 @@ nlohmann::ordered_json to_json(const Report& rep, bool config_only, int exit_sta
   j["chorus_version"] = std::to_string(CHORUS_VERSION_MAJOR) + "." +
                         std::to_string(CHORUS_VERSION_MINOR) + "." +
                         std::to_string(CHORUS_VERSION_PATCH);
-  j["abi"] = {{"transport", {{"major", CHORUS_TRANSPORT_ABI_MAJOR},
-                             {"minor", CHORUS_TRANSPORT_ABI_MINOR}}},
-              {"algorithm", {{"major", CHORUS_ALGORITHM_ABI_MAJOR},
-                             {"minor", CHORUS_ALGORITHM_ABI_MINOR}}}};
+  j["abi"] = {
+      {"transport", {{"major", CHORUS_TRANSPORT_ABI_MAJOR}, {"minor", CHORUS_TRANSPORT_ABI_MINOR}}},
+      {"algorithm",
+       {{"major", CHORUS_ALGORITHM_ABI_MAJOR}, {"minor", CHORUS_ALGORITHM_ABI_MINOR}}}};
   j["configuration"] = config_json(rep);
   j["plugin_search_path"] = rep.search_path;
   if (!config_only) {
@@ -448,12 +450,11 @@ nlohmann::ordered_json to_json(const Report& rep, bool config_only, int exit_sta
       plugins.push_back(std::move(e));
     }
     j["plugins"] = std::move(plugins);
-    j["builtin_transports"] = nlohmann::ordered_json::array(
-        {{{"name", "auto"},
-          {"loads", rep.auto_loads},
-          {"usable", rep.auto_usable},
-          {"local", rep.auto_local},
-          {"fabric", rep.auto_fabric}}});
+    j["builtin_transports"] = nlohmann::ordered_json::array({{{"name", "auto"},
+                                                              {"loads", rep.auto_loads},
+                                                              {"usable", rep.auto_usable},
+                                                              {"local", rep.auto_local},
+                                                              {"fabric", rep.auto_fabric}}});
     if (rep.config_ok) {
       j["default_transport"] = {{"name", rep.configured.name},
                                 {"usable", rep.configured.ok},

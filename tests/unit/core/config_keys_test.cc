@@ -8,11 +8,11 @@
 #include "core/plugin_loader.h"
 #include "core/suggest.h"
 
+#include <unistd.h>
 #include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
-#include <unistd.h>
 
 using namespace chorus::core;
 

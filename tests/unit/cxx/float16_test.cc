@@ -5,8 +5,8 @@
 // the JACCL layer's conversion) on edge cases and a sweep of float patterns.
 #include <catch2/catch.hpp>
 
-#include <chorus/chorus.hpp>
 #include <jaccl/types.h>
+#include <chorus/chorus.hpp>
 
 #include <bit>
 #include <cmath>
@@ -63,7 +63,9 @@ static_assert(TypedCalls<std::complex<float>>);
 static_assert(!TypedCalls<long double>);
 // An output or a receive buffer must not be const.
 template <class T>
-concept RecvIntoConst = requires(chorus::Communicator& c, const T* p) { c.recv(p, 1, 1); };
+concept RecvIntoConst = requires(chorus::Communicator& c, const T* p) {
+  c.recv(p, 1, 1);
+};
 static_assert(!RecvIntoConst<float>);
 
 static_assert(chorus::half(1.0f).bits() == 0x3c00);
@@ -92,14 +94,34 @@ uint16_t reference_bfloat16(float f) {
 }
 
 std::vector<float> edge_floats() {
-  std::vector<float> v = {0.0f, -0.0f, 1.0f, -1.0f, 65504.0f, 65519.99f, 65520.0f, 65536.0f,
-                          0x1p-14f, 0x1p-24f, 0x1p-25f, 0x1.8p-25f, 0x1.000002p-25f, 0x1p-26f,
-                          1.0f + 0x1p-11f, 1.0f + 0x1p-10f + 0x1p-11f, 1.0f + 0x1p-8f,
-                          1.0f + 0x1p-7f + 0x1p-8f, std::numeric_limits<float>::max(),
-                          std::numeric_limits<float>::min(), std::numeric_limits<float>::denorm_min(),
+  std::vector<float> v = {0.0f,
+                          -0.0f,
+                          1.0f,
+                          -1.0f,
+                          65504.0f,
+                          65519.99f,
+                          65520.0f,
+                          65536.0f,
+                          0x1p-14f,
+                          0x1p-24f,
+                          0x1p-25f,
+                          0x1.8p-25f,
+                          0x1.000002p-25f,
+                          0x1p-26f,
+                          1.0f + 0x1p-11f,
+                          1.0f + 0x1p-10f + 0x1p-11f,
+                          1.0f + 0x1p-8f,
+                          1.0f + 0x1p-7f + 0x1p-8f,
+                          std::numeric_limits<float>::max(),
+                          std::numeric_limits<float>::min(),
+                          std::numeric_limits<float>::denorm_min(),
                           std::numeric_limits<float>::infinity(),
-                          -std::numeric_limits<float>::infinity(), 3.14159265f, -2.71828182f,
-                          0x1.ffep15f, 0x1.ffcp15f, 0x1.fffep127f};
+                          -std::numeric_limits<float>::infinity(),
+                          3.14159265f,
+                          -2.71828182f,
+                          0x1.ffep15f,
+                          0x1.ffcp15f,
+                          0x1.fffep127f};
   return v;
 }
 
@@ -126,8 +148,7 @@ TEST_CASE("half and bfloat16 round-trip every 16-bit pattern", "[float16]") {
   }
 }
 
-TEST_CASE("float to half rounds to nearest even like _Float16 and JACCL's float16_t",
-          "[float16]") {
+TEST_CASE("float to half rounds to nearest even like _Float16 and JACCL's float16_t", "[float16]") {
   auto check_one = [](float f) {
     const uint16_t got = chorus::half(f).bits();
     const uint16_t want = std::bit_cast<uint16_t>(static_cast<_Float16>(f));
@@ -145,10 +166,10 @@ TEST_CASE("float to half rounds to nearest even like _Float16 and JACCL's float1
   for (float f : edge_floats()) check_one(f);
   // Explicit answers from the IEEE rules (independent of any implementation).
   CHECK(chorus::half(65504.0f).bits() == 0x7bff);
-  CHECK(chorus::half(65520.0f).bits() == 0x7c00);           // the tie above max goes to infinity
-  CHECK(chorus::half(0x1p-25f).bits() == 0x0000);           // tie between 0 and 2^-24: even
+  CHECK(chorus::half(65520.0f).bits() == 0x7c00);  // the tie above max goes to infinity
+  CHECK(chorus::half(0x1p-25f).bits() == 0x0000);  // tie between 0 and 2^-24: even
   CHECK(chorus::half(0x1.8p-25f).bits() == 0x0001);
-  CHECK(chorus::half(1.0f + 0x1p-11f).bits() == 0x3c00);    // tie: even
+  CHECK(chorus::half(1.0f + 0x1p-11f).bits() == 0x3c00);             // tie: even
   CHECK(chorus::half(1.0f + 0x1p-10f + 0x1p-11f).bits() == 0x3c02);  // tie: up to even
   CHECK(chorus::half(-0.0f).bits() == 0x8000);
   // A sweep over float bit patterns (every 4093rd, so each exponent and many
@@ -173,8 +194,8 @@ TEST_CASE("float to bfloat16 rounds to nearest even like a search in double and 
       FAIL_CHECK("float " << f << ": got 0x" << std::hex << got << ", jaccl 0x" << jaccl);
   };
   for (float f : edge_floats()) check_one(f);
-  CHECK(chorus::bfloat16(1.0f + 0x1p-8f).bits() == 0x3f80);             // tie: even
-  CHECK(chorus::bfloat16(1.0f + 0x1p-7f + 0x1p-8f).bits() == 0x3f82);   // tie: up to even
+  CHECK(chorus::bfloat16(1.0f + 0x1p-8f).bits() == 0x3f80);                     // tie: even
+  CHECK(chorus::bfloat16(1.0f + 0x1p-7f + 0x1p-8f).bits() == 0x3f82);           // tie: up to even
   CHECK(chorus::bfloat16(std::numeric_limits<float>::max()).bits() == 0x7f80);  // overflows
   CHECK(chorus::bfloat16(0x1.fep127f).bits() == 0x7f7f);
   for (uint64_t u = 0; u <= 0xffffffffu; u += 4093) check_one(std::bit_cast<float>(uint32_t(u)));
