@@ -1016,8 +1016,10 @@ int Communicator::filter_notices(chorus_tp_completion_t* out, int n) {
     NoticeWire w{};
     std::memcpy(&w, notice_slot(peer, int(slot)), sizeof(w));
     const bool sized = out[i].byte_len == kNoticeBytes;
-    // The slot is free again: keep the standing receives standing.
-    if (tp_->post_recv(notice_eps_[size_t(peer)], notice_slot(peer, int(slot)), kNoticeBytes,
+    // The slot is free again: keep the standing receives standing, except
+    // after the peer's "finalized" notices, which take them all (say_goodbye).
+    if (!(sized && w.magic == kNoticeMagic && w.kind == kNoticeFinalized) &&
+        tp_->post_recv(notice_eps_[size_t(peer)], notice_slot(peer, int(slot)), kNoticeBytes,
                        notice_mr_, out[i].wr_id) != CHORUS_OK)
       notice_closed_[size_t(peer)] = 1;
     handle_notice(peer, w, sized);
@@ -1032,7 +1034,7 @@ void Communicator::handle_notice(int peer, const NoticeWire& w, bool sized) {
   }
   switch (w.kind) {
     case kNoticeFinalized:
-      notice_finished_[size_t(peer)] = 1;
+      ++notice_finished_[size_t(peer)];
       log(CHORUS_LOG_DEBUG, "rank " + std::to_string(peer) + " finalized its communicator");
       return;
     case kNoticeSignature:
@@ -1382,18 +1384,22 @@ void Communicator::say_goodbye() {
   std::memcpy(slot, &w, sizeof(w));
   int posted = 0;
   notice_sends_done_ = 0;
+  // One notice per standing receive of the peer: none is left outstanding
+  // when this rank's connections close, so the peer's transport sees an
+  // orderly close.
   for (int p = 0; p < size_; ++p) {
     if (p == rank_ || !notice_eps_[size_t(p)] || notice_closed_[size_t(p)]) continue;
-    if (tp_->post_send(notice_eps_[size_t(p)], slot, kNoticeBytes, notice_mr_,
-                       kNoticeWrId + (uint64_t(p) << 8) + kBroadcastSlot) == CHORUS_OK)
-      ++posted;
+    for (int k = 0; k < kNoticeRecvSlots; ++k)
+      if (tp_->post_send(notice_eps_[size_t(p)], slot, kNoticeBytes, notice_mr_,
+                         kNoticeWrId + (uint64_t(p) << 8) + kBroadcastSlot) == CHORUS_OK)
+        ++posted;
   }
   // Every rank waits for every peer's goodbye before it closes: the last
   // goodbye a rank receives was sent to a connection that was still open.
   auto everyone_done = [&] {
     if (notice_sends_done_ < posted) return false;
     for (int p = 0; p < size_; ++p)
-      if (p != rank_ && notice_eps_[size_t(p)] && !notice_finished_[size_t(p)] &&
+      if (p != rank_ && notice_eps_[size_t(p)] && notice_finished_[size_t(p)] < kNoticeRecvSlots &&
           !notice_closed_[size_t(p)])
         return false;
     return true;
@@ -1402,7 +1408,7 @@ void Communicator::say_goodbye() {
   if (!everyone_done()) {
     std::string missing;
     for (int p = 0; p < size_; ++p)
-      if (p != rank_ && notice_eps_[size_t(p)] && !notice_finished_[size_t(p)] &&
+      if (p != rank_ && notice_eps_[size_t(p)] && notice_finished_[size_t(p)] < kNoticeRecvSlots &&
           !notice_closed_[size_t(p)])
         missing += (missing.empty() ? "" : ", ") + std::to_string(p);
     log(CHORUS_LOG_DEBUG,
@@ -1425,7 +1431,7 @@ std::string Communicator::outstanding_peers() const {
   return out;
 }
 
-void Communicator::before_post(const chorus_tp_endpoint_t* ep) {
+void Communicator::signature_after_post(const chorus_tp_endpoint_t* ep) {
   if (!call_sig_active_) return;
   auto it = endpoint_peer_.find(ep);
   if (it != endpoint_peer_.end() && !talked_[size_t(it->second)]) send_signature(it->second);
@@ -1435,16 +1441,18 @@ int Communicator::proxy_post_send(chorus_tp_endpoint_t* ep, const void* buf, siz
                                   chorus_tp_mr_t* mr, uint64_t wr_id) {
   Communicator* self = t_running;
   if (!self) return CHORUS_ERR_INTERNAL;
-  self->before_post(ep);
-  return self->after_post(ep, true, self->tp_->post_send(ep, buf, length, mr, wr_id));
+  int rc = self->after_post(ep, true, self->tp_->post_send(ep, buf, length, mr, wr_id));
+  self->signature_after_post(ep);
+  return rc;
 }
 
 int Communicator::proxy_post_recv(chorus_tp_endpoint_t* ep, void* buf, size_t length,
                                   chorus_tp_mr_t* mr, uint64_t wr_id) {
   Communicator* self = t_running;
   if (!self) return CHORUS_ERR_INTERNAL;
-  self->before_post(ep);
-  return self->after_post(ep, false, self->tp_->post_recv(ep, buf, length, mr, wr_id));
+  int rc = self->after_post(ep, false, self->tp_->post_recv(ep, buf, length, mr, wr_id));
+  self->signature_after_post(ep);
+  return rc;
 }
 
 int Communicator::after_post(chorus_tp_endpoint_t* ep, bool send, int rc) {

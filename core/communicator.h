@@ -289,8 +289,10 @@ class Communicator {
   /// The bookkeeping after a post to `ep`: outstanding counts, retries, or
   /// the peer a PEER_LOST refusal names. Returns `rc`.
   int after_post(chorus_tp_endpoint_t* ep, bool send, int rc);
-  /// Before a data post to `ep`: the call's signature goes to that peer first.
-  void before_post(const chorus_tp_endpoint_t* ep);
+  /// After the call's first data post to `ep`'s peer: its signature follows
+  /// (after, so that on the peer it mostly arrives with the data and costs
+  /// no wakeup of its own).
+  void signature_after_post(const chorus_tp_endpoint_t* ep);
   static int proxy_read_error(chorus_tp_context_t* ctx, chorus_tp_error_t* err_out);
   /// The transport's poll without the notice traffic: completions on notice
   /// endpoints are consumed, their errors dropped; a data error is kept in
@@ -321,7 +323,7 @@ class Communicator {
   chorus_tp_mr_t* notice_mr_ = nullptr;
   std::vector<int> notice_lost_;       // [peer]: the rank that peer reported lost, or -1
   std::vector<char> notice_closed_;    // [peer]: its notice receive failed (connection ended)
-  std::vector<char> notice_finished_;  // [peer]: it sent its "finalized" notice
+  std::vector<char> notice_finished_;  // [peer]: how many "finalized" notices it sent
   int notice_first_from_ = -1;         // the peer whose notice arrived first
   int notice_sends_done_ = 0;          // own notices completed or failed, in send_notices
   int lost_rank_ = -1;                 // whom this communicator's failure blames
