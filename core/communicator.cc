@@ -837,9 +837,9 @@ Status Communicator::p2p(bool is_send, void* buf, size_t count, int dtype, int p
   if (rc == CHORUS_OK && call_sig_active_ && !is_send) rc = await_signatures();
   release_call_registrations();
   if (rc == CHORUS_OK) return Status::ok();
-  call_error_ = settle_failure(call_error_.is_ok() ? Status(rc, who() + ": " + call_what_ + ": " +
-                                                                    chorus_status_name(rc))
-                                                   : call_error_);
+  call_error_ = settle_failure(
+      call_error_.is_ok() ? Status(rc, who() + ": " + call_what_ + ": " + chorus_status_name(rc))
+                          : call_error_);
   if (call_error_.code() != CHORUS_ERR_INVALID_ARGUMENT)
     mark_broken(call_error_);
   else
@@ -1257,19 +1257,17 @@ Status Communicator::timeout_status(const std::string& head) {
   }
   std::string msg = head + outstanding_peers();
   if (!silent.empty())
-    msg += "; rank(s) " + rank_list(silent) +
-           " sent no word: stopped, hung, or not in this call";
-  if (!timed_out.empty())
-    msg += "; rank(s) " + rank_list(timed_out) + " timed out too (alive)";
-  msg +=
-      "; raise timeout.collective / CHORUS_TIMEOUT_COLLECTIVE if a rank is legitimately slow";
+    msg += "; rank(s) " + rank_list(silent) + " sent no word: stopped, hung, or not in this call";
+  if (!timed_out.empty()) msg += "; rank(s) " + rank_list(timed_out) + " timed out too (alive)";
+  msg += "; raise timeout.collective / CHORUS_TIMEOUT_COLLECTIVE if a rank is legitimately slow";
   return {CHORUS_ERR_TIMEOUT, msg};
 }
 
 void Communicator::broadcast_notice(uint32_t kind, const CallSig* a, const CallSig* b) {
   if (!notice_block_ || size_ < 2) return;
-  NoticeWire w{kNoticeMagic, kind, kind == kNoticePeerLost ? lost_rank_ : -1, rank_,
-               a ? *a : CallSig{}, b ? *b : CallSig{}};
+  NoticeWire w{
+      kNoticeMagic,      kind, kind == kNoticePeerLost ? lost_rank_ : -1, rank_, a ? *a : CallSig{},
+      b ? *b : CallSig{}};
   void* slot = broadcast_slot();
   std::memcpy(slot, &w, sizeof(w));
   int posted = 0;

@@ -338,19 +338,19 @@ class Communicator {
   std::vector<uint64_t> p2p_send_seq_, p2p_recv_seq_;  // [peer]
   CallSig call_sig_{};
   bool call_sig_active_ = false;
-  std::vector<char> talked_;                 // [peer]: the running call sent its signature
-  std::vector<uint64_t> owed_[2];            // [dir][peer]: stream position the call needs matched
+  std::vector<char> talked_;       // [peer]: the running call sent its signature
+  std::vector<uint64_t> owed_[2];  // [dir][peer]: stream position the call needs matched
   std::vector<std::array<SigStream, 2>> streams_;
-  std::vector<int> sig_sends_out_;           // [peer]: signature sends not yet completed
-  std::vector<uint32_t> sig_send_next_;      // [peer]: next send slot
+  std::vector<int> sig_sends_out_;       // [peer]: signature sends not yet completed
+  std::vector<uint32_t> sig_send_next_;  // [peer]: next send slot
   bool mismatch_known_ = false;
-  std::string mismatch_text_;                // "rank 0 called ... but rank 2 called ..."
-  int mismatch_via_ = -1;                    // the rank that reported it, -1: seen here
-  std::vector<char> notice_timeout_;         // [peer]: it timed out and is leaving
+  std::string mismatch_text_;         // "rank 0 called ... but rank 2 called ..."
+  int mismatch_via_ = -1;             // the rank that reported it, -1: seen here
+  std::vector<char> notice_timeout_;  // [peer]: it timed out and is leaving
   int timeout_first_from_ = -1;
-  bool timeout_sent_ = false;                // this rank told the others it timed out
-  bool awaiting_signatures_ = false;         // env_progress returns once they are matched
-  CallSig mismatch_a_{}, mismatch_b_{};      // the first mismatch, for the notice
+  bool timeout_sent_ = false;            // this rank told the others it timed out
+  bool awaiting_signatures_ = false;     // env_progress returns once they are matched
+  CallSig mismatch_a_{}, mismatch_b_{};  // the first mismatch, for the notice
   bool mismatch_sent_ = false;
   std::vector<int> pending_sends_;  // per peer, in the running call
   std::vector<int> pending_recvs_;

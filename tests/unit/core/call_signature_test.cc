@@ -9,8 +9,8 @@
 
 using chorus::core::CallSig;
 using chorus::core::describe_mismatch;
-using chorus::core::SigStream;
 using chorus::core::signatures_agree;
+using chorus::core::SigStream;
 
 namespace {
 
@@ -43,13 +43,17 @@ TEST_CASE("the message names both ranks and both calls, lower rank first") {
   CHECK_FALSE(signatures_agree(ar, ag));
 }
 
-TEST_CASE("every field of a collective counts; the algorithm or call number is named when "
-          "nothing else differs") {
+TEST_CASE(
+    "every field of a collective counts; the algorithm or call number is named when "
+    "nothing else differs") {
   auto a = collective(1, CHORUS_COLL_BROADCAST, 7, 10, CHORUS_INT32, -1, 0);
   CHECK(signatures_agree(a, collective(2, CHORUS_COLL_BROADCAST, 7, 10, CHORUS_INT32, -1, 0)));
-  CHECK_FALSE(signatures_agree(a, collective(2, CHORUS_COLL_BROADCAST, 7, 10, CHORUS_INT32, -1, 1)));
-  CHECK_FALSE(signatures_agree(a, collective(2, CHORUS_COLL_BROADCAST, 7, 11, CHORUS_INT32, -1, 0)));
-  CHECK_FALSE(signatures_agree(a, collective(2, CHORUS_COLL_BROADCAST, 8, 10, CHORUS_INT32, -1, 0)));
+  CHECK_FALSE(
+      signatures_agree(a, collective(2, CHORUS_COLL_BROADCAST, 7, 10, CHORUS_INT32, -1, 1)));
+  CHECK_FALSE(
+      signatures_agree(a, collective(2, CHORUS_COLL_BROADCAST, 7, 11, CHORUS_INT32, -1, 0)));
+  CHECK_FALSE(
+      signatures_agree(a, collective(2, CHORUS_COLL_BROADCAST, 8, 10, CHORUS_INT32, -1, 0)));
   auto mesh = collective(2, CHORUS_COLL_BROADCAST, 7, 10, CHORUS_INT32, -1, 0, "mesh");
   CHECK_FALSE(signatures_agree(a, mesh));
   CHECK(describe_mismatch(a, mesh) ==
@@ -66,9 +70,8 @@ TEST_CASE("a send meets a receive of the same size, nothing else") {
   CHECK(signatures_agree(p2p(0, true, 4096, 1), p2p(1, false, 4096, 0)));
   CHECK_FALSE(signatures_agree(p2p(0, true, 4096, 1), p2p(1, false, 2048, 0)));
   CHECK_FALSE(signatures_agree(p2p(0, true, 4096, 1), p2p(1, true, 4096, 0)));
-  CHECK_FALSE(signatures_agree(
-      p2p(0, true, 4096, 1),
-      collective(1, CHORUS_COLL_ALL_REDUCE, 0, 1024, CHORUS_FLOAT32, CHORUS_SUM)));
+  CHECK_FALSE(signatures_agree(p2p(0, true, 4096, 1), collective(1, CHORUS_COLL_ALL_REDUCE, 0, 1024,
+                                                                 CHORUS_FLOAT32, CHORUS_SUM)));
   CHECK(describe_mismatch(p2p(0, true, 4096, 1), p2p(1, false, 2048, 0)) ==
         "rank 0 called send(4096 bytes to rank 1) but rank 1 called recv(2048 bytes from rank 0)");
 }
