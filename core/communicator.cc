@@ -936,9 +936,9 @@ Status Communicator::p2p(bool is_send, void* buf, size_t count, int dtype, int p
   if (rc == CHORUS_OK && call_sig_active_ && !is_send) rc = await_signatures();
   release_call_registrations();
   if (rc == CHORUS_OK) return Status::ok();
-  call_error_ = settle_failure(call_error_.is_ok() ? Status(rc, who() + ": " + call_what_ + ": " +
-                                                                    chorus_status_name(rc))
-                                                   : call_error_);
+  call_error_ = settle_failure(
+      call_error_.is_ok() ? Status(rc, who() + ": " + call_what_ + ": " + chorus_status_name(rc))
+                          : call_error_);
   if (call_error_.code() != CHORUS_ERR_INVALID_ARGUMENT) mark_broken(call_error_);
   return call_error_;
 }
@@ -1112,8 +1112,10 @@ int Communicator::filter_notices(chorus_tp_completion_t* out, int n) {
     NoticeWire w{};
     std::memcpy(&w, notice_slot(peer, int(slot)), sizeof(w));
     const bool sized = out[i].byte_len == kNoticeBytes;
-    // The slot is free again: keep the standing receives standing.
-    if (tp_->post_recv(notice_eps_[size_t(peer)], notice_slot(peer, int(slot)), kNoticeBytes,
+    // The slot is free again: keep the standing receives standing, except
+    // after the peer's "finalized" notices, which take them all (say_goodbye).
+    if (!(sized && w.magic == kNoticeMagic && w.kind == kNoticeFinalized) &&
+        tp_->post_recv(notice_eps_[size_t(peer)], notice_slot(peer, int(slot)), kNoticeBytes,
                        notice_mr_, out[i].wr_id) != CHORUS_OK)
       notice_closed_[size_t(peer)] = 1;
     handle_notice(peer, w, sized);
@@ -1128,7 +1130,7 @@ void Communicator::handle_notice(int peer, const NoticeWire& w, bool sized) {
   }
   switch (w.kind) {
     case kNoticeFinalized:
-      notice_finished_[size_t(peer)] = 1;
+      ++notice_finished_[size_t(peer)];
       log(CHORUS_LOG_DEBUG, "rank " + std::to_string(peer) + " finalized its communicator");
       return;
     case kNoticeSignature:
@@ -1351,19 +1353,17 @@ Status Communicator::timeout_status(const std::string& head) {
   }
   std::string msg = head + outstanding_peers();
   if (!silent.empty())
-    msg += "; rank(s) " + rank_list(silent) +
-           " sent no word: stopped, hung, or not in this call";
-  if (!timed_out.empty())
-    msg += "; rank(s) " + rank_list(timed_out) + " timed out too (alive)";
-  msg +=
-      "; raise timeout.collective / CHORUS_TIMEOUT_COLLECTIVE if a rank is legitimately slow";
+    msg += "; rank(s) " + rank_list(silent) + " sent no word: stopped, hung, or not in this call";
+  if (!timed_out.empty()) msg += "; rank(s) " + rank_list(timed_out) + " timed out too (alive)";
+  msg += "; raise timeout.collective / CHORUS_TIMEOUT_COLLECTIVE if a rank is legitimately slow";
   return {CHORUS_ERR_TIMEOUT, msg};
 }
 
 void Communicator::broadcast_notice(uint32_t kind, const CallSig* a, const CallSig* b) {
   if (!notice_block_ || size_ < 2) return;
-  NoticeWire w{kNoticeMagic, kind, kind == kNoticePeerLost ? lost_rank_ : -1, rank_,
-               a ? *a : CallSig{}, b ? *b : CallSig{}};
+  NoticeWire w{
+      kNoticeMagic,      kind, kind == kNoticePeerLost ? lost_rank_ : -1, rank_, a ? *a : CallSig{},
+      b ? *b : CallSig{}};
   void* slot = broadcast_slot();
   std::memcpy(slot, &w, sizeof(w));
   int posted = 0;
@@ -1478,18 +1478,22 @@ void Communicator::say_goodbye() {
   std::memcpy(slot, &w, sizeof(w));
   int posted = 0;
   notice_sends_done_ = 0;
+  // One notice per standing receive of the peer: none is left outstanding
+  // when this rank's connections close, so the peer's transport sees an
+  // orderly close.
   for (int p = 0; p < size_; ++p) {
     if (p == rank_ || !notice_eps_[size_t(p)] || notice_closed_[size_t(p)]) continue;
-    if (tp_->post_send(notice_eps_[size_t(p)], slot, kNoticeBytes, notice_mr_,
-                       kNoticeWrId + (uint64_t(p) << 8) + kBroadcastSlot) == CHORUS_OK)
-      ++posted;
+    for (int k = 0; k < kNoticeRecvSlots; ++k)
+      if (tp_->post_send(notice_eps_[size_t(p)], slot, kNoticeBytes, notice_mr_,
+                         kNoticeWrId + (uint64_t(p) << 8) + kBroadcastSlot) == CHORUS_OK)
+        ++posted;
   }
   // Every rank waits for every peer's goodbye before it closes: the last
   // goodbye a rank receives was sent to a connection that was still open.
   auto everyone_done = [&] {
     if (notice_sends_done_ < posted) return false;
     for (int p = 0; p < size_; ++p)
-      if (p != rank_ && notice_eps_[size_t(p)] && !notice_finished_[size_t(p)] &&
+      if (p != rank_ && notice_eps_[size_t(p)] && notice_finished_[size_t(p)] < kNoticeRecvSlots &&
           !notice_closed_[size_t(p)])
         return false;
     return true;
@@ -1498,7 +1502,7 @@ void Communicator::say_goodbye() {
   if (!everyone_done()) {
     std::string missing;
     for (int p = 0; p < size_; ++p)
-      if (p != rank_ && notice_eps_[size_t(p)] && !notice_finished_[size_t(p)] &&
+      if (p != rank_ && notice_eps_[size_t(p)] && notice_finished_[size_t(p)] < kNoticeRecvSlots &&
           !notice_closed_[size_t(p)])
         missing += (missing.empty() ? "" : ", ") + std::to_string(p);
     log(CHORUS_LOG_DEBUG,
@@ -1521,7 +1525,7 @@ std::string Communicator::outstanding_peers() const {
   return out;
 }
 
-void Communicator::before_post(const chorus_tp_endpoint_t* ep) {
+void Communicator::signature_after_post(const chorus_tp_endpoint_t* ep) {
   if (!call_sig_active_) return;
   auto it = endpoint_peer_.find(ep);
   if (it != endpoint_peer_.end() && !talked_[size_t(it->second)]) send_signature(it->second);
@@ -1531,16 +1535,18 @@ int Communicator::proxy_post_send(chorus_tp_endpoint_t* ep, const void* buf, siz
                                   chorus_tp_mr_t* mr, uint64_t wr_id) {
   Communicator* self = t_running;
   if (!self) return CHORUS_ERR_INTERNAL;
-  self->before_post(ep);
-  return self->after_post(ep, true, self->tp_->post_send(ep, buf, length, mr, wr_id));
+  int rc = self->after_post(ep, true, self->tp_->post_send(ep, buf, length, mr, wr_id));
+  self->signature_after_post(ep);
+  return rc;
 }
 
 int Communicator::proxy_post_recv(chorus_tp_endpoint_t* ep, void* buf, size_t length,
                                   chorus_tp_mr_t* mr, uint64_t wr_id) {
   Communicator* self = t_running;
   if (!self) return CHORUS_ERR_INTERNAL;
-  self->before_post(ep);
-  return self->after_post(ep, false, self->tp_->post_recv(ep, buf, length, mr, wr_id));
+  int rc = self->after_post(ep, false, self->tp_->post_recv(ep, buf, length, mr, wr_id));
+  self->signature_after_post(ep);
+  return rc;
 }
 
 int Communicator::after_post(chorus_tp_endpoint_t* ep, bool send, int rc) {

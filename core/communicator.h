@@ -311,8 +311,10 @@ class Communicator {
   /// The bookkeeping after a post to `ep`: outstanding counts, retries, or
   /// the peer a PEER_LOST refusal names. Returns `rc`.
   int after_post(chorus_tp_endpoint_t* ep, bool send, int rc);
-  /// Before a data post to `ep`: the call's signature goes to that peer first.
-  void before_post(const chorus_tp_endpoint_t* ep);
+  /// After the call's first data post to `ep`'s peer: its signature follows
+  /// (after, so that on the peer it mostly arrives with the data and costs
+  /// no wakeup of its own).
+  void signature_after_post(const chorus_tp_endpoint_t* ep);
   static int proxy_read_error(chorus_tp_context_t* ctx, chorus_tp_error_t* err_out);
   /// The transport's poll without the notice traffic: completions on notice
   /// endpoints are consumed, their errors dropped; a data error is kept in
@@ -343,7 +345,7 @@ class Communicator {
   chorus_tp_mr_t* notice_mr_ = nullptr;
   std::vector<int> notice_lost_;       // [peer]: the rank that peer reported lost, or -1
   std::vector<char> notice_closed_;    // [peer]: its notice receive failed (connection ended)
-  std::vector<char> notice_finished_;  // [peer]: it sent its "finalized" notice
+  std::vector<char> notice_finished_;  // [peer]: how many "finalized" notices it sent
   int notice_first_from_ = -1;         // the peer whose notice arrived first
   int notice_sends_done_ = 0;          // own notices completed or failed, in send_notices
   int lost_rank_ = -1;                 // whom this communicator's failure blames
@@ -358,19 +360,19 @@ class Communicator {
   std::vector<uint64_t> p2p_send_seq_, p2p_recv_seq_;  // [peer]
   CallSig call_sig_{};
   bool call_sig_active_ = false;
-  std::vector<char> talked_;                 // [peer]: the running call sent its signature
-  std::vector<uint64_t> owed_[2];            // [dir][peer]: stream position the call needs matched
+  std::vector<char> talked_;       // [peer]: the running call sent its signature
+  std::vector<uint64_t> owed_[2];  // [dir][peer]: stream position the call needs matched
   std::vector<std::array<SigStream, 2>> streams_;
-  std::vector<int> sig_sends_out_;           // [peer]: signature sends not yet completed
-  std::vector<uint32_t> sig_send_next_;      // [peer]: next send slot
+  std::vector<int> sig_sends_out_;       // [peer]: signature sends not yet completed
+  std::vector<uint32_t> sig_send_next_;  // [peer]: next send slot
   bool mismatch_known_ = false;
-  std::string mismatch_text_;                // "rank 0 called ... but rank 2 called ..."
-  int mismatch_via_ = -1;                    // the rank that reported it, -1: seen here
-  std::vector<char> notice_timeout_;         // [peer]: it timed out and is leaving
+  std::string mismatch_text_;         // "rank 0 called ... but rank 2 called ..."
+  int mismatch_via_ = -1;             // the rank that reported it, -1: seen here
+  std::vector<char> notice_timeout_;  // [peer]: it timed out and is leaving
   int timeout_first_from_ = -1;
-  bool timeout_sent_ = false;                // this rank told the others it timed out
-  bool awaiting_signatures_ = false;         // env_progress returns once they are matched
-  CallSig mismatch_a_{}, mismatch_b_{};      // the first mismatch, for the notice
+  bool timeout_sent_ = false;            // this rank told the others it timed out
+  bool awaiting_signatures_ = false;     // env_progress returns once they are matched
+  CallSig mismatch_a_{}, mismatch_b_{};  // the first mismatch, for the notice
   bool mismatch_sent_ = false;
   std::vector<int> pending_sends_;  // per peer, in the running call
   std::vector<int> pending_recvs_;

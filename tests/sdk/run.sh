@@ -10,7 +10,8 @@
 #     empty environment, and that each example exports one symbol only;
 #   - runs the transport conformance suite against faulty (faults off);
 #   - runs the collective correctness matrix with halving_doubling pinned for
-#     all_reduce and all_gather, at 1, 2, 3, 4, 5 and 8 ranks;
+#     all_reduce and all_gather, at 1, 2, 3, 4, 5 and 8 ranks, and the
+#     call-signature mismatch matrix with it at 4 ranks;
 #   - injects faults through faulty: a dropped connection and an injected
 #     completion error make every rank fail promptly with a clear error, and
 #     2 ms of latency on every send leaves results exact;
@@ -31,7 +32,7 @@ keep="${CHORUS_TEST_SDK_KEEP:-0}"
 jobs="${CHORUS_TEST_SDK_JOBS:-2}"
 for var in $(compgen -e | grep '^CHORUS_'); do unset "$var"; done
 src=$(cd "$(dirname "$0")/../.." && pwd)
-for tool in chorusrun chorus-bench chorus-conformance collective_check; do
+for tool in chorusrun chorus-bench chorus-conformance collective_check mismatch_check; do
   if [ ! -x "$build/bin/$tool" ]; then
     echo "$0: $build/bin/$tool is missing; build the tree first" >&2
     exit 2
@@ -204,6 +205,12 @@ for n in 1 2 3 4 5 8; do
     "${hd_env[@]}" "$build/bin/chorusrun" -n "$n" --timeout 550 -- \
     "$build/bin/collective_check" --every 2 --offset "$k"
 done
+
+# The call-signature check needs nothing from the plugin: ranks that
+# disagree while halving_doubling runs all_reduce and all_gather all get
+# CHORUS_ERR_MISMATCH (docs/reliability.md §4.5).
+check "mismatch_check matrix -n 4, halving_doubling" 120 \
+  "${hd_env[@]}" "$build/bin/chorusrun" -n 4 --timeout 100 -- "$build/bin/mismatch_check" matrix
 
 refused_for_broadcast() {
   if env CHORUS_PLUGIN_PATH="$hd_dir" CHORUS_ALGORITHM_BROADCAST=halving_doubling \
