@@ -441,7 +441,8 @@ int ring_reduce(const chorus_algo_env_v1_t* env, const void* in, void* out, size
   if (rank == root) {
     if (in != out) std::memcpy(out, in, bytes);
     work = static_cast<std::byte*>(out);
-  } else if (mod(rank - root - 1, size) == 0) {
+  } else if (mod(rank - root - 1, size) == 0 && !(settings.bidirectional && size > 2)) {
+    // (With lanes in both directions this rank is inside the reverse chain.)
     work = static_cast<std::byte*>(const_cast<void*>(in));
   } else {
     work = scratch_buffer(bytes);
