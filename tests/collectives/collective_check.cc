@@ -9,6 +9,10 @@
 // --big adds the 4 Mi + 3 element count; --big-every/--big-offset choose which
 // (dtype, op) combinations run at that count (index % K == J; default all),
 // so a full matrix fits its time by choosing where the large count runs.
+// --new-every/--new-offset do the same for reduce, gather, scatter,
+// all_to_all and all_to_allv at the other counts (index % K == J among the
+// sampled combinations); at the large count they run for the first sampled
+// reduction and the first sampled dtype only.
 #include <chorus/chorus.h>
 
 #include "tools/bench/bench_data.h"
@@ -35,8 +39,25 @@ struct Sample {
 };
 Sample g_sample;  // the sample of the count being run
 int g_combo = 0;
+// reduce, gather, scatter and all_to_all(v) run for the sampled combinations
+// whose index also matches this (--new-every/--new-offset), so a matrix can
+// rotate them over its rank counts; at the large count only for the first
+// sampled reduction and the first sampled dtype.
+Sample g_new;
+bool g_big = false;
+bool g_big_new_reduction = false, g_big_new_movement = false;
 
 bool sampled() { return g_combo++ % g_sample.every == g_sample.offset; }
+
+/// Whether the combination sampled last also runs the newer collectives.
+bool new_sampled(bool& big_done) {
+  if (g_big) {
+    if (big_done) return false;
+    big_done = true;
+    return true;
+  }
+  return (g_combo - 1) % g_new.every == g_new.offset;
+}
 
 /// The roots rooted collectives are checked at: the first and last rank and
 /// one in the middle, rotated over the sampled combinations (each call site
@@ -114,6 +135,7 @@ void run_reductions(chorus_comm_t* comm, size_t count) {
       rs_out.resize(count * es);
       check_result(name("reduce_scatter", dtype, op, count), rc, dtype, rs_out, expect);
 
+      if (!new_sampled(g_big_new_reduction)) continue;
       // reduce, out of place and in place at two of the three roots; off
       // the root the output is NULL (out of place) or must stay untouched
       // (in place: the input is the buffer, and it is const there).
@@ -272,7 +294,7 @@ void run_movement(chorus_comm_t* comm, size_t count) {
     ip.resize(count * es * size_t(g_size));
     check_result(name("all_gather in-place", dtype, -1, count), rc, dtype, ip, expect);
 
-    run_rooted_and_all_to_all(comm, count, dtype);
+    if (new_sampled(g_big_new_movement)) run_rooted_and_all_to_all(comm, count, dtype);
 
     for (int root : {0, g_size - 1}) {
       std::vector<std::byte> buf(count * es + 1, std::byte{0x33});
@@ -392,6 +414,10 @@ int main(int argc, char** argv) {
       large.every = std::max(1, std::atoi(argv[++i]));
     else if (a == "--big-offset" && i + 1 < argc)
       large.offset = std::atoi(argv[++i]);
+    else if (a == "--new-every" && i + 1 < argc)
+      g_new.every = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--new-offset" && i + 1 < argc)
+      g_new.offset = std::atoi(argv[++i]);
     else if (a == "--counts" && i + 1 < argc) {
       std::stringstream ss(argv[++i]);
       std::string item;
@@ -399,12 +425,14 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: collective_check [-a ALGORITHM] [--counts a,b,c] "
-                   "[--big [--big-every K --big-offset J]] [--every N --offset M]\n");
+                   "[--big [--big-every K --big-offset J]] [--every N --offset M] "
+                   "[--new-every K --new-offset J]\n");
       return 2;
     }
   }
   small.offset %= small.every;
   large.offset %= large.every;
+  g_new.offset %= g_new.every;
   std::vector<std::string> settings;
   if (!algorithm.empty())
     for (const char* coll : {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "barrier",
@@ -431,7 +459,8 @@ int main(int argc, char** argv) {
   }
   for (size_t count : counts) {
     g_combo = 0;  // the same sample at every count
-    g_sample = big && count == kBigCount ? large : small;
+    g_big = big && count == kBigCount;
+    g_sample = g_big ? large : small;
     run_reductions(comm, count);
     run_movement(comm, count);
   }
