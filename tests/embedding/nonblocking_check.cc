@@ -31,6 +31,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -337,10 +338,10 @@ void stage_abort_and_finalize(chorus_comm_t* world, int rank) {
   r = c.iall_to_allv(f, z, z, f, z, z, CHORUS_FLOAT32);
 }
 
-/// issues a request through the C API; chorus::Request owns and waits it.
-chorus::Request take(int rc, chorus_request_t* r, const char* what) {
+/// Wraps the request a chorus_i* call just made; chorus::Request owns and waits it.
+chorus::Request take(int rc, chorus_request_t** r, const char* what) {
   expect_rc(rc, CHORUS_OK, what);
-  return chorus::Request(r);
+  return chorus::Request(std::exchange(*r, nullptr));
 }
 
 /// The minor-1 collectives as requests, all outstanding at once.
@@ -369,22 +370,23 @@ void stage_rooted(chorus_comm_t* comm, int rank, int n) {
   for (size_t i = 0; i < v_in.size(); ++i) v_in[i] = int32_t(rank * 1000 + int(i));
   try {
     chorus_request_t* h = nullptr;
+    // take() reads `h` only after the call that sets it has returned.
     chorus::Request rr = take(chorus_ireduce(comm, r_in.data(), rank == root ? r_out.data() : nullptr,
                                              count, CHORUS_FLOAT32, CHORUS_MAX, root, &h),
-                              h, "ireduce issue");
+                              &h, "ireduce issue");
     chorus::Request rg = take(chorus_igather(comm, g_in.data(), rank == root ? g_out.data() : nullptr,
                                              count, CHORUS_INT64, root, &h),
-                              h, "igather issue");
+                              &h, "igather issue");
     chorus::Request rs = take(chorus_iscatter(comm, rank == root ? s_in.data() : nullptr,
                                               s_out.data(), count, CHORUS_FLOAT64, root, &h),
-                              h, "iscatter issue");
+                              &h, "iscatter issue");
     chorus::Request ra = take(
-        chorus_iall_to_all(comm, a_in.data(), a_out.data(), count, CHORUS_INT32, &h), h,
+        chorus_iall_to_all(comm, a_in.data(), a_out.data(), count, CHORUS_INT32, &h), &h,
         "iall_to_all issue");
     chorus::Request rv = take(chorus_iall_to_allv(comm, v_in.data(), sc.data(), so.data(),
                                                   v_out.data(), rc.data(), ro.data(), CHORUS_INT32,
                                                   &h),
-                              h, "iall_to_allv issue");
+                              &h, "iall_to_allv issue");
     const std::vector<size_t> ro_kept = ro, rc_kept = rc;
     // The request holds its own copies of the arrays.
     std::fill(sc.begin(), sc.end(), size_t(7777));
