@@ -143,17 +143,17 @@ void run_reductions(chorus_comm_t* comm, size_t count) {
         const int root = root_at(g_combo + form);
         const bool in_place = form == 1;
         std::vector<std::byte> r_in(count * es + 1), r_out(count * es + 1, std::byte{0x5A});
-        chorus::bench::fill_input(CHORUS_COLL_REDUCE, dtype, op, g_rank, g_size, r_in.data(),
-                                  count, count);
+        chorus::bench::fill_input(CHORUS_COLL_REDUCE, dtype, op, g_rank, g_size, r_in.data(), count,
+                                  count);
         const std::vector<std::byte> original = r_in;
         chorus::bench::expected_output(CHORUS_COLL_REDUCE, false, dtype, op, g_rank, g_size, root,
                                        count, expect);
         void* dst = in_place ? r_in.data() : (g_rank == root ? r_out.data() : nullptr);
         rc = chorus_reduce(comm, r_in.data(), dst, count, dtype, op, root);
-        std::string what = name(("reduce" + std::string(in_place ? " in-place" : "") +
-                                 " root=" + std::to_string(root))
-                                    .c_str(),
-                                dtype, op, count);
+        std::string what = name(
+            ("reduce" + std::string(in_place ? " in-place" : "") + " root=" + std::to_string(root))
+                .c_str(),
+            dtype, op, count);
         std::vector<std::byte>& got = in_place ? r_in : r_out;
         got.resize(count * es);
         if (g_rank == root) {
@@ -195,7 +195,8 @@ void run_rooted_and_all_to_all(chorus_comm_t* comm, size_t count, int dtype) {
       }
       int rc = chorus_gather(comm, src, g_rank == root ? out.data() : nullptr, blk, dtype, root);
       out.resize(all * es);
-      std::string what = name(("gather" + how + " root=" + std::to_string(root)).c_str(), dtype, -1, blk);
+      std::string what =
+          name(("gather" + how + " root=" + std::to_string(root)).c_str(), dtype, -1, blk);
       if (g_rank == root) {
         check_result(what, rc, dtype, out, expect);
       } else {
@@ -206,20 +207,24 @@ void run_rooted_and_all_to_all(chorus_comm_t* comm, size_t count, int dtype) {
     {
       const int root = root_at(spin + 1 + form);
       std::vector<std::byte> in(all * es + 1), out(blk * es + 1, std::byte{0x5A});
-      chorus::bench::fill_input(CHORUS_COLL_SCATTER, dtype, -1, g_rank, g_size, in.data(), all, blk);
+      chorus::bench::fill_input(CHORUS_COLL_SCATTER, dtype, -1, g_rank, g_size, in.data(), all,
+                                blk);
       chorus::bench::expected_output(CHORUS_COLL_SCATTER, false, dtype, -1, g_rank, g_size, root,
                                      blk, expect);
       void* dst = out.data();
       if (in_place && g_rank == root) dst = in.data() + size_t(root) * blk * es;
       int rc = chorus_scatter(comm, g_rank == root ? in.data() : nullptr, dst, blk, dtype, root);
-      std::vector<std::byte> got(static_cast<std::byte*>(dst), static_cast<std::byte*>(dst) + blk * es);
-      check_result(name(("scatter" + how + " root=" + std::to_string(root)).c_str(), dtype, -1, blk),
-                   rc, dtype, got, expect);
+      std::vector<std::byte> got(static_cast<std::byte*>(dst),
+                                 static_cast<std::byte*>(dst) + blk * es);
+      check_result(
+          name(("scatter" + how + " root=" + std::to_string(root)).c_str(), dtype, -1, blk), rc,
+          dtype, got, expect);
     }
     // all_to_all
     {
       std::vector<std::byte> in(all * es + 1), out(all * es + 1, std::byte{0x5A});
-      chorus::bench::fill_input(CHORUS_COLL_ALL_TO_ALL, dtype, -1, g_rank, g_size, in.data(), all, blk);
+      chorus::bench::fill_input(CHORUS_COLL_ALL_TO_ALL, dtype, -1, g_rank, g_size, in.data(), all,
+                                blk);
       chorus::bench::expected_output(CHORUS_COLL_ALL_TO_ALL, false, dtype, -1, g_rank, g_size, 0,
                                      blk, expect);
       std::vector<std::byte>& got = in_place ? in : out;
@@ -358,8 +363,9 @@ void run_misuse(chorus_comm_t* comm) {
   report(rc == CHORUS_ERR_INVALID_ARGUMENT && std::strstr(chorus_last_error(), "overflows"),
          std::string("scatter: count overflow refused: ") + chorus_last_error());
   rc = chorus_all_to_all(comm, x, x + 1, 1, CHORUS_FLOAT32);
-  report(g_size == 1 ? rc == CHORUS_OK
-                     : rc == CHORUS_ERR_INVALID_ARGUMENT && std::strstr(chorus_last_error(), "overlap"),
+  report(g_size == 1
+             ? rc == CHORUS_OK
+             : rc == CHORUS_ERR_INVALID_ARGUMENT && std::strstr(chorus_last_error(), "overlap"),
          std::string("all_to_all: partial overlap refused: ") + chorus_last_error());
   {
     std::vector<size_t> c(size_t(g_size), 1), o(size_t(g_size), 0);
@@ -367,14 +373,15 @@ void run_misuse(chorus_comm_t* comm) {
     // every receive block at offset 0: they overlap as soon as there are two
     rc = chorus_all_to_allv(comm, big.data(), c.data(), o.data(), dst.data(), c.data(), o.data(),
                             CHORUS_FLOAT32);
-    report(g_size == 1 ? rc == CHORUS_OK
-                       : rc == CHORUS_ERR_INVALID_ARGUMENT && std::strstr(chorus_last_error(), "overlap"),
+    report(g_size == 1
+               ? rc == CHORUS_OK
+               : rc == CHORUS_ERR_INVALID_ARGUMENT && std::strstr(chorus_last_error(), "overlap"),
            std::string("all_to_allv: overlapping receive blocks refused: ") + chorus_last_error());
     c[size_t(g_rank)] = 2;  // sends itself 2 but expects 1
     std::vector<size_t> rc1(static_cast<size_t>(g_size), 1), ro(static_cast<size_t>(g_size));
     for (size_t p = 0; p < ro.size(); ++p) ro[p] = 2 * p;
-    rc = chorus_all_to_allv(comm, big.data(), c.data(), ro.data(), dst.data(), rc1.data(), ro.data(),
-                            CHORUS_FLOAT32);
+    rc = chorus_all_to_allv(comm, big.data(), c.data(), ro.data(), dst.data(), rc1.data(),
+                            ro.data(), CHORUS_FLOAT32);
     report(rc == CHORUS_ERR_INVALID_ARGUMENT && std::strstr(chorus_last_error(), "send_counts["),
            std::string("all_to_allv: self counts disagree, refused: ") + chorus_last_error());
     rc = chorus_all_to_allv(comm, big.data(), nullptr, o.data(), dst.data(), c.data(), o.data(),

@@ -371,22 +371,24 @@ void stage_rooted(chorus_comm_t* comm, int rank, int n) {
   try {
     chorus_request_t* h = nullptr;
     // take() reads `h` only after the call that sets it has returned.
-    chorus::Request rr = take(chorus_ireduce(comm, r_in.data(), rank == root ? r_out.data() : nullptr,
-                                             count, CHORUS_FLOAT32, CHORUS_MAX, root, &h),
-                              &h, "ireduce issue");
-    chorus::Request rg = take(chorus_igather(comm, g_in.data(), rank == root ? g_out.data() : nullptr,
-                                             count, CHORUS_INT64, root, &h),
-                              &h, "igather issue");
+    chorus::Request rr =
+        take(chorus_ireduce(comm, r_in.data(), rank == root ? r_out.data() : nullptr, count,
+                            CHORUS_FLOAT32, CHORUS_MAX, root, &h),
+             &h, "ireduce issue");
+    chorus::Request rg =
+        take(chorus_igather(comm, g_in.data(), rank == root ? g_out.data() : nullptr, count,
+                            CHORUS_INT64, root, &h),
+             &h, "igather issue");
     chorus::Request rs = take(chorus_iscatter(comm, rank == root ? s_in.data() : nullptr,
                                               s_out.data(), count, CHORUS_FLOAT64, root, &h),
                               &h, "iscatter issue");
-    chorus::Request ra = take(
-        chorus_iall_to_all(comm, a_in.data(), a_out.data(), count, CHORUS_INT32, &h), &h,
-        "iall_to_all issue");
-    chorus::Request rv = take(chorus_iall_to_allv(comm, v_in.data(), sc.data(), so.data(),
-                                                  v_out.data(), rc.data(), ro.data(), CHORUS_INT32,
-                                                  &h),
-                              &h, "iall_to_allv issue");
+    chorus::Request ra =
+        take(chorus_iall_to_all(comm, a_in.data(), a_out.data(), count, CHORUS_INT32, &h), &h,
+             "iall_to_all issue");
+    chorus::Request rv =
+        take(chorus_iall_to_allv(comm, v_in.data(), sc.data(), so.data(), v_out.data(), rc.data(),
+                                 ro.data(), CHORUS_INT32, &h),
+             &h, "iall_to_allv issue");
     const std::vector<size_t> ro_kept = ro, rc_kept = rc;
     // The request holds its own copies of the arrays.
     std::fill(sc.begin(), sc.end(), size_t(7777));

@@ -63,8 +63,8 @@ static int minor0_all_reduce(const chorus_algo_env_v1_t* env, const void* in, vo
   return CHORUS_OK;
 }
 
-static int poison_rooted(const chorus_algo_env_v1_t* env, const void* in, void* out,
-                         size_t count, int dtype, int root) {
+static int poison_rooted(const chorus_algo_env_v1_t* env, const void* in, void* out, size_t count,
+                         int dtype, int root) {
   (void)env, (void)in, (void)out, (void)count, (void)dtype, (void)root;
   ++chorus_fixture_poison_calls;
   return CHORUS_ERR_INTERNAL;
@@ -91,8 +91,8 @@ struct fixture_export {
   int (*beyond_gather)(const chorus_algo_env_v1_t*, const void*, void*, size_t, int, int);
   int (*beyond_scatter)(const chorus_algo_env_v1_t*, const void*, void*, size_t, int, int);
   int (*beyond_all_to_all)(const chorus_algo_env_v1_t*, const void*, void*, size_t, int);
-  int (*beyond_all_to_allv)(const chorus_algo_env_v1_t*, const void*, const size_t*,
-                            const size_t*, void*, const size_t*, const size_t*, int);
+  int (*beyond_all_to_allv)(const chorus_algo_env_v1_t*, const void*, const size_t*, const size_t*,
+                            void*, const size_t*, const size_t*, int);
 };
 
 EXPORT const struct fixture_export chorus_algorithm_plugin_v1 = {

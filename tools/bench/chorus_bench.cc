@@ -93,9 +93,9 @@ int main(int argc, char** argv) {
                  "all_reduce | all_gather | reduce_scatter | broadcast | barrier | sendrecv | "
                  "reduce | gather | scatter | all_to_all | all_to_allv (equal counts through the "
                  "per-peer call)")
-      ->check(CLI::IsMember({"all_reduce", "all_gather", "reduce_scatter", "broadcast", "barrier",
-                             "sendrecv", "reduce", "gather", "scatter", "all_to_all",
-                             "all_to_allv"}));
+      ->check(
+          CLI::IsMember({"all_reduce", "all_gather", "reduce_scatter", "broadcast", "barrier",
+                         "sendrecv", "reduce", "gather", "scatter", "all_to_all", "all_to_allv"}));
   app.add_option("-o,--op", o.op, "sum | prod | max | min");
   app.add_option("-d,--dtype", o.dtype, "element type (float32, bfloat16, int64, ...)");
   app.add_option("-a,--algorithm", o.algorithm, "pin the algorithm (ring, mesh, a plugin, auto)");
@@ -181,8 +181,8 @@ int main(int argc, char** argv) {
   if (coll == Coll::kAllReduce) bus_factor = 2.0 * (nranks - 1) / nranks;
   // Per-rank blocks (size = the large buffer, as nccl-tests counts them).
   const bool blocks = coll == Coll::kAllGather || coll == Coll::kReduceScatter ||
-                      coll == Coll::kGather || coll == Coll::kScatter ||
-                      coll == Coll::kAllToAll || coll == Coll::kAllToAllv;
+                      coll == Coll::kGather || coll == Coll::kScatter || coll == Coll::kAllToAll ||
+                      coll == Coll::kAllToAllv;
   if (blocks) bus_factor = double(nranks - 1) / nranks;
 
   if (rank == 0 && !o.json) {
@@ -226,8 +226,8 @@ int main(int argc, char** argv) {
     chorus::bench::fill_input(coll_id, dtype, op, rank, nranks, in.data(), in_elems, count);
     if (o.check)
       chorus::bench::expected_output(
-          coll == Coll::kAllToAllv ? int(CHORUS_COLL_ALL_TO_ALL) : coll_id,
-          o.coll == "sendrecv", dtype, op, rank, nranks, o.root, count, expect);
+          coll == Coll::kAllToAllv ? int(CHORUS_COLL_ALL_TO_ALL) : coll_id, o.coll == "sendrecv",
+          dtype, op, rank, nranks, o.root, count, expect);
 
     // Outside the timed region: poison the output so that stale data cannot
     // pass the check, and give the broadcast root its data again (the
@@ -271,8 +271,8 @@ int main(int argc, char** argv) {
         case Coll::kAllToAll:
           return chorus_all_to_all(comm, in.data(), out.data(), count, dtype);
         case Coll::kAllToAllv:
-          return chorus_all_to_allv(comm, in.data(), v_counts.data(), v_offsets.data(),
-                                    out.data(), v_counts.data(), v_offsets.data(), dtype);
+          return chorus_all_to_allv(comm, in.data(), v_counts.data(), v_offsets.data(), out.data(),
+                                    v_counts.data(), v_offsets.data(), dtype);
         case Coll::kSendRecv: {
           // Ring exchange: even ranks send first, odd ranks receive first.
           int right = (rank + 1) % nranks, left = (rank - 1 + nranks) % nranks;
