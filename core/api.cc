@@ -339,36 +339,34 @@ CHORUS_API int chorus_recv(chorus_comm_t* comm, void* buf, size_t count, int dty
 
 CHORUS_API int chorus_reduce(chorus_comm_t* comm, const void* in, void* out, size_t count,
                              int dtype, int op, int root) {
-  CHORUS_COMM_CALL("chorus_reduce",
-                   run_blocking(*comm->impl, "reduce",
-                                comm->impl->check_reduce(in, out, count, dtype, op, root),
-                                [=](Communicator& c) {
-                                  return c.reduce(in, out, count, dtype, op, root);
-                                }));
+  CHORUS_COMM_CALL(
+      "chorus_reduce",
+      run_blocking(*comm->impl, "reduce", comm->impl->check_reduce(in, out, count, dtype, op, root),
+                   [=](Communicator& c) { return c.reduce(in, out, count, dtype, op, root); }));
 }
 
 CHORUS_API int chorus_gather(chorus_comm_t* comm, const void* in, void* out, size_t count,
                              int dtype, int root) {
-  CHORUS_COMM_CALL("chorus_gather",
-                   run_blocking(*comm->impl, "gather",
-                                comm->impl->check_gather(in, out, count, dtype, root),
-                                [=](Communicator& c) { return c.gather(in, out, count, dtype, root); }));
+  CHORUS_COMM_CALL(
+      "chorus_gather",
+      run_blocking(*comm->impl, "gather", comm->impl->check_gather(in, out, count, dtype, root),
+                   [=](Communicator& c) { return c.gather(in, out, count, dtype, root); }));
 }
 
 CHORUS_API int chorus_scatter(chorus_comm_t* comm, const void* in, void* out, size_t count,
                               int dtype, int root) {
-  CHORUS_COMM_CALL("chorus_scatter",
-                   run_blocking(*comm->impl, "scatter",
-                                comm->impl->check_scatter(in, out, count, dtype, root),
-                                [=](Communicator& c) { return c.scatter(in, out, count, dtype, root); }));
+  CHORUS_COMM_CALL(
+      "chorus_scatter",
+      run_blocking(*comm->impl, "scatter", comm->impl->check_scatter(in, out, count, dtype, root),
+                   [=](Communicator& c) { return c.scatter(in, out, count, dtype, root); }));
 }
 
 CHORUS_API int chorus_all_to_all(chorus_comm_t* comm, const void* in, void* out, size_t count,
                                  int dtype) {
-  CHORUS_COMM_CALL("chorus_all_to_all",
-                   run_blocking(*comm->impl, "all_to_all",
-                                comm->impl->check_all_to_all(in, out, count, dtype),
-                                [=](Communicator& c) { return c.all_to_all(in, out, count, dtype); }));
+  CHORUS_COMM_CALL(
+      "chorus_all_to_all",
+      run_blocking(*comm->impl, "all_to_all", comm->impl->check_all_to_all(in, out, count, dtype),
+                   [=](Communicator& c) { return c.all_to_all(in, out, count, dtype); }));
 }
 
 CHORUS_API int chorus_all_to_allv(chorus_comm_t* comm, const void* in, const size_t* send_counts,
@@ -445,8 +443,8 @@ CHORUS_API int chorus_iall_to_all(chorus_comm_t* comm, const void* in, void* out
 }
 
 CHORUS_API int chorus_iall_to_allv(chorus_comm_t* comm, const void* in, const size_t* send_counts,
-                                   const size_t* send_offsets, void* out,
-                                   const size_t* recv_counts, const size_t* recv_offsets, int dtype,
+                                   const size_t* send_offsets, void* out, const size_t* recv_counts,
+                                   const size_t* recv_offsets, int dtype,
                                    chorus_request_t** req_out) {
   return guarded([&] {
     Status checked = CHORUS_CHECK(
@@ -464,8 +462,7 @@ CHORUS_API int chorus_iall_to_allv(chorus_comm_t* comm, const void* in, const si
     return issue(comm, "chorus_iall_to_allv", "all_to_allv", req_out, checked,
                  [=, sc = std::move(sc), so = std::move(so), rc = std::move(rc),
                   ro = std::move(ro)](Communicator& c) {
-                   return c.all_to_allv(in, sc.data(), so.data(), out, rc.data(), ro.data(),
-                                        dtype);
+                   return c.all_to_allv(in, sc.data(), so.data(), out, rc.data(), ro.data(), dtype);
                  });
   });
 }

@@ -319,16 +319,36 @@ Status Communicator::select_algorithms() {
     using T = chorus_algorithm_plugin_v1_t;
     size_t off = 0;
     switch (coll) {
-      case CHORUS_COLL_ALL_REDUCE: off = offsetof(T, all_reduce); break;
-      case CHORUS_COLL_ALL_GATHER: off = offsetof(T, all_gather); break;
-      case CHORUS_COLL_REDUCE_SCATTER: off = offsetof(T, reduce_scatter); break;
-      case CHORUS_COLL_BROADCAST: off = offsetof(T, broadcast); break;
-      case CHORUS_COLL_REDUCE: off = offsetof(T, reduce); break;
-      case CHORUS_COLL_GATHER: off = offsetof(T, gather); break;
-      case CHORUS_COLL_SCATTER: off = offsetof(T, scatter); break;
-      case CHORUS_COLL_ALL_TO_ALL: off = offsetof(T, all_to_all); break;
-      case CHORUS_COLL_ALL_TO_ALLV: off = offsetof(T, all_to_allv); break;
-      default: off = offsetof(T, barrier); break;
+      case CHORUS_COLL_ALL_REDUCE:
+        off = offsetof(T, all_reduce);
+        break;
+      case CHORUS_COLL_ALL_GATHER:
+        off = offsetof(T, all_gather);
+        break;
+      case CHORUS_COLL_REDUCE_SCATTER:
+        off = offsetof(T, reduce_scatter);
+        break;
+      case CHORUS_COLL_BROADCAST:
+        off = offsetof(T, broadcast);
+        break;
+      case CHORUS_COLL_REDUCE:
+        off = offsetof(T, reduce);
+        break;
+      case CHORUS_COLL_GATHER:
+        off = offsetof(T, gather);
+        break;
+      case CHORUS_COLL_SCATTER:
+        off = offsetof(T, scatter);
+        break;
+      case CHORUS_COLL_ALL_TO_ALL:
+        off = offsetof(T, all_to_all);
+        break;
+      case CHORUS_COLL_ALL_TO_ALLV:
+        off = offsetof(T, all_to_allv);
+        break;
+      default:
+        off = offsetof(T, barrier);
+        break;
     }
     if (a->struct_size < off + sizeof(void*)) return false;
     void* op = nullptr;
@@ -775,8 +795,7 @@ Status Communicator::barrier() {
 // ranks could pick different algorithms: all_to_allv's sizes differ per rank,
 // so it is chosen by rank count alone (bytes 0).
 
-Status Communicator::reduce(const void* in, void* out, size_t count, int dtype, int op,
-                            int root) {
+Status Communicator::reduce(const void* in, void* out, size_t count, int dtype, int op, int root) {
   if (auto st = check_reduce(in, out, count, dtype, op, root); !st.is_ok()) return st;
   uint64_t bytes = uint64_t(count) * chorus_dtype_size(dtype);
   CallSig sig;
@@ -823,8 +842,8 @@ Status Communicator::all_to_all(const void* in, void* out, size_t count, int dty
 Status Communicator::all_to_allv(const void* in, const size_t* send_counts,
                                  const size_t* send_offsets, void* out, const size_t* recv_counts,
                                  const size_t* recv_offsets, int dtype) {
-  if (auto st = check_all_to_allv(in, send_counts, send_offsets, out, recv_counts, recv_offsets,
-                                  dtype);
+  if (auto st =
+          check_all_to_allv(in, send_counts, send_offsets, out, recv_counts, recv_offsets, dtype);
       !st.is_ok())
     return st;
   // The per-peer counts differ between ranks by design: the signature
@@ -1984,8 +2003,7 @@ Status check_root(const char* what, int root, int size) {
   if (root < 0 || root >= size)
     return {CHORUS_ERR_INVALID_ARGUMENT, std::string(what) + " root " + std::to_string(root) +
                                              " is out of range for " + std::to_string(size) +
-                                             " ranks (valid: 0.." + std::to_string(size - 1) +
-                                             ")"};
+                                             " ranks (valid: 0.." + std::to_string(size - 1) + ")"};
   return Status::ok();
 }
 
@@ -2015,14 +2033,14 @@ Status Communicator::check_gather(const void* in, const void* out, size_t count,
   if (auto st = check_root("gather", root, size_); !st.is_ok()) return st;
   if (auto st = check_buffer(in, count, 1, dtype, "input"); !st.is_ok()) return st;
   if (rank_ != root) return Status::ok();
-  if (auto st = check_buffer(out, count, size_t(size_), dtype, "output (on the root)");
-      !st.is_ok())
+  if (auto st = check_buffer(out, count, size_t(size_), dtype, "output (on the root)"); !st.is_ok())
     return st;
   size_t block = count * chorus_dtype_size(dtype);
   const void* own = static_cast<const std::byte*>(out) + size_t(root) * block;
   if (in != own && overlaps(in, block, out, block * size_t(size_)))
-    return bad_overlap("gather", "on the root the input may be out + root*count (in place) and "
-                                 "must otherwise lie outside the output");
+    return bad_overlap("gather",
+                       "on the root the input may be out + root*count (in place) and "
+                       "must otherwise lie outside the output");
   return Status::ok();
 }
 
@@ -2036,8 +2054,9 @@ Status Communicator::check_scatter(const void* in, const void* out, size_t count
   size_t block = count * chorus_dtype_size(dtype);
   const void* own = static_cast<const std::byte*>(in) + size_t(root) * block;
   if (out != own && overlaps(out, block, in, block * size_t(size_)))
-    return bad_overlap("scatter", "on the root the output may be in + root*count (in place) and "
-                                  "must otherwise lie outside the input");
+    return bad_overlap("scatter",
+                       "on the root the output may be in + root*count (in place) and "
+                       "must otherwise lie outside the input");
   return Status::ok();
 }
 
@@ -2059,7 +2078,8 @@ Status Communicator::check_all_to_allv(const void* in, const size_t* send_counts
   if (!send_counts || !send_offsets || !recv_counts || !recv_offsets)
     return {CHORUS_ERR_INVALID_ARGUMENT,
             "all_to_allv: send_counts, send_offsets, recv_counts and recv_offsets must each point "
-            "to " + std::to_string(size_) + " entries (one per rank); one of them is NULL"};
+            "to " +
+                std::to_string(size_) + " entries (one per rank); one of them is NULL"};
   const size_t esize = chorus_dtype_size(dtype);
   const size_t max_elems = std::numeric_limits<size_t>::max() / esize;
   // Extent of each side in elements; every block must be addressable.
@@ -2088,10 +2108,10 @@ Status Communicator::check_all_to_allv(const void* in, const size_t* send_counts
   if (auto st = extent("recv", recv_counts, recv_offsets, out, out_end); !st.is_ok()) return st;
   if (send_counts[rank_] != recv_counts[rank_])
     return {CHORUS_ERR_INVALID_ARGUMENT,
-            "all_to_allv: send_counts[" + std::to_string(rank_) + "] = " +
-                std::to_string(send_counts[rank_]) + " but recv_counts[" + std::to_string(rank_) +
-                "] = " + std::to_string(recv_counts[rank_]) +
-                " on rank " + std::to_string(rank_) + "; what a rank sends itself it receives"};
+            "all_to_allv: send_counts[" + std::to_string(rank_) +
+                "] = " + std::to_string(send_counts[rank_]) + " but recv_counts[" +
+                std::to_string(rank_) + "] = " + std::to_string(recv_counts[rank_]) + " on rank " +
+                std::to_string(rank_) + "; what a rank sends itself it receives"};
   // Received blocks must be disjoint: two peers writing one place race.
   std::vector<std::pair<size_t, int>> blocks;
   for (int p = 0; p < size_; ++p)
@@ -2100,9 +2120,9 @@ Status Communicator::check_all_to_allv(const void* in, const size_t* send_counts
   for (size_t i = 1; i < blocks.size(); ++i) {
     int a = blocks[i - 1].second, b = blocks[i].second;
     if (recv_offsets[a] + recv_counts[a] > recv_offsets[b])
-      return {CHORUS_ERR_INVALID_ARGUMENT,
-              "all_to_allv: the receive blocks of ranks " + std::to_string(a) + " and " +
-                  std::to_string(b) + " overlap in the output (recv_offsets/recv_counts)"};
+      return {CHORUS_ERR_INVALID_ARGUMENT, "all_to_allv: the receive blocks of ranks " +
+                                               std::to_string(a) + " and " + std::to_string(b) +
+                                               " overlap in the output (recv_offsets/recv_counts)"};
   }
   if (overlaps(in, in_end * esize, out, out_end * esize))
     return bad_overlap("all_to_allv", "all_to_allv has no in-place form; use separate buffers");

@@ -222,11 +222,10 @@ class Executor {
       for (int p = 0; p < size; ++p) {
         if (p == rank) continue;
         Stream& s = lane.streams[size_t(p)];
-        Exchange x =
-            call_.kind == Kind::kAllToAll
-                ? all_to_all_exchange(call_.send_offsets[p], call_.send_counts[p],
-                                      call_.recv_offsets[p], call_.recv_counts[p])
-                : exchange(call_.kind, rank, size, p, call_.count, call_.root);
+        Exchange x = call_.kind == Kind::kAllToAll
+                         ? all_to_all_exchange(call_.send_offsets[p], call_.send_counts[p],
+                                               call_.recv_offsets[p], call_.recv_counts[p])
+                         : exchange(call_.kind, rank, size, p, call_.count, call_.root);
         s.peer = p;
         s.reduce_send = lane_slice(x.reduce_send, lanes, l);
         s.reduce_recv = lane_slice(x.reduce_recv, lanes, l);
@@ -527,8 +526,8 @@ std::byte* scratch_buffer(size_t bytes) {
 /// message latency); above, a reduce-scatter over `size` chunks (rank r
 /// reducing chunk r, as in all_reduce) whose chunks then go to the root
 /// alone, so no link carries more than the all_reduce's first half.
-int mesh_reduce(const chorus_algo_env_v1_t* env, const void* in, void* out, size_t count,
-                int dtype, int op, int root) {
+int mesh_reduce(const chorus_algo_env_v1_t* env, const void* in, void* out, size_t count, int dtype,
+                int op, int root) {
   Settings settings;
   if (int rc = load_settings(env, settings); rc != CHORUS_OK) return rc;
   size_t esize = chorus_dtype_size(dtype);
@@ -561,8 +560,8 @@ int mesh_reduce(const chorus_algo_env_v1_t* env, const void* in, void* out, size
   return Executor(env, call).run();
 }
 
-int mesh_gather(const chorus_algo_env_v1_t* env, const void* in, void* out, size_t count,
-                int dtype, int root) {
+int mesh_gather(const chorus_algo_env_v1_t* env, const void* in, void* out, size_t count, int dtype,
+                int root) {
   Settings settings;
   if (int rc = load_settings(env, settings); rc != CHORUS_OK) return rc;
   size_t esize = chorus_dtype_size(dtype);

@@ -419,8 +419,8 @@ int ring_broadcast(const chorus_algo_env_v1_t* env, void* buf, size_t count, int
       .run();
 }
 
-int ring_reduce(const chorus_algo_env_v1_t* env, const void* in, void* out, size_t count,
-                int dtype, int op, int root) {
+int ring_reduce(const chorus_algo_env_v1_t* env, const void* in, void* out, size_t count, int dtype,
+                int op, int root) {
   Settings settings;
   if (int rc = load_settings(env, settings); rc != CHORUS_OK) return rc;
   size_t esize = chorus_dtype_size(dtype);
@@ -440,7 +440,8 @@ int ring_reduce(const chorus_algo_env_v1_t* env, const void* in, void* out, size
   if (rank == root) {
     if (in != out) std::memcpy(out, in, bytes);
     work = static_cast<std::byte*>(out);
-  } else if (mod(rank - root - 1, size) == 0) {
+  } else if (mod(rank - root - 1, size) == 0 && !(settings.bidirectional && size > 2)) {
+    // (With lanes in both directions this rank is inside the reverse chain.)
     work = static_cast<std::byte*>(const_cast<void*>(in));
   } else {
     work = scratch_buffer(bytes);
@@ -450,8 +451,8 @@ int ring_reduce(const chorus_algo_env_v1_t* env, const void* in, void* out, size
   if (int rc = register_work(env, work, bytes, &mr); rc != CHORUS_OK) return rc;
   Plan plan{reduce_steps(size),
             [=](int, bool rev) {
-              return rev ? mirror_chunks(
-                               reduce_step(mirror(rank, size), size, mirror(root, size)), size)
+              return rev ? mirror_chunks(reduce_step(mirror(rank, size), size, mirror(root, size)),
+                                         size)
                          : reduce_step(rank, size, root);
             },
             [=](int) {
@@ -460,8 +461,8 @@ int ring_reduce(const chorus_algo_env_v1_t* env, const void* in, void* out, size
   return Executor(env, settings, work, mr, esize, kernel, std::move(plan)).run();
 }
 
-int ring_gather(const chorus_algo_env_v1_t* env, const void* in, void* out, size_t count,
-                int dtype, int root) {
+int ring_gather(const chorus_algo_env_v1_t* env, const void* in, void* out, size_t count, int dtype,
+                int root) {
   Settings settings;
   if (int rc = load_settings(env, settings); rc != CHORUS_OK) return rc;
   size_t esize = chorus_dtype_size(dtype);
@@ -602,8 +603,8 @@ int ring_exchange(const chorus_algo_env_v1_t* env, const Settings& settings, con
     return fail(env, CHORUS_ERR_INVALID_ARGUMENT,
                 "ring all_to_allv: rank " + std::to_string(mismatch_from) + " sends " +
                     std::to_string(sent(mismatch_from, rank)) + " elements to rank " +
-                    std::to_string(rank) + " but its recv_counts[" +
-                    std::to_string(mismatch_from) + "] is " + std::to_string(rc[mismatch_from]) +
+                    std::to_string(rank) + " but its recv_counts[" + std::to_string(mismatch_from) +
+                    "] is " + std::to_string(rc[mismatch_from]) +
                     "; send_counts[q] on rank p must equal recv_counts[p] on rank q (the block "
                     "was not stored)");
   return CHORUS_OK;

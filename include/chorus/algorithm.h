@@ -143,15 +143,15 @@ typedef struct chorus_algorithm_plugin_v1 {
    * out = op over ranks of in, on `root` only. `out` is NULL on the other
    * ranks when the host passed NULL; `in` may equal `out` on the root.
    */
-  int (*reduce)(const chorus_algo_env_v1_t* env, const void* in, void* out, size_t count,
-                int dtype, int op, int root);
+  int (*reduce)(const chorus_algo_env_v1_t* env, const void* in, void* out, size_t count, int dtype,
+                int op, int root);
   /**
    * Rank r's `count` elements land at out + r*count on `root` (`out` holds
    * size*count there and may be NULL elsewhere). On the root `in` may equal
    * out + root*count; otherwise it does not overlap `out`.
    */
-  int (*gather)(const chorus_algo_env_v1_t* env, const void* in, void* out, size_t count,
-                int dtype, int root);
+  int (*gather)(const chorus_algo_env_v1_t* env, const void* in, void* out, size_t count, int dtype,
+                int root);
   /**
    * Block r (`count` elements at in + r*count on `root`) lands in `out` on rank
    * r. `in` may be NULL off the root; on the root `out` may equal

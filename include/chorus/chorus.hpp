@@ -269,8 +269,8 @@ class Communicator {
   void all_to_all(const T* in, T* out, size_t count) {
     all_to_all(in, out, count, dtype_of<T>());
   }
-  void all_to_allv(const void* in, const size_t* send_counts, const size_t* send_offsets,
-                   void* out, const size_t* recv_counts, const size_t* recv_offsets, int dtype) {
+  void all_to_allv(const void* in, const size_t* send_counts, const size_t* send_offsets, void* out,
+                   const size_t* recv_counts, const size_t* recv_offsets, int dtype) {
     check(chorus_all_to_allv(comm_, in, send_counts, send_offsets, out, recv_counts, recv_offsets,
                              dtype));
   }
@@ -367,8 +367,8 @@ class Communicator {
                        void* out, const size_t* recv_counts, const size_t* recv_offsets,
                        int dtype) {
     chorus_request_t* r = nullptr;
-    check(chorus_iall_to_allv(comm_, in, send_counts, send_offsets, out, recv_counts,
-                              recv_offsets, dtype, &r));
+    check(chorus_iall_to_allv(comm_, in, send_counts, send_offsets, out, recv_counts, recv_offsets,
+                              dtype, &r));
     return Request(r);
   }
   Request ibarrier() {

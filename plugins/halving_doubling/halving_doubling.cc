@@ -254,7 +254,12 @@ const chorus_algorithm_plugin_v1_t chorus_algorithm_plugin_v1 = {
     chorus::hd::hd_preference,
     chorus::hd::hd_all_reduce,
     chorus::hd::hd_all_gather,
-    nullptr,
-    nullptr,
-    nullptr,
+    nullptr,  // reduce_scatter
+    nullptr,  // broadcast
+    nullptr,  // barrier
+    nullptr,  // reduce (algorithm ABI minor 1 on)
+    nullptr,  // gather
+    nullptr,  // scatter
+    nullptr,  // all_to_all
+    nullptr,  // all_to_allv
 };

@@ -57,4 +57,9 @@ EXPORT const chorus_algorithm_plugin_v1_t chorus_algorithm_plugin_v1 = {
     NULL,
     NULL,
     NULL,
+    NULL, /* reduce .. all_to_allv (minor 1) */
+    NULL,
+    NULL,
+    NULL,
+    NULL,
 };

@@ -9,6 +9,10 @@
 // --big adds the 4 Mi + 3 element count; --big-every/--big-offset choose which
 // (dtype, op) combinations run at that count (index % K == J; default all),
 // so a full matrix fits its time by choosing where the large count runs.
+// --new-every/--new-offset do the same for reduce, gather, scatter,
+// all_to_all and all_to_allv at the other counts (index % K == J among the
+// sampled combinations); at the large count they run for the first sampled
+// reduction and the first sampled dtype only.
 #include <chorus/chorus.h>
 
 #include "tools/bench/bench_data.h"
@@ -35,8 +39,25 @@ struct Sample {
 };
 Sample g_sample;  // the sample of the count being run
 int g_combo = 0;
+// reduce, gather, scatter and all_to_all(v) run for the sampled combinations
+// whose index also matches this (--new-every/--new-offset), so a matrix can
+// rotate them over its rank counts; at the large count only for the first
+// sampled reduction and the first sampled dtype.
+Sample g_new;
+bool g_big = false;
+bool g_big_new_reduction = false, g_big_new_movement = false;
 
 bool sampled() { return g_combo++ % g_sample.every == g_sample.offset; }
+
+/// Whether the combination sampled last also runs the newer collectives.
+bool new_sampled(bool& big_done) {
+  if (g_big) {
+    if (big_done) return false;
+    big_done = true;
+    return true;
+  }
+  return (g_combo - 1) % g_new.every == g_new.offset;
+}
 
 /// The roots rooted collectives are checked at: the first and last rank and
 /// one in the middle, rotated over the sampled combinations (each call site
@@ -114,6 +135,7 @@ void run_reductions(chorus_comm_t* comm, size_t count) {
       rs_out.resize(count * es);
       check_result(name("reduce_scatter", dtype, op, count), rc, dtype, rs_out, expect);
 
+      if (!new_sampled(g_big_new_reduction)) continue;
       // reduce, out of place and in place at two of the three roots; off
       // the root the output is NULL (out of place) or must stay untouched
       // (in place: the input is the buffer, and it is const there).
@@ -121,17 +143,17 @@ void run_reductions(chorus_comm_t* comm, size_t count) {
         const int root = root_at(g_combo + form);
         const bool in_place = form == 1;
         std::vector<std::byte> r_in(count * es + 1), r_out(count * es + 1, std::byte{0x5A});
-        chorus::bench::fill_input(CHORUS_COLL_REDUCE, dtype, op, g_rank, g_size, r_in.data(),
-                                  count, count);
+        chorus::bench::fill_input(CHORUS_COLL_REDUCE, dtype, op, g_rank, g_size, r_in.data(), count,
+                                  count);
         const std::vector<std::byte> original = r_in;
         chorus::bench::expected_output(CHORUS_COLL_REDUCE, false, dtype, op, g_rank, g_size, root,
                                        count, expect);
         void* dst = in_place ? r_in.data() : (g_rank == root ? r_out.data() : nullptr);
         rc = chorus_reduce(comm, r_in.data(), dst, count, dtype, op, root);
-        std::string what = name(("reduce" + std::string(in_place ? " in-place" : "") +
-                                 " root=" + std::to_string(root))
-                                    .c_str(),
-                                dtype, op, count);
+        std::string what = name(
+            ("reduce" + std::string(in_place ? " in-place" : "") + " root=" + std::to_string(root))
+                .c_str(),
+            dtype, op, count);
         std::vector<std::byte>& got = in_place ? r_in : r_out;
         got.resize(count * es);
         if (g_rank == root) {
@@ -173,7 +195,8 @@ void run_rooted_and_all_to_all(chorus_comm_t* comm, size_t count, int dtype) {
       }
       int rc = chorus_gather(comm, src, g_rank == root ? out.data() : nullptr, blk, dtype, root);
       out.resize(all * es);
-      std::string what = name(("gather" + how + " root=" + std::to_string(root)).c_str(), dtype, -1, blk);
+      std::string what =
+          name(("gather" + how + " root=" + std::to_string(root)).c_str(), dtype, -1, blk);
       if (g_rank == root) {
         check_result(what, rc, dtype, out, expect);
       } else {
@@ -184,20 +207,24 @@ void run_rooted_and_all_to_all(chorus_comm_t* comm, size_t count, int dtype) {
     {
       const int root = root_at(spin + 1 + form);
       std::vector<std::byte> in(all * es + 1), out(blk * es + 1, std::byte{0x5A});
-      chorus::bench::fill_input(CHORUS_COLL_SCATTER, dtype, -1, g_rank, g_size, in.data(), all, blk);
+      chorus::bench::fill_input(CHORUS_COLL_SCATTER, dtype, -1, g_rank, g_size, in.data(), all,
+                                blk);
       chorus::bench::expected_output(CHORUS_COLL_SCATTER, false, dtype, -1, g_rank, g_size, root,
                                      blk, expect);
       void* dst = out.data();
       if (in_place && g_rank == root) dst = in.data() + size_t(root) * blk * es;
       int rc = chorus_scatter(comm, g_rank == root ? in.data() : nullptr, dst, blk, dtype, root);
-      std::vector<std::byte> got(static_cast<std::byte*>(dst), static_cast<std::byte*>(dst) + blk * es);
-      check_result(name(("scatter" + how + " root=" + std::to_string(root)).c_str(), dtype, -1, blk),
-                   rc, dtype, got, expect);
+      std::vector<std::byte> got(static_cast<std::byte*>(dst),
+                                 static_cast<std::byte*>(dst) + blk * es);
+      check_result(
+          name(("scatter" + how + " root=" + std::to_string(root)).c_str(), dtype, -1, blk), rc,
+          dtype, got, expect);
     }
     // all_to_all
     {
       std::vector<std::byte> in(all * es + 1), out(all * es + 1, std::byte{0x5A});
-      chorus::bench::fill_input(CHORUS_COLL_ALL_TO_ALL, dtype, -1, g_rank, g_size, in.data(), all, blk);
+      chorus::bench::fill_input(CHORUS_COLL_ALL_TO_ALL, dtype, -1, g_rank, g_size, in.data(), all,
+                                blk);
       chorus::bench::expected_output(CHORUS_COLL_ALL_TO_ALL, false, dtype, -1, g_rank, g_size, 0,
                                      blk, expect);
       std::vector<std::byte>& got = in_place ? in : out;
@@ -272,7 +299,7 @@ void run_movement(chorus_comm_t* comm, size_t count) {
     ip.resize(count * es * size_t(g_size));
     check_result(name("all_gather in-place", dtype, -1, count), rc, dtype, ip, expect);
 
-    run_rooted_and_all_to_all(comm, count, dtype);
+    if (new_sampled(g_big_new_movement)) run_rooted_and_all_to_all(comm, count, dtype);
 
     for (int root : {0, g_size - 1}) {
       std::vector<std::byte> buf(count * es + 1, std::byte{0x33});
@@ -336,8 +363,9 @@ void run_misuse(chorus_comm_t* comm) {
   report(rc == CHORUS_ERR_INVALID_ARGUMENT && std::strstr(chorus_last_error(), "overflows"),
          std::string("scatter: count overflow refused: ") + chorus_last_error());
   rc = chorus_all_to_all(comm, x, x + 1, 1, CHORUS_FLOAT32);
-  report(g_size == 1 ? rc == CHORUS_OK
-                     : rc == CHORUS_ERR_INVALID_ARGUMENT && std::strstr(chorus_last_error(), "overlap"),
+  report(g_size == 1
+             ? rc == CHORUS_OK
+             : rc == CHORUS_ERR_INVALID_ARGUMENT && std::strstr(chorus_last_error(), "overlap"),
          std::string("all_to_all: partial overlap refused: ") + chorus_last_error());
   {
     std::vector<size_t> c(size_t(g_size), 1), o(size_t(g_size), 0);
@@ -345,14 +373,15 @@ void run_misuse(chorus_comm_t* comm) {
     // every receive block at offset 0: they overlap as soon as there are two
     rc = chorus_all_to_allv(comm, big.data(), c.data(), o.data(), dst.data(), c.data(), o.data(),
                             CHORUS_FLOAT32);
-    report(g_size == 1 ? rc == CHORUS_OK
-                       : rc == CHORUS_ERR_INVALID_ARGUMENT && std::strstr(chorus_last_error(), "overlap"),
+    report(g_size == 1
+               ? rc == CHORUS_OK
+               : rc == CHORUS_ERR_INVALID_ARGUMENT && std::strstr(chorus_last_error(), "overlap"),
            std::string("all_to_allv: overlapping receive blocks refused: ") + chorus_last_error());
     c[size_t(g_rank)] = 2;  // sends itself 2 but expects 1
     std::vector<size_t> rc1(static_cast<size_t>(g_size), 1), ro(static_cast<size_t>(g_size));
     for (size_t p = 0; p < ro.size(); ++p) ro[p] = 2 * p;
-    rc = chorus_all_to_allv(comm, big.data(), c.data(), ro.data(), dst.data(), rc1.data(), ro.data(),
-                            CHORUS_FLOAT32);
+    rc = chorus_all_to_allv(comm, big.data(), c.data(), ro.data(), dst.data(), rc1.data(),
+                            ro.data(), CHORUS_FLOAT32);
     report(rc == CHORUS_ERR_INVALID_ARGUMENT && std::strstr(chorus_last_error(), "send_counts["),
            std::string("all_to_allv: self counts disagree, refused: ") + chorus_last_error());
     rc = chorus_all_to_allv(comm, big.data(), nullptr, o.data(), dst.data(), c.data(), o.data(),
@@ -392,6 +421,10 @@ int main(int argc, char** argv) {
       large.every = std::max(1, std::atoi(argv[++i]));
     else if (a == "--big-offset" && i + 1 < argc)
       large.offset = std::atoi(argv[++i]);
+    else if (a == "--new-every" && i + 1 < argc)
+      g_new.every = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--new-offset" && i + 1 < argc)
+      g_new.offset = std::atoi(argv[++i]);
     else if (a == "--counts" && i + 1 < argc) {
       std::stringstream ss(argv[++i]);
       std::string item;
@@ -399,12 +432,14 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: collective_check [-a ALGORITHM] [--counts a,b,c] "
-                   "[--big [--big-every K --big-offset J]] [--every N --offset M]\n");
+                   "[--big [--big-every K --big-offset J]] [--every N --offset M] "
+                   "[--new-every K --new-offset J]\n");
       return 2;
     }
   }
   small.offset %= small.every;
   large.offset %= large.every;
+  g_new.offset %= g_new.every;
   std::vector<std::string> settings;
   if (!algorithm.empty())
     for (const char* coll : {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "barrier",
@@ -431,7 +466,8 @@ int main(int argc, char** argv) {
   }
   for (size_t count : counts) {
     g_combo = 0;  // the same sample at every count
-    g_sample = big && count == kBigCount ? large : small;
+    g_big = big && count == kBigCount;
+    g_sample = g_big ? large : small;
     run_reductions(comm, count);
     run_movement(comm, count);
   }

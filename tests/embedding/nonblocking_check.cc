@@ -3,6 +3,9 @@
 //
 //  outstanding: every kind of request in flight at once, blocking calls mixed
 //               in between, every element checked on every rank;
+//  rooted:      ireduce, igather, iscatter, iall_to_all and iall_to_allv in
+//               flight at once through the C++ wrapper, the count/offset
+//               arrays of iall_to_allv overwritten right after the issue;
 //  ordering:    a blocking call returns only after the requests issued before
 //               it completed;
 //  test/wait:   chorus_test polls to completion; chorus_wait with a short
@@ -17,6 +20,7 @@
 // appears only as "not before the timeout" and as hang guards well past what
 // an idle host needs.
 #include <chorus/chorus.h>
+#include <chorus/chorus.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -27,6 +31,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -317,6 +322,107 @@ void stage_abort_and_finalize(chorus_comm_t* world, int rank) {
 
 }  // namespace
 
+/// Never called: makes the compiler instantiate and type-check chorus.hpp's
+/// wrappers of the minor-1 collectives (typed and untyped).
+[[maybe_unused]] void wrapper_compiles(chorus::Communicator& c, float* f, int64_t* i, size_t* z) {
+  c.reduce(f, f, 1, 0);
+  c.reduce(f, f, 1, CHORUS_FLOAT32, CHORUS_SUM, 0);
+  c.gather(i, i, 1, 0);
+  c.scatter(i, i, 1, 0);
+  c.all_to_all(f, f, 1);
+  c.all_to_allv(f, z, z, f, z, z);
+  chorus::Request r = c.ireduce(f, f, 1, 0, CHORUS_MAX);
+  r = c.igather(f, f, 1, CHORUS_FLOAT32, 0);
+  r = c.iscatter(f, f, 1, CHORUS_FLOAT32, 0);
+  r = c.iall_to_all(f, f, 1, CHORUS_FLOAT32);
+  r = c.iall_to_allv(f, z, z, f, z, z, CHORUS_FLOAT32);
+}
+
+/// Wraps the request a chorus_i* call just made; chorus::Request owns and waits it.
+chorus::Request take(int rc, chorus_request_t** r, const char* what) {
+  expect_rc(rc, CHORUS_OK, what);
+  return chorus::Request(std::exchange(*r, nullptr));
+}
+
+/// The minor-1 collectives as requests, all outstanding at once.
+void stage_rooted(chorus_comm_t* comm, int rank, int n) {
+  const size_t count = 1031;
+  const int root = n / 2;
+  std::vector<float> r_in(count), r_out(count, -1.0f);
+  std::vector<int64_t> g_in(count), g_out(count * size_t(n), -1);
+  std::vector<double> s_in(count * size_t(n)), s_out(count, -1.0);
+  std::vector<int32_t> a_in(count * size_t(n)), a_out(count * size_t(n), -1);
+  std::vector<int32_t> v_in(size_t(n) * 3), v_out(size_t(n) * 3, -1);
+  for (size_t i = 0; i < count; ++i) {
+    r_in[i] = fval(rank, i, 3);
+    g_in[i] = ival(rank, i, 4);
+  }
+  for (size_t i = 0; i < s_in.size(); ++i) s_in[i] = 0.25 * double(i) + rank;
+  for (size_t i = 0; i < a_in.size(); ++i) a_in[i] = int32_t(rank * 1000000 + int(i));
+  // all_to_allv: rank r sends peer p (r + p) % 3 elements, packed.
+  auto sends = [](int from, int to) { return size_t((from + to) % 3); };
+  const size_t ranks = static_cast<size_t>(n);
+  std::vector<size_t> sc(ranks), so(ranks), rc(ranks), ro(ranks);
+  for (int p = 0, at = 0, to = 0; p < n; ++p) {
+    sc[size_t(p)] = sends(rank, p), so[size_t(p)] = size_t(at), at += int(sc[size_t(p)]);
+    rc[size_t(p)] = sends(p, rank), ro[size_t(p)] = size_t(to), to += int(rc[size_t(p)]);
+  }
+  for (size_t i = 0; i < v_in.size(); ++i) v_in[i] = int32_t(rank * 1000 + int(i));
+  try {
+    chorus_request_t* h = nullptr;
+    // take() reads `h` only after the call that sets it has returned.
+    chorus::Request rr =
+        take(chorus_ireduce(comm, r_in.data(), rank == root ? r_out.data() : nullptr, count,
+                            CHORUS_FLOAT32, CHORUS_MAX, root, &h),
+             &h, "ireduce issue");
+    chorus::Request rg =
+        take(chorus_igather(comm, g_in.data(), rank == root ? g_out.data() : nullptr, count,
+                            CHORUS_INT64, root, &h),
+             &h, "igather issue");
+    chorus::Request rs = take(chorus_iscatter(comm, rank == root ? s_in.data() : nullptr,
+                                              s_out.data(), count, CHORUS_FLOAT64, root, &h),
+                              &h, "iscatter issue");
+    chorus::Request ra =
+        take(chorus_iall_to_all(comm, a_in.data(), a_out.data(), count, CHORUS_INT32, &h), &h,
+             "iall_to_all issue");
+    chorus::Request rv =
+        take(chorus_iall_to_allv(comm, v_in.data(), sc.data(), so.data(), v_out.data(), rc.data(),
+                                 ro.data(), CHORUS_INT32, &h),
+             &h, "iall_to_allv issue");
+    const std::vector<size_t> ro_kept = ro, rc_kept = rc;
+    // The request holds its own copies of the arrays.
+    std::fill(sc.begin(), sc.end(), size_t(7777));
+    std::fill(ro.begin(), ro.end(), size_t(0));
+    rv.wait();
+    ra.wait();
+    rs.wait();
+    rg.wait();
+    rr.wait();
+    size_t wrong = 0;
+    for (size_t i = 0; i < count; ++i) {
+      if (rank == root) {
+        float mx = -1e30f;
+        for (int r = 0; r < n; ++r) mx = std::max(mx, fval(r, i, 3));
+        wrong += r_out[i] != mx;
+        for (int r = 0; r < n; ++r) wrong += g_out[size_t(r) * count + i] != ival(r, i, 4);
+      }
+      wrong += s_out[i] != 0.25 * double(size_t(rank) * count + i) + root;
+      for (int r = 0; r < n; ++r)
+        wrong += a_out[size_t(r) * count + i] != int32_t(r * 1000000 + rank * int(count) + int(i));
+    }
+    for (int p = 0; p < n; ++p) {
+      size_t their_off = 0;  // where p's block for this rank starts in p's input
+      for (int q = 0; q < rank; ++q) their_off += sends(p, q);
+      for (size_t j = 0; j < rc_kept[size_t(p)]; ++j)
+        wrong += v_out[ro_kept[size_t(p)] + j] != int32_t(p * 1000 + int(their_off + j));
+    }
+    expect(wrong == 0, "5 concurrent rooted/all_to_all requests (" + std::to_string(wrong) +
+                           " wrong elements)");
+  } catch (const chorus::Error& e) {
+    expect(false, std::string("rooted requests: ") + e.what());
+  }
+}
+
 int main() {
   static_assert(kCollectiveTimeoutS == 20, "keep in step with the setting below");
   const char* settings[] = {"timeout.collective = 20"};
@@ -335,6 +441,7 @@ int main() {
   g_rank = rank;
   auto t0 = std::chrono::steady_clock::now();
   stage_outstanding(world, rank, n);
+  stage_rooted(world, rank, n);
   if (n >= 3) {
     stage_cancel(world, rank);
     stage_abort_and_finalize(world, rank);

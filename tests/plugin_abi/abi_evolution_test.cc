@@ -275,6 +275,55 @@ TEST_CASE("an algorithm table that ends after init is accepted; the ops it lacks
   CHECK(poison.calls() == 0);
 }
 
+TEST_CASE("an algorithm built against minor 0 keeps working; the minor-1 collectives go elsewhere",
+          "[plugin_abi][evolution]") {
+  const std::string dir = CHORUS_MINOR0_FIXTURE_DIR;
+  PoisonCounter poison("../fixtures_minor0/libchorus-algorithm-minor-zero.so");
+  REQUIRE(poison.ok());
+  auto settings = [&](std::vector<std::string> s) {
+    chorus::core::ConfigInputs in;
+    s.push_back("plugin_path=[\"" + dir + "\", \"" CHORUS_BUILD_PLUGIN_DIR "\"]");
+    s.push_back("timeout.init=30");
+    s.push_back("timeout.collective=30");
+    in.api_settings = std::move(s);
+    return chorus::core::load_config(in);
+  };
+  {
+    // Pinned for what it has, auto for the rest: the minor-1 collectives
+    // are served by the built-in algorithms, never by the entries that lie
+    // beyond the plugin's struct_size.
+    auto cfg = settings({"algorithm.all_reduce=\"minor-zero\""});
+    REQUIRE(cfg.is_ok());
+    auto comm = chorus::core::Communicator::create(std::move(*cfg));
+    REQUIRE(comm.is_ok());
+    CHECK(std::string((*comm)->choose(CHORUS_COLL_ALL_REDUCE, 8)->name) == "minor-zero");
+    for (int c : {CHORUS_COLL_REDUCE, CHORUS_COLL_GATHER, CHORUS_COLL_SCATTER,
+                  CHORUS_COLL_ALL_TO_ALL, CHORUS_COLL_ALL_TO_ALLV}) {
+      const auto* a = (*comm)->choose(c, 8);
+      REQUIRE(a != nullptr);
+      CHECK(std::string(a->name) != "minor-zero");
+    }
+    float x[3] = {1, 2, 3}, y[3] = {0, 0, 0};
+    CHECK((*comm)->all_reduce(x, y, 3, CHORUS_FLOAT32, CHORUS_SUM).is_ok());
+    CHECK(y[2] == 3.0f);
+    CHECK((*comm)->reduce(x, y, 3, CHORUS_FLOAT32, CHORUS_SUM, 0).is_ok());
+    CHECK((*comm)->gather(x, y, 3, CHORUS_FLOAT32, 0).is_ok());
+    CHECK((*comm)->scatter(x, y, 3, CHORUS_FLOAT32, 0).is_ok());
+    CHECK((*comm)->all_to_all(x, y, 3, CHORUS_FLOAT32).is_ok());
+    size_t n = 3, off = 0;
+    CHECK((*comm)->all_to_allv(x, &n, &off, y, &n, &off, CHORUS_FLOAT32).is_ok());
+    CHECK(y[0] == 1.0f);
+  }
+  // Pinning it for a minor-1 collective fails at init, naming the collective.
+  auto cfg = settings({"algorithm.gather=\"minor-zero\""});
+  REQUIRE(cfg.is_ok());
+  auto comm = chorus::core::Communicator::create(std::move(*cfg));
+  REQUIRE_FALSE(comm.is_ok());
+  CHECK(comm.status().code() == CHORUS_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(comm.status().message(), Catch::Contains("does not implement gather"));
+  CHECK(poison.calls() == 0);
+}
+
 // Plugin::~Plugin calls the algorithm's fini; for a table as short as this
 // one, fini lies beyond struct_size and must not be read.
 TEST_CASE("unloading a short algorithm table reads no fini beyond struct_size",

@@ -134,9 +134,9 @@ int main(int argc, char** argv) {
                  "all_reduce | all_gather | reduce_scatter | broadcast | barrier | sendrecv | "
                  "reduce | gather | scatter | all_to_all | all_to_allv (equal counts through the "
                  "per-peer call)")
-      ->check(CLI::IsMember({"all_reduce", "all_gather", "reduce_scatter", "broadcast", "barrier",
-                             "sendrecv", "reduce", "gather", "scatter", "all_to_all",
-                             "all_to_allv"}));
+      ->check(
+          CLI::IsMember({"all_reduce", "all_gather", "reduce_scatter", "broadcast", "barrier",
+                         "sendrecv", "reduce", "gather", "scatter", "all_to_all", "all_to_allv"}));
   app.add_option("-o,--op", o.op, "sum | prod | max | min");
   app.add_option("-d,--dtype", o.dtype, "element type (float32, bfloat16, int64, ...)");
   app.add_option("-a,--algorithm", o.algorithm, "pin the algorithm (ring, mesh, a plugin, auto)");
@@ -224,8 +224,8 @@ int main(int argc, char** argv) {
   if (coll == Coll::kAllReduce) bus_factor = 2.0 * (nranks - 1) / nranks;
   // Per-rank blocks (size = the large buffer, as nccl-tests counts them).
   const bool blocks = coll == Coll::kAllGather || coll == Coll::kReduceScatter ||
-                      coll == Coll::kGather || coll == Coll::kScatter ||
-                      coll == Coll::kAllToAll || coll == Coll::kAllToAllv;
+                      coll == Coll::kGather || coll == Coll::kScatter || coll == Coll::kAllToAll ||
+                      coll == Coll::kAllToAllv;
   if (blocks) bus_factor = double(nranks - 1) / nranks;
 
   uint64_t total_wrong = 0;
@@ -289,8 +289,8 @@ int main(int argc, char** argv) {
     chorus::bench::fill_input(coll_id, dtype, op, rank, nranks, in.data(), in_elems, count);
     if (o.check)
       chorus::bench::expected_output(
-          coll == Coll::kAllToAllv ? int(CHORUS_COLL_ALL_TO_ALL) : coll_id,
-          o.coll == "sendrecv", dtype, op, rank, nranks, o.root, count, expect);
+          coll == Coll::kAllToAllv ? int(CHORUS_COLL_ALL_TO_ALL) : coll_id, o.coll == "sendrecv",
+          dtype, op, rank, nranks, o.root, count, expect);
 
     // One pass (warm-up + timed iterations) of the out-of-place or in-place
     // form. Outside the timed region: poison the output so that stale data

@@ -267,8 +267,10 @@ TEST_CASE("gather and scatter schedules: neighbours agree, data is there before 
         }
         for (int r = 0; r < size; ++r) {
           int left = mod(r - 1, size);
-          CHECK(sequence(steps, [&](int u) { return step(r, u); }, false) ==
-                sequence(steps, [&](int u) { return step(left, u); }, true));
+          CHECK(sequence(
+                    steps, [&](int u) { return step(r, u); }, false) ==
+                sequence(
+                    steps, [&](int u) { return step(left, u); }, true));
         }
         // Every send forwards what an earlier (or the same) step received, or
         // data the rank had from the start.
