@@ -59,6 +59,17 @@ bool SigStream::match(CallSig& a, CallSig& b) {
   while (!mine.empty() && !theirs.empty()) {
     a = mine.front();
     b = theirs.front();
+    // Collectives carry the communicator's call number. A collective may
+    // leave a pair without traffic (all_to_allv with zero counts both ways,
+    // a tree that skips it), so one side's signature can have no partner:
+    // the older call number is dropped as matched. Calls that disagree are
+    // still compared at equal call numbers (and on_signature compares a
+    // peer's call with the one running here).
+    if (a.is_collective() && b.is_collective() && a.seq != b.seq) {
+      (a.seq < b.seq ? mine : theirs).pop_front();
+      if (a.seq < b.seq) ++matched;
+      continue;
+    }
     mine.pop_front();
     theirs.pop_front();
     ++matched;

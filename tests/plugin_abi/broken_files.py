@@ -123,7 +123,7 @@ for name, kind, make, reason in cases(None):
 
         rc, out = run([info], env)
         ok(rc == 1, f"{name}: chorus-info exit status {rc}, expected 1 (a negative one is a signal)\n{out}")
-        ok(re.search(rf"^  broken +BROKEN +{re.escape(path)}\n +reason: {reason}", out, re.M),
+        ok(re.search(rf"^  broken +BROKEN +no +- +{re.escape(path)}\n +reason: {reason}", out, re.M),
            f"{name}: chorus-info does not list {path} as BROKEN with /{reason}/\n{out}")
         ok("Default transport: tcp" in out, f"{name}: chorus-info stopped early\n{out}")
 

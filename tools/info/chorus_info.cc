@@ -341,11 +341,12 @@ void print_plugins(const Report& rep) {
     for (const auto& p : rep.plugins) {
       if (p.kind != kind) continue;
       ++n;
-      std::printf("  %-12s %-6s %-7s %-6s %s\n", p.name.c_str(), p.loads ? "yes" : "no",
+      std::printf("  %-12s %-6s %-7s %-6s %s\n", p.name.c_str(),
+                  p.loads ? "yes" : p.broken ? "BROKEN" : "no",
                   p.usable ? "yes" : "no", p.loads ? ("v" + p.abi).c_str() : "-", p.path.c_str());
       if (!p.loads) {
-        std::printf("      %s: %s\n", p.broken ? "BROKEN, never loaded" : "reason",
-                    p.detail.c_str());
+        std::printf("      reason: %s%s\n", p.detail.c_str(),
+                    p.broken ? " (checked before dlopen; never loaded)" : "");
         continue;
       }
       if (!p.detail.empty())
