@@ -1621,11 +1621,15 @@ int Communicator::poll_data(chorus_tp_completion_t* out, size_t max) {
       e.peer_rank = -1;
       std::snprintf(e.message, sizeof(e.message),
                     "poll reported an error but read_error failed: %s", tp_->last_error());
-    } else if (note_notice_error(e)) {
+    } else if (note_notice_error(e) && e.status == CHORUS_ERR_PEER_LOST) {
       // A peer closed its notice endpoint: it finished or died. Its data
       // endpoints tell whether the running call still needed it.
       continue;
     }
+    // Anything else on a notice endpoint (a local or transport error on a
+    // standing receive or a signature) leaves this pair without failure
+    // notices and signature checks: the running call fails with it, truthfully,
+    // rather than going on unchecked.
     pending_error_ = e;
     has_pending_error_ = true;
     return CHORUS_ERR_PENDING;
