@@ -2034,33 +2034,33 @@ Status Communicator::check_reduce(const void* in, const void* out, size_t count,
 
 Status Communicator::check_gather(const void* in, const void* out, size_t count, int dtype,
                                   int root) const {
-  if (auto st = check_root("gather", root, size_); !st.is_ok()) return st;
-  if (auto st = check_buffer(in, count, 1, dtype, "input"); !st.is_ok()) return st;
-  if (rank_ != root) return Status::ok();
-  if (auto st = check_buffer(out, count, size_t(size_), dtype, "output (on the root)"); !st.is_ok())
-    return st;
-  size_t block = count * chorus_dtype_size(dtype);
-  const void* own = static_cast<const std::byte*>(out) + size_t(root) * block;
-  if (in != own && overlaps(in, block, out, block * size_t(size_)))
-    return bad_overlap("gather",
-                       "on the root the input may be out + root*count (in place) and "
-                       "must otherwise lie outside the output");
-  return Status::ok();
+  return check_rooted_blocks("gather", in, "input", out, "output", count, dtype, root);
 }
 
 Status Communicator::check_scatter(const void* in, const void* out, size_t count, int dtype,
                                    int root) const {
-  if (auto st = check_root("scatter", root, size_); !st.is_ok()) return st;
-  if (auto st = check_buffer(out, count, 1, dtype, "output"); !st.is_ok()) return st;
+  return check_rooted_blocks("scatter", out, "output", in, "input", count, dtype, root);
+}
+
+Status Communicator::check_rooted_blocks(const char* what, const void* block_buf,
+                                         const char* block_name, const void* root_buf,
+                                         const char* root_name, size_t count, int dtype,
+                                         int root) const {
+  // gather and scatter are mirror images: every rank passes one block, the
+  // root also the size*count buffer, whose block `root` may be the same memory.
+  if (auto st = check_root(what, root, size_); !st.is_ok()) return st;
+  if (auto st = check_buffer(block_buf, count, 1, dtype, block_name); !st.is_ok()) return st;
   if (rank_ != root) return Status::ok();
-  if (auto st = check_buffer(in, count, size_t(size_), dtype, "input (on the root)"); !st.is_ok())
+  const std::string on_root = std::string(root_name) + " (on the root)";
+  if (auto st = check_buffer(root_buf, count, size_t(size_), dtype, on_root.c_str()); !st.is_ok())
     return st;
   size_t block = count * chorus_dtype_size(dtype);
-  const void* own = static_cast<const std::byte*>(in) + size_t(root) * block;
-  if (out != own && overlaps(out, block, in, block * size_t(size_)))
-    return bad_overlap("scatter",
-                       "on the root the output may be in + root*count (in place) and "
-                       "must otherwise lie outside the input");
+  const void* own = static_cast<const std::byte*>(root_buf) + size_t(root) * block;
+  if (block_buf != own && overlaps(block_buf, block, root_buf, block * size_t(size_)))
+    return bad_overlap(what, std::string("on the root the ") + block_name + " may be " +
+                                 (root_name[0] == 'o' ? "out" : "in") +
+                                 " + root*count (in place) and must otherwise lie outside the " +
+                                 root_name);
   return Status::ok();
 }
 

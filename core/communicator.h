@@ -130,6 +130,9 @@ class Communicator {
                       int root) const;
   Status check_gather(const void* in, const void* out, size_t count, int dtype, int root) const;
   Status check_scatter(const void* in, const void* out, size_t count, int dtype, int root) const;
+  Status check_rooted_blocks(const char* what, const void* block_buf, const char* block_name,
+                             const void* root_buf, const char* root_name, size_t count, int dtype,
+                             int root) const;
   Status check_all_to_all(const void* in, const void* out, size_t count, int dtype) const;
   /// The arrays must hold size() entries each (checked for NULL only).
   Status check_all_to_allv(const void* in, const size_t* send_counts, const size_t* send_offsets,
