@@ -12,8 +12,8 @@
 #include <mutex>
 #include <new>
 #include <string>
-#include <vector>
 #include <unordered_set>
+#include <vector>
 
 #define CHORUS_API extern "C" __attribute__((visibility("default")))
 
@@ -590,7 +590,8 @@ CHORUS_API const char* chorus_status_name(int status) {
     case CHORUS_ERR_PENDING: return "CHORUS_ERR_PENDING";
     case CHORUS_ERR_AGAIN: return "CHORUS_ERR_AGAIN";
     case CHORUS_ERR_NOT_SUPPORTED: return "CHORUS_ERR_NOT_SUPPORTED";
-    case CHORUS_ERR_MISMATCH: return "CHORUS_ERR_MISMATCH";
+    case CHORUS_ERR_MISMATCH:
+      return "CHORUS_ERR_MISMATCH";
     default: return "CHORUS_ERR_UNKNOWN";
   }
 }

@@ -1309,6 +1309,16 @@ bool Communicator::signatures_matched() const {
   return true;
 }
 
+int Communicator::owed_peer_gone() const {
+  if (notice_closed_.empty()) return -1;
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_ || !notice_closed_[size_t(p)]) continue;
+    for (int dir = 0; dir < 2; ++dir)
+      if (owed_[dir][size_t(p)] > streams_[size_t(p)][size_t(dir)].matched) return p;
+  }
+  return -1;
+}
+
 int Communicator::await_signatures() {
   if (signatures_matched() && !mismatch_blocks_call()) return CHORUS_OK;
   awaiting_signatures_ = true;
@@ -1717,6 +1727,17 @@ int Communicator::env_progress(void* core, chorus_tp_completion_t* out, size_t m
     }
     if (n < 0)
       return env_fail(core, n, (std::string("poll failed: ") + self->tp_->last_error()).c_str());
+    if (n == 0 && self->awaiting_signatures_) {
+      // A peer whose signature this call still needs closed its connection
+      // (it died): the signature will never come, and waiting for the
+      // deadline would call the survivors' state a timeout.
+      if (const int p = self->owed_peer_gone(); p >= 0) {
+        const std::string msg = "rank " + std::to_string(p) +
+                                " closed its connections before its part of this call arrived" +
+                                self->lost_suffix(p);
+        return env_fail(core, CHORUS_ERR_PEER_LOST, msg.c_str());
+      }
+    }
     if (self->call_deadline_.expired()) {
       Status st = self->timeout_status("did not complete within timeout.collective = " +
                                        format_seconds(self->cfg_.timeout_collective_s) + " s");

@@ -283,6 +283,9 @@ class Communicator {
   /// Before a call returns OK: waits until every signature this call owes
   /// is matched. Returns the call's failure otherwise.
   int await_signatures();
+  /// A peer whose connection closed while this call still owes matching its
+  /// signature, or -1.
+  int owed_peer_gone() const;
   /// A failing call: the status to report, MISMATCH when a mismatch is known
   /// or turns up within the notice grace.
   Status settle_failure(Status st);

@@ -85,8 +85,8 @@ void chorus_options_init(chorus_options_t* opts);
  * that does not fit is INVALID_ARGUMENT. A configuration chorus_comm_init
  * would reject is rejected here with the same status and message.
  */
-int chorus_config_get(const chorus_options_t* opts, const char* key, char* value,
-                      size_t value_len, char* origin, size_t origin_len);
+int chorus_config_get(const chorus_options_t* opts, const char* key, char* value, size_t value_len,
+                      char* origin, size_t origin_len);
 
 /**
  * Create a communicator: read the configuration, load the transport and

@@ -15,9 +15,9 @@
 #include <chorus/chorus.h>
 #include <chorus/float16.hpp>
 
-#include <complex>
 #include <chrono>
 #include <cmath>
+#include <complex>
 #include <cstdint>
 #include <limits>
 #include <stdexcept>

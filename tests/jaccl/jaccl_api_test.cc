@@ -50,8 +50,8 @@ class CleanEnvironment {
 
  private:
   static constexpr const char* kNames[] = {
-      "JACCL_RANK",  "JACCL_COORDINATOR",     "JACCL_IBV_DEVICES", "JACCL_RING",
-      "MLX_RANK",    "MLX_JACCL_COORDINATOR", "MLX_IBV_DEVICES",   "MLX_JACCL_RING",
+      "JACCL_RANK",  "JACCL_COORDINATOR",     "JACCL_IBV_DEVICES",  "JACCL_RING",
+      "MLX_RANK",    "MLX_JACCL_COORDINATOR", "MLX_IBV_DEVICES",    "MLX_JACCL_RING",
       "CHORUS_RANK", "CHORUS_WORLD_SIZE",     "CHORUS_COORDINATOR", "CHORUS_TRANSPORT"};
   std::map<std::string, std::string> saved_;
 };
@@ -431,8 +431,9 @@ TEST_CASE("A device matrix selects verbs unless the configuration names a transp
         FAIL("init made a group over a device that does not exist");
       } catch (const std::runtime_error& e) {
         INFO(e.what());
-        CHECK(contains(e.what(), "device 'rdma_en1' (row 0, toward rank 1 of the device matrix) "
-                                 "does not exist on this host; RDMA devices here: "));
+        CHECK(contains(e.what(),
+                       "device 'rdma_en1' (row 0, toward rank 1 of the device matrix) "
+                       "does not exist on this host; RDMA devices here: "));
         CHECK(contains(e.what(), "CHORUS_TRANSPORT=tcp"));
       }
     }
@@ -447,8 +448,9 @@ TEST_CASE("A device matrix selects verbs unless the configuration names a transp
       FAIL("init accepted a 2-rank matrix for a 3-rank job");
     } catch (const std::runtime_error& e) {
       INFO(e.what());
-      CHECK(contains(e.what(), "the device matrix has 2 ranks but the job has 3 (environment "
-                               "variable CHORUS_WORLD_SIZE)"));
+      CHECK(contains(e.what(),
+                     "the device matrix has 2 ranks but the job has 3 (environment "
+                     "variable CHORUS_WORLD_SIZE)"));
     }
   }
 }

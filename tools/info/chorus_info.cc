@@ -342,7 +342,9 @@ void print_plugins(const Report& rep) {
       if (p.kind != kind) continue;
       ++n;
       std::printf("  %-12s %-6s %-7s %-6s %s\n", p.name.c_str(),
-                  p.loads ? "yes" : p.broken ? "BROKEN" : "no",
+                  p.loads    ? "yes"
+                  : p.broken ? "BROKEN"
+                             : "no",
                   p.usable ? "yes" : "no", p.loads ? ("v" + p.abi).c_str() : "-", p.path.c_str());
       if (!p.loads) {
         std::printf("      reason: %s%s\n", p.detail.c_str(),

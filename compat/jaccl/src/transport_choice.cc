@@ -2,13 +2,13 @@
 
 #include <chorus/chorus.h>
 
+#include <dirent.h>
+#include <unistd.h>
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
-#include <dirent.h>
 #include <stdexcept>
-#include <unistd.h>
 
 namespace jaccl::detail {
 namespace {
@@ -65,14 +65,17 @@ std::string write_temp(const std::string& text) {
   std::vector<char> buf(path.begin(), path.end());
   buf.push_back('\0');
   const int fd = mkstemp(buf.data());
-  if (fd < 0) throw std::runtime_error("[jaccl] init: cannot create " + path + " for the verbs transport's device matrix");
+  if (fd < 0)
+    throw std::runtime_error("[jaccl] init: cannot create " + path +
+                             " for the verbs transport's device matrix");
   size_t done = 0;
   while (done < text.size()) {
     const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
     if (n <= 0) {
       ::close(fd);
       ::unlink(buf.data());
-      throw std::runtime_error("[jaccl] init: cannot write the device matrix to " + std::string(buf.data()));
+      throw std::runtime_error("[jaccl] init: cannot write the device matrix to " +
+                               std::string(buf.data()));
     }
     done += size_t(n);
   }
@@ -168,11 +171,12 @@ TransportChoice choose_transport(const DeviceMatrix& devices, int rank) {
   std::string ch, ch_origin;
   const bool channels_set = config_get("algorithm.channels", ch, ch_origin) && !ch_origin.empty();
   if (!channels_set) choice.settings.push_back("algorithm.channels=" + std::to_string(wires));
-  choice.reason = "[jaccl] transport 'verbs': the device matrix names RDMA devices and the "
-                  "configuration names no transport; " +
-                  (channels_set ? "algorithm.channels " + ch + " (" + ch_origin + ")"
-                                : std::to_string(wires) + " channel" + (wires == 1 ? "" : "s") +
-                                      " per neighbour (wires per link in the matrix)");
+  choice.reason =
+      "[jaccl] transport 'verbs': the device matrix names RDMA devices and the "
+      "configuration names no transport; " +
+      (channels_set ? "algorithm.channels " + ch + " (" + ch_origin + ")"
+                    : std::to_string(wires) + " channel" + (wires == 1 ? "" : "s") +
+                          " per neighbour (wires per link in the matrix)");
   return choice;
 }
 

@@ -18,13 +18,13 @@
 
 #include <pybind11/chrono.h>
 
-#include <condition_variable>
-#include <cstring>
-#include <deque>
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <deque>
 #include <functional>
 #include <mutex>
 #include <string>

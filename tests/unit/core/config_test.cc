@@ -278,8 +278,8 @@ TEST_CASE("chorus_config_get reports a key's value and origin, or none for the d
   chorus_options_init(&opts);
   opts.settings = settings;
   opts.settings_count = 2;
-  REQUIRE(chorus_config_get(&opts, "transport.name", value, sizeof value, origin,
-                            sizeof origin) == CHORUS_OK);
+  REQUIRE(chorus_config_get(&opts, "transport.name", value, sizeof value, origin, sizeof origin) ==
+          CHORUS_OK);
   CHECK(std::string(value) == "'tcp'");  // TOML text, as toml++ writes it
   CHECK(std::string(origin) == "API setting 'transport.name=\"tcp\"'");
   REQUIRE(chorus_config_get(&opts, "algorithm.channels", value, sizeof value, nullptr, 0) ==
@@ -293,8 +293,8 @@ TEST_CASE("chorus_config_get reports a key's value and origin, or none for the d
         CHORUS_ERR_INVALID_ARGUMENT);
   CHECK(std::string(chorus_last_error()).find("needs 6 bytes") != std::string::npos);
   ::setenv("CHORUS_TIMEOUT_INIT", "soon", 1);
-  CHECK(chorus_config_get(nullptr, "transport.name", value, sizeof value, origin,
-                          sizeof origin) == CHORUS_ERR_INVALID_ARGUMENT);
+  CHECK(chorus_config_get(nullptr, "transport.name", value, sizeof value, origin, sizeof origin) ==
+        CHORUS_ERR_INVALID_ARGUMENT);
   ::unsetenv("CHORUS_TIMEOUT_INIT");
   ::unsetenv("CHORUS_TRANSPORT");
 }
