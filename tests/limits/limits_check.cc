@@ -339,6 +339,11 @@ int main(int argc, char** argv) {
     if (bad != MAP_FAILED) munmap(bad, bytes);
   }
 
+  // Every rank's point-to-point traffic is received before any rank
+  // finalizes: finalize waits for its peers only briefly (docs/embedding.md),
+  // and a rank far behind on a loaded machine would find its sender gone.
+  // (After the local-error case the communicator is broken, as it must be.)
+  if (!efault) ok(chorus_barrier(comm), "barrier before finalize");
   int rc = chorus_comm_finalize(comm);
   expect(rc == CHORUS_OK, "finalize");
   refused(chorus_comm_finalize(comm), "finalize twice", "finalized twice");
