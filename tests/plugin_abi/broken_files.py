@@ -50,6 +50,14 @@ def elf(path):
 def run(cmd, env, timeout=60):
     e = dict(os.environ)
     e.update(env)
+    if os.path.basename(cmd[0]) == "chorus-info":
+        # chorus-info loads every installed plugin, verbs and ofi included,
+        # whose libraries (libnl under libibverbs, providers unloaded at exit)
+        # leave allocations that LeakSanitizer reports at exit, and its report
+        # ends the process before stdout is flushed. Under ASan this test
+        # checks memory errors and crashes; leak checking stays on for the
+        # jobs below and in the other ASan tests (docs/testing.md).
+        e["ASAN_OPTIONS"] = (e.get("ASAN_OPTIONS", "") + ":detect_leaks=0").lstrip(":")
     p = subprocess.run(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        timeout=timeout, text=True, errors="replace")
     return p.returncode, p.stdout
