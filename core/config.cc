@@ -478,6 +478,10 @@ int log_level_from_name(const std::string& name) {
   return -1;
 }
 
+const char* collective_name(int collective) {
+  return collective >= 0 && collective < CHORUS_COLL_COUNT ? kCollectiveNames[collective] : nullptr;
+}
+
 int collective_from_name(const std::string& name) {
   for (int i = 0; i < CHORUS_COLL_COUNT; ++i)
     if (name == kCollectiveNames[i]) return i;

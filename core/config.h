@@ -110,5 +110,9 @@ int log_level_from_name(const std::string& name);  // -1 if unknown
 
 /// Collective from its config name ("all_reduce"), or -1.
 int collective_from_name(const std::string& name);
+/// The collective's name as configuration keys spell it ("all_reduce"), or
+/// nullptr out of range. The same table as chorus_collective_name, without
+/// needing the C API (the config fuzzer links the parser alone).
+const char* collective_name(int collective);
 
 }  // namespace chorus::core

@@ -8,10 +8,10 @@
 namespace chorus::core {
 namespace {
 
-/// Every collective's name, from the one table the C API keeps.
+/// Every collective's name, from the configuration's table.
 std::vector<const char*> collective_names() {
   std::vector<const char*> out;
-  for (int c = 0; c < CHORUS_COLL_COUNT; ++c) out.push_back(chorus_collective_name(c));
+  for (int c = 0; c < CHORUS_COLL_COUNT; ++c) out.push_back(collective_name(c));
   return out;
 }
 
@@ -127,7 +127,7 @@ std::vector<EffectiveSetting> effective_settings(const Config& cfg) {
         add(key, std::string(k.default_value));
     } else if (key == "algorithm.<collective>") {
       for (int c = 0; c < CHORUS_COLL_COUNT; ++c)
-        add(std::string("algorithm.") + chorus_collective_name(c),
+        add(std::string("algorithm.") + collective_name(c),
             quoted(cfg.algorithm[size_t(c)]));
     } else if (key == "algorithm.channels") {
       add(key, std::to_string(cfg.channels));
