@@ -127,8 +127,7 @@ std::vector<EffectiveSetting> effective_settings(const Config& cfg) {
         add(key, std::string(k.default_value));
     } else if (key == "algorithm.<collective>") {
       for (int c = 0; c < CHORUS_COLL_COUNT; ++c)
-        add(std::string("algorithm.") + collective_name(c),
-            quoted(cfg.algorithm[size_t(c)]));
+        add(std::string("algorithm.") + collective_name(c), quoted(cfg.algorithm[size_t(c)]));
     } else if (key == "algorithm.channels") {
       add(key, std::to_string(cfg.channels));
     } else if (key == "algorithm.deterministic") {
