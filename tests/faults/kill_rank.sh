@@ -10,7 +10,8 @@
 set -uo pipefail
 bench="$1"; n="$2"; victim="$3"; bound="${4:-15}"; delay="${5:-2}"
 channels="${CHORUS_ALGORITHM_CHANNELS:-1}"
-port=$(( 20000 + (RANDOM % 20000) ))
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/free_port.sh"
+port=$(chorus_free_port)
 dir=$(mktemp -d)
 trap 'kill -9 "${pids[@]}" 2>/dev/null; rm -rf "$dir"' EXIT
 pids=()

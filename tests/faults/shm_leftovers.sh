@@ -20,13 +20,13 @@ cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -f /dev
 decoy_live=0 decoy_dead=0
 trap cleanup EXIT
 ok() { if [ "$1" = 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $2"; fi; }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/free_port.sh"
 # Segments in /dev/shm owned (by name) or held (as a memfd) by any of the pids given.
 left_by() { local n=0 p; for p in "$@"; do n=$((n + $(ls /dev/shm 2>/dev/null | grep -c "^chorus-shm-$ns-$p-"))); done; echo $n; }
 
 worst=0 total=0 dead=()
 for round in $(seq 1 "$rounds"); do
-  port=$(free_port)
+  port=$(chorus_free_port)
   job=()
   for r in $(seq 0 $((ranks - 1))); do
     env CHORUS_TRANSPORT=shm CHORUS_WORLD_SIZE=$ranks CHORUS_RANK=$r CHORUS_COORDINATOR=127.0.0.1:$port \
@@ -55,7 +55,7 @@ done
 echo "segments left per round: at most $worst (bound: $ranks), $total in all"
 
 # A live shm job, held open while chorus-info --clean runs.
-port=$(free_port)
+port=$(chorus_free_port)
 live=()
 for r in $(seq 0 $((ranks - 1))); do
   env CHORUS_TRANSPORT=shm CHORUS_WORLD_SIZE=$ranks CHORUS_RANK=$r CHORUS_COORDINATOR=127.0.0.1:$port \

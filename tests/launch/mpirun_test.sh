@@ -8,5 +8,6 @@ mpirun=$(command -v mpirun.openmpi || command -v mpirun)
 common=(--allow-run-as-root --oversubscribe -np 4 --mca btl self,tcp --mca btl_tcp_if_include lo
         --mca oob_tcp_if_include lo)
 timeout 300 "$mpirun" "${common[@]}" "$prog" host-bootstrap
-port=$(( 30000 + RANDOM % 20000 ))
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/free_port.sh"
+port=$(chorus_free_port)
 timeout 300 "$mpirun" "${common[@]}" -x CHORUS_COORDINATOR=127.0.0.1:$port "$prog" env

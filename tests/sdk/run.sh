@@ -22,6 +22,7 @@
 # Other CHORUS_* variables of the caller are ignored: every run here sets
 # exactly what it tests.
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/free_port.sh"
 
 if [ $# -ne 1 ] || [ ! -d "$1" ]; then
   echo "usage: $0 BUILD_DIR   (a built Chorus build tree)" >&2
@@ -238,7 +239,8 @@ every_rank_fails() {
   local vars=()
   while [ "$1" != "--" ]; do vars+=("$1"); shift; done
   shift
-  local port=$(( 20000 + RANDOM % 20000 )) dir="$tmp/ranks.$RANDOM" t0 r ok=1
+  local port dir="$tmp/ranks.$RANDOM" t0 r ok=1
+  port=$(chorus_free_port)
   mkdir -p "$dir"
   local rpids=()
   t0=$(date +%s%N)

@@ -17,7 +17,7 @@ t0=$(date +%s.%N); stamp() { echo "[$(python3 -c "print(round($(date +%s.%N)-$t0
 check() { # check CONDITION-STATUS WHAT
   if [ "$1" = 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $2"; for f in "$dir"/$scenario.*.log; do echo "---- $f"; cat "$f"; done; fi
 }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/free_port.sh"
 declare -A pid_of
 start() { # start NAME MARK RANK [VAR=VALUE...] [-- ARGS]
   local name=$1 mark=$2 rank=$3; shift 3
@@ -40,7 +40,7 @@ no_mix() { ! grep -q MIXED "$dir"/$scenario.*.log && for n in "$@"; do [ "$(rc_o
 #    port taken and tells A's rank 0, which can no longer tell whose ranks
 #    are whose: both jobs fail, every rank with the cause and the fix.
 scenario=interleaved hold=; stamp "$scenario"
-port=$(free_port)
+port=$(chorus_free_port)
 start A0 1 0; listening || echo "rank 0 never listened"
 start B0 2 0; finish B0
 for r in 1 2 3; do start A$r 1 $r; start B$r 2 $r; done
@@ -62,7 +62,7 @@ check $res "$scenario: a rank of job B was not refused with the cause and the fi
 # 2. A job that has formed: a late rank (of another job, or stale) is refused
 #    at once, and the formed job is not disturbed.
 scenario=late; stamp "$scenario"
-port=$(free_port)
+port=$(chorus_free_port)
 hold="$dir/late.formed $dir/late.stop"
 for r in 0 1 2 3; do start A$r 1 $r; done
 for _ in $(seq 1 1200); do [ -e "$dir/late.formed" ] && break; sleep 0.05; done
@@ -80,7 +80,7 @@ check $res "$scenario: a late rank was not refused with the cause and the fix"
 # 3. Launcher identities (Slurm job ids) differ, no token, fully interleaved:
 #    the jobs never merge; A runs, every rank of B is refused.
 scenario=identity; stamp "$scenario"
-port=$(free_port)
+port=$(chorus_free_port)
 start A0 1 0 SLURM_JOB_ID=1001 SLURM_STEP_ID=0; listening || echo "rank 0 never listened"
 start B0 2 0 SLURM_JOB_ID=1002 SLURM_STEP_ID=0
 for r in 1 2 3; do start A$r 1 $r SLURM_JOB_ID=1001 SLURM_STEP_ID=0; start B$r 2 $r SLURM_JOB_ID=1002 SLURM_STEP_ID=0; done
@@ -94,7 +94,7 @@ check $res "$scenario: a rank of job B was not refused with the cause"
 # 4. A duplicate rank number in a job with a token: the duplicate is refused
 #    at once, naming the cause and the fix; the job then completes.
 scenario=duplicate; stamp "$scenario"
-port=$(free_port)
+port=$(chorus_free_port)
 start A0 1 0 CHORUS_JOB_TOKEN=t0k CHORUS_LOG=debug; listening || echo "rank 0 never listened"
 start A1 1 1 CHORUS_JOB_TOKEN=t0k
 for _ in $(seq 1 1200); do grep -q "rank 1 joined from" "$dir/$scenario.A0.log" && break; sleep 0.05; done

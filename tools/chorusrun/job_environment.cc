@@ -10,6 +10,7 @@
 #include <array>
 #include <cerrno>
 #include <charconv>
+#include <cstdio>
 #include <system_error>
 
 #include "tools/chorusrun/unique_fd.h"
@@ -39,21 +40,59 @@ std::string make_job_token() {
   return hex;
 }
 
-std::uint16_t pick_free_port() {
+namespace {
+
+/// Binds a TCP socket to 127.0.0.1:`port` (0: the kernel picks one) and
+/// returns the bound port, or 0 when that port is taken.
+std::uint16_t try_bind_loopback(std::uint16_t port) {
   UniqueFd sock(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!sock) throw std::system_error(errno, std::generic_category(), "socket");
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
+  addr.sin_port = htons(port);
   if (::bind(sock.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
-    throw std::system_error(errno, std::generic_category(), "bind 127.0.0.1:0");
+    if (port != 0 && (errno == EADDRINUSE || errno == EACCES)) return 0;
+    throw std::system_error(errno, std::generic_category(), fmt::format("bind 127.0.0.1:{}", port));
   }
   socklen_t len = sizeof addr;
   if (::getsockname(sock.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
     throw std::system_error(errno, std::generic_category(), "getsockname");
   }
   return ntohs(addr.sin_port);
+}
+
+/// The lower end of the kernel's ephemeral port range (32768 when it cannot
+/// be read).
+unsigned ephemeral_low() {
+  unsigned low = 32768;
+  if (std::FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "re")) {
+    unsigned lo = 0, hi = 0;
+    if (std::fscanf(f, "%u %u", &lo, &hi) == 2 && lo > 0 && lo <= 65535) low = lo;
+    std::fclose(f);
+  }
+  return low;
+}
+
+}  // namespace
+
+std::uint16_t pick_free_port() {
+  // A port from the ephemeral range can be handed to another process's
+  // outgoing connection between this check and rank 0's listen (seen in CI
+  // beside Open MPI's many connections), so look below that range first:
+  // there only an explicit bind can take the port.
+  const unsigned low = ephemeral_low();
+  constexpr unsigned kFirst = 20000;
+  if (low > kFirst + 1000) {
+    std::array<unsigned char, 2> seed{};
+    for (int attempt = 0; attempt < 64; ++attempt) {
+      if (::getrandom(seed.data(), seed.size(), 0) != static_cast<ssize_t>(seed.size())) break;
+      const unsigned r = seed[0] | (unsigned{seed[1]} << 8);
+      const auto port = static_cast<std::uint16_t>(kFirst + r % (low - kFirst));
+      if (try_bind_loopback(port) != 0) return port;
+    }
+  }
+  return try_bind_loopback(0);
 }
 
 std::optional<std::string> check_coordinator(std::string_view address) {

@@ -29,11 +29,12 @@ struct JobEnvironment {
 /// Throws std::system_error if the kernel cannot supply them.
 std::string make_job_token();
 
-/// A TCP port on 127.0.0.1 that is free now: bind port 0, read it back, close.
-/// Another process may take it before rank 0 binds. The kernel picks such
-/// ports at random offsets in the ephemeral range, so that is unlikely, and a
-/// collision shows up as rank 0 failing to listen, never as a mixed-up job
-/// (the job token tells jobs apart).
+/// A TCP port on 127.0.0.1 that is free now. It is drawn at random below the
+/// kernel's ephemeral range (ip_local_port_range), where no outgoing
+/// connection can take it, and checked by binding it; when that range is too
+/// small, port 0 is bound and read back. Another process may still bind it
+/// before rank 0 does: that shows up as rank 0 failing to listen, never as a
+/// mixed-up job (the job token tells jobs apart).
 /// Throws std::system_error on socket failures.
 std::uint16_t pick_free_port();
 

@@ -1,6 +1,7 @@
 """Starts an N-process torch.distributed job (one process per rank, a
 TCPStore rendezvous on a free port) and collects every rank's output."""
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -8,6 +9,20 @@ import time
 
 
 def free_port():
+    """A free 127.0.0.1 port below the ephemeral range, where no outgoing
+    connection can take it before the store listens (tests/lib/free_port.sh)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    for port in [random.randrange(20000, low) for _ in range(64)] if low > 21000 else []:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+                return port
+            except OSError:
+                continue
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]

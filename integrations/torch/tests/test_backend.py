@@ -9,23 +9,18 @@ through a gloo group, and compares the results: exactly for integers and for
 float sums of small integers, within a tight tolerance for other floats.
 """
 import os
-import socket
 import subprocess
 import sys
 import time
 
 WORLD = 4
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, HERE)
+from jobs import free_port  # noqa: E402
 
 
 def test_chorus_matches_gloo():
-    port = _free_port()
+    port = free_port()
     env = dict(os.environ)
     env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(WORLD),
                OMP_NUM_THREADS="1")
@@ -59,7 +54,7 @@ def test_torchrun():
     # pass a single stream explicitly.
     torchrun = [sys.executable, "-m", "torch.distributed.run"]
     cmd = torchrun + ["--redirects", "2", "--tee", "2", "--nproc_per_node", "2",
-                      "--master_addr", "127.0.0.1", "--master_port", str(_free_port()),
+                      "--master_addr", "127.0.0.1", "--master_port", str(free_port()),
                       os.path.join(HERE, "torchrun_job.py")]
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                        timeout=120, env=dict(os.environ, OMP_NUM_THREADS="1"))
