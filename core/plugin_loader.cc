@@ -122,6 +122,25 @@ std::map<std::string, std::weak_ptr<Plugin>>& cache() {
   return c;
 }
 
+/// The file name is how a plugin is pinned and listed, the table's name how
+/// it is selected and logged: when they differ, pinning finds the file but
+/// selection never finds the name. A file whose name does not follow
+/// libchorus-<kind>-<name>.so (loaded by an explicit path) makes no claim.
+Status check_table_name(PluginKind kind, const std::string& path, const char* table_name) {
+  const std::string file = path.substr(path.rfind('/') + 1);
+  const std::string prefix = std::string("libchorus-") + kind_word(kind) + "-";
+  if (file.size() <= prefix.size() + 3 || file.rfind(prefix, 0) != 0 ||
+      file.compare(file.size() - 3, 3, ".so") != 0)
+    return Status::ok();
+  const std::string file_name = file.substr(prefix.size(), file.size() - prefix.size() - 3);
+  if (file_name == table_name) return Status::ok();
+  return {CHORUS_ERR_UNAVAILABLE,
+          "the file is named for " + std::string(kind_word(kind)) + " '" + file_name +
+              "' but its table names itself '" + table_name + "'; rename the file to " +
+              plugin_file_name(kind, table_name) + " or rebuild the plugin with the name '" +
+              file_name + "'"};
+}
+
 /// dlopens and validates one file. On failure nothing stays loaded.
 Result<std::shared_ptr<Plugin>> open_file(PluginKind kind, const std::string& path,
                                           std::shared_ptr<Plugin> shell) {
@@ -167,6 +186,10 @@ Result<std::shared_ptr<Plugin>> open_file(PluginKind kind, const std::string& pa
       shell->handle_ = nullptr;
       return fail(st);
     }
+    if (auto st = check_table_name(kind, path, t->name); !st.is_ok()) {
+      shell->handle_ = nullptr;
+      return fail(st);
+    }
     int rc = t->init(host);
     if (rc != CHORUS_OK) {
       std::string why = t->last_error ? t->last_error() : "";
@@ -180,6 +203,10 @@ Result<std::shared_ptr<Plugin>> open_file(PluginKind kind, const std::string& pa
   } else {
     auto* a = static_cast<const chorus_algorithm_plugin_v1_t*>(sym);
     if (auto st = validate_algorithm(a); !st.is_ok()) {
+      shell->handle_ = nullptr;
+      return fail(st);
+    }
+    if (auto st = check_table_name(kind, path, a->name); !st.is_ok()) {
       shell->handle_ = nullptr;
       return fail(st);
     }

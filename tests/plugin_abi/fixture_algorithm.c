@@ -27,7 +27,7 @@ EXPORT const chorus_algorithm_plugin_v1_t TABLE_NAME = {
     sizeof(chorus_algorithm_plugin_v1_t),
 #endif
     CHORUS_ALGORITHM_ABI_MINOR,
-    "fixture",
+    FIXTURE_NAME,
 #ifdef FIXTURE_BAD_PEERS
     77,
 #else

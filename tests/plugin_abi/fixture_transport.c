@@ -63,7 +63,7 @@ EXPORT const chorus_transport_plugin_v1_t TABLE_NAME = {
     sizeof(chorus_transport_plugin_v1_t),
 #endif
     CHORUS_TRANSPORT_ABI_MINOR,
-    "fixture",
+    FIXTURE_NAME,
     fx_init,
     NULL,
     fx_last_error,

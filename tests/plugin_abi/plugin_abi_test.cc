@@ -21,7 +21,7 @@ std::string refusal(PluginKind kind, const std::string& name) {
 TEST_CASE("well-formed fixtures load", "[plugin_abi]") {
   auto t = load_plugin(PluginKind::kTransport, "ok", {CHORUS_FIXTURE_DIR});
   REQUIRE(t.is_ok());
-  CHECK((*t)->name() == "fixture");
+  CHECK((*t)->name() == "ok");
   CHECK((*t)->abi_version() == "1." + std::to_string(CHORUS_TRANSPORT_ABI_MINOR));
   auto a = load_plugin(PluginKind::kAlgorithm, "ok", {CHORUS_FIXTURE_DIR});
   REQUIRE(a.is_ok());
@@ -69,6 +69,18 @@ TEST_CASE("algorithm fixtures are refused for each fault", "[plugin_abi]") {
   CHECK_THAT(refusal(PluginKind::kAlgorithm, "unknown-major"),
              Catch::Contains("algorithm ABI v3"));
   CHECK_THAT(refusal(PluginKind::kAlgorithm, "bad-peers"), Catch::Contains("peers is 77"));
+}
+
+TEST_CASE("a plugin whose table name differs from its file name is refused, saying so",
+          "[plugin_abi]") {
+  // A renamed copy of a built-in: pinning it by its file name would load it,
+  // and selection, which goes by the table's name, would never find it.
+  auto msg = refusal(PluginKind::kTransport, "misnamed");
+  CHECK_THAT(msg, Catch::Contains("libchorus-transport-misnamed.so"));
+  CHECK_THAT(msg, Catch::Contains("named for transport 'misnamed' but its table names itself 'tcp'"));
+  CHECK_THAT(msg, Catch::Contains("rename the file to libchorus-transport-tcp.so"));
+  msg = refusal(PluginKind::kAlgorithm, "misnamed");
+  CHECK_THAT(msg, Catch::Contains("named for algorithm 'misnamed' but its table names itself 'ring'"));
 }
 
 TEST_CASE("a missing plugin lists every path tried", "[plugin_abi]") {
