@@ -32,28 +32,53 @@ namespace {
 
 thread_local std::string t_last_error;
 
-/// Communicator handles that chorus_comm_init / chorus_comm_split returned and
-/// chorus_comm_finalize has not yet taken back, so that finalizing a handle
-/// twice is an argument error instead of a double free. (A handle whose
-/// address a later communicator reuses cannot be told apart.)
-struct LiveComms {
-  std::mutex mu;
-  std::unordered_set<const chorus_comm*> set;
+/// Handles the API gave out and has not yet taken back: communicators from
+/// chorus_comm_init / chorus_comm_split until chorus_comm_finalize, requests
+/// from the i-calls until chorus_request_free. Every call checks its handle
+/// here first, so finalizing or freeing twice, or using a handle afterwards,
+/// is an argument error instead of a use after free. (A handle whose address
+/// a later one reuses cannot be told apart.)
+template <class T>
+class LiveHandles {
+ public:
+  T* remember(T* h) {
+    std::lock_guard lock(mu_);
+    set_.insert(h);
+    return h;
+  }
+  /// Takes `h` out of the live set; false if it was not there.
+  bool forget(const T* h) {
+    std::lock_guard lock(mu_);
+    return set_.erase(h) == 1;
+  }
+  bool live(const T* h) {
+    std::lock_guard lock(mu_);
+    return set_.count(h) == 1;
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_set<const T*> set_;
 };
-LiveComms& live_comms() {
-  static LiveComms* l = new LiveComms;  // never destroyed: finalize may run at exit
+LiveHandles<chorus_comm>& live_comms() {
+  static auto* l = new LiveHandles<chorus_comm>;  // never destroyed: finalize may run at exit
   return *l;
 }
-chorus_comm* remember(chorus_comm* c) {
-  std::lock_guard lock(live_comms().mu);
-  live_comms().set.insert(c);
-  return c;
+LiveHandles<chorus_request>& live_requests() {
+  static auto* l = new LiveHandles<chorus_request>;
+  return *l;
 }
-/// Takes `c` out of the live set; false if it was not there.
-bool forget(const chorus_comm* c) {
-  std::lock_guard lock(live_comms().mu);
-  return live_comms().set.erase(c) == 1;
-}
+chorus_comm* remember(chorus_comm* c) { return live_comms().remember(c); }
+bool forget(const chorus_comm* c) { return live_comms().forget(c); }
+bool live(const chorus_comm* c) { return c && live_comms().live(c); }
+bool live(const chorus_request* r) { return r && live_requests().live(r); }
+
+constexpr const char* kNotLiveComm =
+    ": not a live communicator (already finalized, or not a handle from chorus_comm_init / "
+    "chorus_comm_split)";
+constexpr const char* kNotLiveRequest =
+    ": not a live request (already freed with chorus_request_free, or not a request from a "
+    "chorus_i* call)";
 
 int set_error(const chorus::core::Status& st) {
   if (st.is_ok()) return CHORUS_OK;
@@ -64,6 +89,13 @@ int set_error(const chorus::core::Status& st) {
 int invalid(const std::string& message) {
   t_last_error = message;
   return CHORUS_ERR_INVALID_ARGUMENT;
+}
+
+/// The argument error for a NULL or dead communicator handle; OK when live.
+int check_comm(const chorus_comm* comm, const std::string& caller) {
+  if (!comm) return invalid(caller + ": comm is NULL");
+  if (!live(comm)) return invalid(caller + kNotLiveComm);
+  return CHORUS_OK;
 }
 
 /// Runs `body` and converts any escaping exception to a status.
@@ -204,46 +236,46 @@ CHORUS_API int chorus_comm_init(const chorus_options_t* opts, chorus_comm_t** co
 CHORUS_API int chorus_comm_finalize(chorus_comm_t* comm) {
   return guarded([&] {
     if (comm && !forget(comm))
-      return invalid(
-          "chorus_comm_finalize: not a live communicator (finalized twice, or not a handle "
-          "from chorus_comm_init / chorus_comm_split)");
+      return invalid(std::string("chorus_comm_finalize") + kNotLiveComm);
     delete comm;
     return int(CHORUS_OK);
   });
 }
 
 CHORUS_API int chorus_comm_abort(chorus_comm_t* comm) {
-  if (!comm) return invalid("chorus_comm_abort: comm is NULL");
+  if (int rc = check_comm(comm, "chorus_comm_abort"); rc != CHORUS_OK) return rc;
   comm->impl->abort();
   return CHORUS_OK;
 }
 
 CHORUS_API int chorus_comm_rank(const chorus_comm_t* comm, int* rank_out) {
-  if (!comm || !rank_out) return invalid("chorus_comm_rank: NULL argument");
+  if (!rank_out) return invalid("chorus_comm_rank: rank_out is NULL");
+  if (int rc = check_comm(comm, "chorus_comm_rank"); rc != CHORUS_OK) return rc;
   *rank_out = comm->impl->rank();
   return CHORUS_OK;
 }
 
 CHORUS_API int chorus_comm_size(const chorus_comm_t* comm, int* size_out) {
-  if (!comm || !size_out) return invalid("chorus_comm_size: NULL argument");
+  if (!size_out) return invalid("chorus_comm_size: size_out is NULL");
+  if (int rc = check_comm(comm, "chorus_comm_size"); rc != CHORUS_OK) return rc;
   *size_out = comm->impl->size();
   return CHORUS_OK;
 }
 
 CHORUS_API const char* chorus_comm_algorithm(const chorus_comm_t* comm, int collective,
                                              uint64_t bytes) {
-  if (!comm) return nullptr;
+  if (!live(comm)) return nullptr;
   const auto* a = comm->impl->choose(collective, bytes);
   return a ? a->name : nullptr;
 }
 
 CHORUS_API const char* chorus_comm_transport(const chorus_comm_t* comm) {
-  return comm ? comm->impl->transport_name().c_str() : nullptr;
+  return live(comm) ? comm->impl->transport_name().c_str() : nullptr;
 }
 
 #define CHORUS_COMM_CALL(name, expr)                              \
   return guarded([&] {                                            \
-    if (!comm) return invalid(std::string(name) + ": comm is NULL"); \
+    if (int rc = check_comm(comm, name); rc != CHORUS_OK) return rc; \
     return set_error(expr);                                       \
   })
 
@@ -268,7 +300,7 @@ template <class Body>
 int issue(chorus_comm_t* comm, const char* name, const char* what, chorus_request_t** req_out,
           const Status& checked, Body body) {
   return guarded([&] {
-    if (!comm) return invalid(std::string(name) + ": comm is NULL");
+    if (int rc = check_comm(comm, name); rc != CHORUS_OK) return rc;
     if (!req_out) {
       comm->impl->count_failed();
       return invalid(std::string(name) + ": req_out is NULL");
@@ -280,7 +312,7 @@ int issue(chorus_comm_t* comm, const char* name, const char* what, chorus_reques
     auto* handle =
         new chorus_request{nullptr, comm->impl.get(), comm->impl->request_wait_counter()};
     handle->impl = comm->impl->submit(what, std::move(body));
-    *req_out = handle;
+    *req_out = live_requests().remember(handle);
     return int(CHORUS_OK);
   });
 }
@@ -384,7 +416,7 @@ CHORUS_API int chorus_all_to_allv(chorus_comm_t* comm, const void* in, const siz
 
 // The checks below dereference `comm` only when it is not NULL; issue()
 // reports a NULL one.
-#define CHORUS_CHECK(expr) (comm ? comm->impl->expr : Status::ok())
+#define CHORUS_CHECK(expr) (live(comm) ? comm->impl->expr : Status::ok())
 
 CHORUS_API int chorus_iall_reduce(chorus_comm_t* comm, const void* in, void* out, size_t count,
                                   int dtype, int op, chorus_request_t** req_out) {
@@ -489,6 +521,7 @@ CHORUS_API int chorus_irecv(chorus_comm_t* comm, void* buf, size_t count, int dt
 CHORUS_API int chorus_test(chorus_request_t* req, int* done_out) {
   return guarded([&] {
     if (!req || !done_out) return invalid("chorus_test: NULL argument");
+    if (!live(req)) return invalid(std::string("chorus_test") + kNotLiveRequest);
     if (!req->impl->done()) {
       *done_out = 0;
       return int(CHORUS_OK);
@@ -501,6 +534,7 @@ CHORUS_API int chorus_test(chorus_request_t* req, int* done_out) {
 CHORUS_API int chorus_wait(chorus_request_t* req, int timeout_ms) {
   return guarded([&] {
     if (!req) return invalid("chorus_wait: req is NULL");
+    if (!live(req)) return invalid(std::string("chorus_wait") + kNotLiveRequest);
     auto t0 = std::chrono::steady_clock::now();
     bool done = req->impl->wait_for(timeout_ms);
     uint64_t ns = uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -520,6 +554,8 @@ CHORUS_API int chorus_wait(chorus_request_t* req, int timeout_ms) {
 
 CHORUS_API int chorus_request_free(chorus_request_t* req) {
   return guarded([&] {
+    if (req && !live_requests().forget(req))
+      return invalid(std::string("chorus_request_free") + kNotLiveRequest);
     delete req;
     return int(CHORUS_OK);
   });
@@ -528,6 +564,7 @@ CHORUS_API int chorus_request_free(chorus_request_t* req) {
 CHORUS_API int chorus_cancel(chorus_request_t* req) {
   return guarded([&] {
     if (!req) return invalid("chorus_cancel: req is NULL");
+    if (!live(req)) return invalid(std::string("chorus_cancel") + kNotLiveRequest);
     // A done request may belong to a finalized communicator: do not touch it.
     if (req->impl->done())
       return set_error({CHORUS_ERR_NOT_SUPPORTED,
@@ -541,6 +578,7 @@ CHORUS_API int chorus_comm_split(chorus_comm_t* parent, int color, int key,
                                  chorus_comm_t** child_out) {
   return guarded([&] {
     if (!parent) return invalid("chorus_comm_split: parent is NULL");
+    if (!live(parent)) return invalid(std::string("chorus_comm_split") + kNotLiveComm);
     if (!child_out) return invalid("chorus_comm_split: child_out is NULL");
     std::unique_ptr<Communicator> child;
     Status st = parent->impl->execute("split", [&](Communicator& c) -> Status {
@@ -556,13 +594,14 @@ CHORUS_API int chorus_comm_split(chorus_comm_t* parent, int color, int key,
 }
 
 CHORUS_API const char* chorus_comm_id(const chorus_comm_t* comm) {
-  return comm ? comm->impl->id().c_str() : nullptr;
+  return live(comm) ? comm->impl->id().c_str() : nullptr;
 }
 
 CHORUS_API int chorus_comm_counters(const chorus_comm_t* comm, chorus_counter_t* out, size_t max,
                                     size_t* count_out) {
   return guarded([&] {
-    if (!comm || !count_out) return invalid("chorus_comm_counters: NULL argument");
+    if (!count_out) return invalid("chorus_comm_counters: count_out is NULL");
+    if (int rc = check_comm(comm, "chorus_comm_counters"); rc != CHORUS_OK) return rc;
     if (max > 0 && !out) return invalid("chorus_comm_counters: out is NULL with max > 0");
     auto all = comm->impl->counters();
     for (size_t i = 0; i < all.size() && i < max; ++i) {

@@ -343,10 +343,36 @@ int main(int argc, char** argv) {
   // finalizes: finalize waits for its peers only briefly (docs/embedding.md),
   // and a rank far behind on a loaded machine would find its sender gone.
   // (After the local-error case the communicator is broken, as it must be.)
-  if (!efault) ok(chorus_barrier(comm), "barrier before finalize");
+  if (!efault) {
+    ok(chorus_barrier(comm), "barrier before finalize");
+    // A request freed twice, or waited on after its free, is an argument
+    // error, not a double free (every rank issues the barrier: it matches).
+    chorus_request_t* req = nullptr;
+    ok(chorus_ibarrier(comm, &req), "ibarrier");
+    ok(chorus_wait(req, 60000), "wait for the ibarrier");
+    ok(chorus_request_free(req), "request_free");
+    refused(chorus_request_free(req), "request_free twice", "already freed");
+    refused(chorus_wait(req, 0), "wait on a freed request", "not a live request");
+    int done = 0;
+    refused(chorus_test(req, &done), "test on a freed request", "not a live request");
+  }
   int rc = chorus_comm_finalize(comm);
   expect(rc == CHORUS_OK, "finalize");
-  refused(chorus_comm_finalize(comm), "finalize twice", "finalized twice");
+  refused(chorus_comm_finalize(comm), "finalize twice", "already finalized");
+  // A finalized handle is refused by every call, before anything reads it.
+  std::vector<float> after(4, 1.0f);
+  refused(chorus_all_reduce(comm, after.data(), after.data(), after.size(), CHORUS_FLOAT32,
+                            CHORUS_SUM),
+          "all_reduce on a finalized communicator", "not a live communicator");
+  chorus_request_t* late = nullptr;
+  refused_issue(chorus_iall_reduce(comm, after.data(), after.data(), after.size(),
+                                   CHORUS_FLOAT32, CHORUS_SUM, &late),
+                "iall_reduce on a finalized communicator", "not a live communicator", late);
+  int r_after = -1;
+  refused(chorus_comm_rank(comm, &r_after), "comm_rank on a finalized communicator",
+          "not a live communicator");
+  expect(chorus_comm_transport(comm) == nullptr,
+         "comm_transport of a finalized communicator is NULL");
   std::printf("rank %d: %d passed, %d failed\n", rank, g_passed, g_failed);
   return g_failed == 0 ? 0 : 1;
 }
