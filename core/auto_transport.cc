@@ -230,6 +230,10 @@ struct AutoContext {
   int pending_error = -1;  // slot whose poll reported PENDING, until read_error
   int poll_first = 0;      // slot polled first, alternating so neither starves
   std::atomic<bool> interrupted{false};
+  /// False when the local sub-transport could not be loaded or could not open
+  /// a context (and was not set explicitly): every peer goes over the fabric.
+  bool local_available = true;
+  bool warned_local = false;  // the fallback warning is logged once per context
   DualWait dual;  // declared last: its thread is joined before the rest goes
 
   ~AutoContext() {
@@ -244,6 +248,21 @@ struct AutoContext {
       first_rc = subs[slot].pass_on(rc, "endpoint_close");
     ep.sub[slot] = nullptr;
     --subs[slot].endpoints;
+  }
+
+  /// Logs, once per context, that peers on this host are reached over the
+  /// fabric because the local sub-transport failed, with why and the fix.
+  void warn_local_fallback(const std::string& why) {
+    if (warned_local) return;
+    warned_local = true;
+    log_host(CHORUS_LOG_WARN,
+             "auto: rank " + std::to_string(rank) + ": the local sub-transport '" +
+                 subs[kLocal].name + "' " + why + "; ranks on this host are reached over '" +
+                 subs[kFabric].name +
+                 "' instead, which is slower. To fix: give the job more memory for shared "
+                 "segments (containers: a larger --shm-size or memory limit), or lower "
+                 "transport.shm.ring_size; set transport.name = \"" +
+                 subs[kFabric].name + "\" to use the fabric on purpose and silence this");
   }
 
   chorus_tp_endpoint_t* outer(int slot, chorus_tp_endpoint_t* inner) const {
@@ -341,6 +360,7 @@ int auto_context_close(chorus_tp_context_t* c);
 int auto_context_open(const chorus_tp_context_info_t* info, chorus_tp_context_t** ctx_out) {
   if (!info || !ctx_out) return fail(CHORUS_ERR_INVALID_ARGUMENT, "context_open: NULL argument");
   std::string names[2] = {"shm", "tcp"};
+  bool local_explicit = false;  // transport.auto.local set: its failure is an error
   std::string host_id, plugin_path;
   struct Kv {
     std::string key, value, origin;
@@ -359,6 +379,7 @@ int auto_context_open(const chorus_tp_context_info_t* info, chorus_tp_context_t*
       if (!valid_name(value) || value == kAutoTransportName)
         return bad("'" + value + "' is not a transport name (e.g. shm, tcp, verbs, ofi)");
       names[key == "local" ? kLocal : kFabric] = value;
+      local_explicit = local_explicit || key == "local";
     } else if (key == "host_id") {
       if (value.empty() || value.size() > kAutoMaxHostId)
         return bad("a host id is 1 to " + std::to_string(kAutoMaxHostId) + " characters");
@@ -401,10 +422,15 @@ int auto_context_open(const chorus_tp_context_info_t* info, chorus_tp_context_t*
       if (!item.empty()) extra.push_back(item);
   }
   auto search = plugin_search_path(extra);
+  for (int slot : {kLocal, kFabric}) ctx->subs[slot].name = names[slot];
   for (int slot : {kLocal, kFabric}) {
     Sub& sub = ctx->subs[slot];
-    sub.name = names[slot];
     auto loaded = load_plugin(PluginKind::kTransport, sub.name, search);
+    if (!loaded.is_ok() && slot == kLocal && !local_explicit) {
+      ctx->local_available = false;
+      ctx->warn_local_fallback("is not available (" + loaded.status().message() + ")");
+      continue;
+    }
     if (!loaded.is_ok()) {
       auto_context_close(reinterpret_cast<chorus_tp_context_t*>(ctx.release()));
       return fail(CHORUS_ERR_UNAVAILABLE,
@@ -426,6 +452,16 @@ int auto_context_open(const chorus_tp_context_info_t* info, chorus_tp_context_t*
     sub_info.config = kv.empty() ? nullptr : kv.data();
     sub_info.config_count = kv.size();
     int rc = sub.tp->context_open(&sub_info, &sub.ctx);
+    // A bad setting stays an error; only a refusal (resources, permissions)
+    // of the default local sub-transport falls back.
+    if (rc != CHORUS_OK && rc != CHORUS_ERR_INVALID_ARGUMENT && slot == kLocal &&
+        !local_explicit) {
+      sub.ctx = nullptr;
+      ctx->local_available = false;
+      ctx->warn_local_fallback("could not open a context (" + std::string(sub.tp->last_error()) +
+                               ")");
+      continue;
+    }
     if (rc != CHORUS_OK) {
       sub.ctx = nullptr;
       std::string why = sub.tp->last_error();
@@ -445,8 +481,9 @@ int auto_context_open(const chorus_tp_context_info_t* info, chorus_tp_context_t*
   // means "not stated" and does not count), registration is needed if either
   // needs it, optional features only if both have them.
   auto min_known = [](uint64_t a, uint64_t b) { return a == 0 ? b : b == 0 ? a : std::min(a, b); };
-  const chorus_tp_caps_t& a = ctx->subs[kLocal].caps;
+  // Without a local sub-transport the fabric's caps are the composite's.
   const chorus_tp_caps_t& b = ctx->subs[kFabric].caps;
+  const chorus_tp_caps_t& a = ctx->local_available ? ctx->subs[kLocal].caps : b;
   ctx->caps.struct_size = sizeof ctx->caps;
   ctx->caps.max_message_size = min_known(a.max_message_size, b.max_message_size);
   ctx->caps.max_outstanding_sends =
@@ -455,12 +492,13 @@ int auto_context_open(const chorus_tp_context_info_t* info, chorus_tp_context_t*
       uint32_t(min_known(a.max_outstanding_recvs, b.max_outstanding_recvs));
   ctx->caps.flags = ((a.flags | b.flags) & CHORUS_TP_CAP_NEEDS_REGISTRATION) |
                     (a.flags & b.flags & ~uint32_t(CHORUS_TP_CAP_NEEDS_REGISTRATION));
-  uint64_t address = auto_blob_overhead() + (a.max_address_size ? a.max_address_size : 1024) +
+  uint64_t address = auto_blob_overhead() +
+                     (ctx->local_available ? (a.max_address_size ? a.max_address_size : 1024) : 0) +
                      (b.max_address_size ? b.max_address_size : 1024);
   ctx->caps.max_address_size = uint32_t(address);
   log_host(CHORUS_LOG_DEBUG, "auto: rank " + std::to_string(info->rank) + " opened " +
-                                 names[kLocal] + " (local) and " + names[kFabric] +
-                                 " (fabric); host identity " + ctx->host_id);
+                                 (ctx->local_available ? names[kLocal] + " (local) and " : "") +
+                                 names[kFabric] + " (fabric); host identity " + ctx->host_id);
   *ctx_out = reinterpret_cast<chorus_tp_context_t*>(ctx.release());
   return CHORUS_OK;
 }
@@ -507,9 +545,20 @@ int auto_endpoint_open(chorus_tp_context_t* c, int peer_rank, int channel, void*
   for (int slot : {kLocal, kFabric}) {
     Sub& sub = ctx->subs[slot];
     std::vector<std::byte>& out = slot == kLocal ? blob.local : blob.fabric;
+    // An empty local address tells the peer that this endpoint has no local
+    // half: the pair then uses the fabric, whatever the hosts.
+    if (slot == kLocal && !ctx->local_available) continue;
     out.resize(sub.caps.max_address_size ? sub.caps.max_address_size : 1024);
     size_t len = out.size();
     int orc = sub.tp->endpoint_open(sub.ctx, peer_rank, channel, out.data(), &len, &ep->sub[slot]);
+    if (orc != CHORUS_OK && orc != CHORUS_ERR_INVALID_ARGUMENT && slot == kLocal) {
+      // Out of shared memory, or refused: this pair falls back to the fabric.
+      ep->sub[slot] = nullptr;
+      out.clear();
+      ctx->warn_local_fallback("could not open an endpoint to rank " + std::to_string(peer_rank) +
+                               " (" + sub.tp->last_error() + ")");
+      continue;
+    }
     if (orc != CHORUS_OK) {
       ep->sub[slot] = nullptr;
       rc = sub.pass_on(orc, "endpoint_open");
@@ -566,7 +615,10 @@ int auto_endpoint_connect(chorus_tp_endpoint_t* e, const void* peer_address, siz
                     "', this rank with '" + ctx->subs[kLocal].name + "' and '" +
                     ctx->subs[kFabric].name +
                     "'; give every rank the same transport.auto settings");
-  const int slot = auto_use_local(ctx->host_id, blob->host_id) ? kLocal : kFabric;
+  const int slot = auto_use_local(ctx->host_id, blob->host_id) && !blob->local.empty() &&
+                           ep->sub[kLocal] != nullptr
+                       ? kLocal
+                       : kFabric;
   int ignored = CHORUS_OK;
   ctx->close_sub_endpoint(*ep, 1 - slot, ignored);
   ep->chosen = slot;
@@ -606,7 +658,7 @@ int auto_mem_register(chorus_tp_context_t* c, void* addr, size_t length, int mem
   bool any = false;
   for (int slot : {kLocal, kFabric}) {
     Sub& sub = ctx->subs[slot];
-    if (!(sub.caps.flags & CHORUS_TP_CAP_NEEDS_REGISTRATION)) continue;
+    if (!sub.ctx || !(sub.caps.flags & CHORUS_TP_CAP_NEEDS_REGISTRATION)) continue;
     int rc = sub.tp->mem_register(sub.ctx, addr, length, mem_kind, &mr->sub[slot]);
     if (rc != CHORUS_OK) {
       int saved = sub.pass_on(rc, "mem_register");
@@ -690,6 +742,7 @@ int auto_poll(chorus_tp_context_t* c, chorus_tp_completion_t* out, size_t max) {
   for (int k = 0; k < 2 && n < max; ++k) {
     const int slot = first ^ k;
     Sub& sub = ctx->subs[slot];
+    if (!sub.ctx) continue;
     int got = sub.tp->poll(sub.ctx, out + n, max - n);
     if (got == CHORUS_ERR_PENDING) {
       ctx->pending_error = slot;
@@ -718,6 +771,7 @@ int auto_read_error(chorus_tp_context_t* c, chorus_tp_error_t* err_out) {
   ctx->pending_error = -1;
   for (int slot : order) {
     Sub& sub = ctx->subs[slot];
+    if (!sub.ctx) continue;
     chorus_tp_error_t err{};
     if (sub.tp->read_error(sub.ctx, &err) != CHORUS_OK) continue;
     err.endpoint = ctx->outer(slot, err.endpoint);
@@ -737,8 +791,8 @@ int auto_wait(chorus_tp_context_t* c, int timeout_ms) {
   std::vector<int> active;
   for (int slot : {kLocal, kFabric})
     if (ctx->subs[slot].endpoints > 0) active.push_back(slot);
-  if (active.empty())
-    active.push_back(kLocal);  // nothing can complete; sleep where interrupt reaches
+  if (active.empty())  // nothing can complete; sleep where interrupt reaches
+    active.push_back(ctx->local_available ? kLocal : kFabric);
   auto sub_wait = [&](int slot, int ms) {
     Sub& sub = ctx->subs[slot];
     int rc = sub.tp->wait(sub.ctx, ms);

@@ -24,7 +24,7 @@ struct Setting {
 /// The resolved configuration of one communicator. Every field has a default
 /// (the embedded default: TCP on loopback, automatic algorithm choice).
 struct Config {
-  std::string transport = "tcp";
+  std::string transport = "auto";
   /// transport.<name>.* settings, by transport name.
   std::map<std::string, std::vector<Setting>> transport_settings;
   /// algorithm.<collective>: "auto" or an algorithm name.

@@ -19,7 +19,7 @@ std::vector<const char*> collective_names() {
 // compares the two in both directions.
 constexpr ConfigKey kKeys[] = {
     {"transport.name", "a transport name such as \"tcp\", \"shm\", \"verbs\", \"ofi\" or \"auto\"",
-     "\"tcp\"", "CHORUS_TRANSPORT, CHORUS_TRANSPORT_NAME"},
+     "\"auto\"", "CHORUS_TRANSPORT, CHORUS_TRANSPORT_NAME"},
     {"transport.auto.local", "a transport name other than \"auto\"", "\"shm\"",
      "CHORUS_TRANSPORT_AUTO_LOCAL"},
     {"transport.auto.fabric", "a transport name other than \"auto\"", "\"tcp\"",

@@ -7,13 +7,29 @@
 #   reached over shm and none over tcp.
 #   HOSTS = H: rank r pretends to be on host r*H/N (transport.auto.host_id),
 #   so ranks of one pretend host use shm and the others tcp.
+#   HOSTS = default: no CHORUS_TRANSPORT at all; auto is the embedded default,
+#   so every peer must be reached over shm.
+#   HOSTS = shm-refused: the default again, with the file size limit below
+#   the smallest shm segment, so every segment is refused (EFBIG): every peer
+#   must be reached over tcp, and each rank must warn once, saying why.
 set -uo pipefail
 run="$1"; check="$2"; n="$3"; hosts="${4:-}"
+mode=explicit
+case "$hosts" in default|shm-refused) mode=$hosts; hosts="" ;; esac
 log=$(mktemp /tmp/chorus-auto-transport.XXXXXX)
 trap 'rm -f "$log"' EXIT
 
 offset=$((n % 4))
-if [ -z "$hosts" ]; then
+if [ "$mode" = default ]; then
+  env -u CHORUS_TRANSPORT -u CHORUS_TRANSPORT_NAME CHORUS_LOG=info "$run" -n "$n" --timeout 600 -- \
+    "$check" --every 4 --offset "$offset" >"$log" 2>&1
+elif [ "$mode" = shm-refused ]; then
+  # Only the job gets the limit (SIGXFSZ ignored, so ftruncate fails with
+  # EFBIG); its output goes through a pipe, which the limit does not touch.
+  (trap '' XFSZ; ulimit -f 16
+   exec env -u CHORUS_TRANSPORT -u CHORUS_TRANSPORT_NAME CHORUS_LOG=info "$run" -n "$n" --timeout 600 -- \
+     "$check" --every 16 --offset "$offset") 2>&1 | cat >"$log"
+elif [ -z "$hosts" ]; then
   CHORUS_TRANSPORT=auto CHORUS_LOG=info "$run" -n "$n" --timeout 600 -- \
     "$check" --every 4 --offset "$offset" >"$log" 2>&1
 else
@@ -55,7 +71,8 @@ for ((r = 0; r < n; ++r)); do
   local_peers=(); fabric_peers=()
   for ((p = 0; p < n; ++p)); do
     ((p == r)) && continue
-    if [ -z "$hosts" ] || ((p * hosts / n == r * hosts / n)); then local_peers+=("$p"); else fabric_peers+=("$p"); fi
+    if [ "$mode" = shm-refused ]; then fabric_peers+=("$p")
+    elif [ -z "$hosts" ] || ((p * hosts / n == r * hosts / n)); then local_peers+=("$p"); else fabric_peers+=("$p"); fi
   done
   want="$(phrase shm "${local_peers[@]}")"
   fab="$(phrase tcp "${fabric_peers[@]}")"
@@ -68,6 +85,14 @@ for ((r = 0; r < n; ++r)); do
   fi
 done
 grep -q "transport auto" "$log" || fail "no communicator reported transport auto"
+if [ "$mode" = shm-refused ]; then
+  for ((r = 0; r < n; ++r)); do
+    warned=$(grep -cE "\[chorus r$r WARN\] (comm w0: )?auto: rank $r: the local sub-transport 'shm' could not open an endpoint to rank [0-9]+ \(.*\); ranks on this host are reached over 'tcp' instead.*To fix" "$log")
+    # collective_check opens one communicator: one warning, however many
+    # endpoints were refused.
+    [ "$warned" = 1 ] || fail "rank $r warned $warned times that shm was refused (expected once, naming why and that tcp serves its peers)"
+  done
+fi
 summaries=$(grep -cE "collective_check rank [0-9]+ of $n .*: [1-9][0-9]* passed, 0 failed" "$log")
 [ "$summaries" = "$n" ] || fail "$summaries of $n ranks reported every check passed"
 grep -E "collective_check rank [0-9]+ of" "$log"

@@ -71,8 +71,8 @@ try:
     auto = doc["builtin_transports"][0]
     check("auto: loads and usable (shm + tcp)",
           auto["name"] == "auto" and auto["loads"] and auto["usable"], str(auto))
-    check("default transport tcp usable",
-          doc["default_transport"] == {"name": "tcp", "usable": True, "reason": ""},
+    check("default transport auto usable",
+          doc["default_transport"] == {"name": "auto", "usable": True, "reason": ""},
           str(doc.get("default_transport")))
 
     conf = doc["configuration"]
@@ -90,7 +90,7 @@ try:
     setting("algorithm.deterministic", "false", "default")
     setting("algorithm.switch_bytes", "0", "default")
     setting("timeout.collective", "300", "default")
-    setting("transport.name", '"tcp"', "default")
+    setting("transport.name", '"auto"', "default")
     setting("bootstrap.coordinator", None, "unset")
     for c in every:
         setting(f"algorithm.{c}", '"auto"', "default")

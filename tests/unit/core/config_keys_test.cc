@@ -216,7 +216,7 @@ TEST_CASE("the effective configuration names each value's source", "[config_keys
   CHECK(by_key["algorithm.channels"].source == "environment variable CHORUS_ALGORITHM_CHANNELS");
   CHECK(by_key["timeout.collective"].value == "12.5");
   CHECK(by_key["timeout.collective"].source == "API setting 'timeout.collective=12.5'");
-  CHECK(by_key["transport.name"].value == "\"tcp\"");
+  CHECK(by_key["transport.name"].value == "\"auto\"");
   CHECK(by_key["transport.name"].source == "default");
   CHECK(by_key["algorithm.deterministic"].value == "false");
   CHECK(by_key["algorithm.switch_bytes"].source == "default");

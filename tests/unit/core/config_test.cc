@@ -32,7 +32,7 @@ struct TempToml {
 TEST_CASE("no file and no environment gives the embedded default", "[config]") {
   auto cfg = load_config({});
   REQUIRE(cfg.is_ok());
-  CHECK(cfg->transport == "tcp");
+  CHECK(cfg->transport == "auto");
   CHECK(cfg->algorithm[CHORUS_COLL_ALL_REDUCE] == "auto");
   CHECK(cfg->bind_address == "127.0.0.1");
   CHECK(cfg->source == "embedded default");
