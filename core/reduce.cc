@@ -191,14 +191,13 @@ template <class V>
   static_assert(sizeof(V) == 32);
   constexpr size_t kLaneBytes = sizeof(V) / (sizeof(V) / sizeof(sign[0]));
   if constexpr (kLaneBytes == 4) {
-    return bit_as<V>(
-        _mm256_blendv_ps(bit_as<__m256>(a), bit_as<__m256>(b), bit_as<__m256>(sign)));
+    return bit_as<V>(_mm256_blendv_ps(bit_as<__m256>(a), bit_as<__m256>(b), bit_as<__m256>(sign)));
   } else if constexpr (kLaneBytes == 8) {
     return bit_as<V>(
         _mm256_blendv_pd(bit_as<__m256d>(a), bit_as<__m256d>(b), bit_as<__m256d>(sign)));
   } else {
-    return bit_as<V>(_mm256_blendv_epi8(bit_as<__m256i>(a), bit_as<__m256i>(b),
-                                        bit_as<__m256i>(sign < 0)));
+    return bit_as<V>(
+        _mm256_blendv_epi8(bit_as<__m256i>(a), bit_as<__m256i>(b), bit_as<__m256i>(sign < 0)));
   }
 #else
   const V mask = sign < 0;
@@ -213,15 +212,17 @@ template <class T, int kLanesArg = kVectorBytes / int{sizeof(T)}>
 struct OpOn {
   static constexpr int kLanes = kLanesArg;
   static constexpr size_t kElemSize = sizeof(T);
+  static constexpr bool kAppliesAt = false;
   using V = Vec<T, kLanesArg>;
 };
 
 /// inout = Op(inout, src) on one register's worth of bytes at `d` and `s`.
 /// Loads and stores go through memcpy, so any alignment works. An op that
-/// can use memory operands itself (F16C conversions) provides apply_at().
+/// can use memory operands itself (F16C conversions) sets kAppliesAt and
+/// provides apply_at().
 template <class Op>
 [[gnu::always_inline]] inline void step(const std::byte* s, std::byte* d) {
-  if constexpr (requires { Op::apply_at(s, d); }) {
+  if constexpr (Op::kAppliesAt) {
     Op::apply_at(s, d);
   } else {
     using V = typename Op::V;
@@ -402,6 +403,7 @@ struct Float16 {
   // The conversions read and write memory directly (load_widen and
   // narrow_store), which saves the lane extract and insert per register.
   static_assert(kVectorBytes == 32);
+  static constexpr bool kConvertsInMemory = true;
   static constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
   [[gnu::always_inline]] static void load_widen(const std::byte* p, VF& lo, VF& hi) {
     lo = bit_as<VF>(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
@@ -424,6 +426,7 @@ struct Float16 {
 #else
   // Even elements (low half of each 32-bit lane) in lo, odd ones in hi: no
   // shuffles, just shifts and masks.
+  static constexpr bool kConvertsInMemory = false;
   [[gnu::always_inline]] static void widen(VH h, VF& lo, VF& hi) {
     const VU w = bit_as<VU>(h);
     lo = half_to_float(w << 16);
@@ -447,6 +450,7 @@ struct Float16 {
 /// bit: float_to_bfloat16() bit for bit. A float with payload in its low
 /// bits (which float_to_bfloat16() must guard) never reaches this code.
 struct BFloat16 {
+  static constexpr bool kConvertsInMemory = false;
   /// The rounded bfloat16 in the top 16 bits of each lane; low bits garbage.
   [[gnu::always_inline]] static VU round_top(VF f) {
     const VU u = bit_as<VU>(f);
@@ -487,10 +491,10 @@ struct HalfArith : OpOn<uint16_t> {
     Format::widen(b, b_lo, b_hi);
     return Format::narrow(Arith::apply(a_lo, b_lo), Arith::apply(a_hi, b_hi));
   }
-  // Same arithmetic, with the format converting straight from and to memory.
-  [[gnu::always_inline]] static void apply_at(const std::byte* s, std::byte* d)
-    requires requires(VF f) { Format::load_widen(s, f, f); }
-  {
+  // Same arithmetic, with the format converting straight from and to memory;
+  // step() calls it only when the format can.
+  static constexpr bool kAppliesAt = Format::kConvertsInMemory;
+  [[gnu::always_inline]] static void apply_at(const std::byte* s, std::byte* d) {
     VF a_lo, a_hi, b_lo, b_hi;
     Format::load_widen(d, a_lo, a_hi);
     Format::load_widen(s, b_lo, b_hi);

@@ -870,9 +870,9 @@ namespace {
 /// payload bits at the top, at the bottom, and everywhere.
 std::vector<uint16_t> half_specials(int dtype) {
   if (dtype == CHORUS_FLOAT16) {
-    return {0x0000, 0x8000, 0x0001, 0x8001, 0x03ff, 0x83ff, 0x0400, 0x3c00, 0x3c01,
-            0xbc01, 0x1000, 0x1400, 0x7bff, 0xfbff, 0x7c00, 0xfc00, 0x7e00, 0xfe00,
-            0x7c01, 0xfc01, 0x7d55, 0xfdff, 0x7fff, 0xffff};
+    return {0x0000, 0x8000, 0x0001, 0x8001, 0x03ff, 0x83ff, 0x0400, 0x3c00,
+            0x3c01, 0xbc01, 0x1000, 0x1400, 0x7bff, 0xfbff, 0x7c00, 0xfc00,
+            0x7e00, 0xfe00, 0x7c01, 0xfc01, 0x7d55, 0xfdff, 0x7fff, 0xffff};
   }
   return {0x0000, 0x8000, 0x0001, 0x8001, 0x007f, 0x807f, 0x0080, 0x3f80,
           0x3f81, 0xbf81, 0x3b80, 0x3c00, 0x7f7f, 0xff7f, 0x7f80, 0xff80,
@@ -966,8 +966,8 @@ TEST_CASE("every tail length from 0 to 70 elements, on every instruction set", "
             }
           }
           for (size_t i = 0; i < count; ++i) {
-            const std::string why = check_element(dtype, op, &inout[i * size], &src[i * size],
-                                                  &out[i * size]);
+            const std::string why =
+                check_element(dtype, op, &inout[i * size], &src[i * size], &out[i * size]);
             if (!why.empty()) {
               problems += std::string(reduce_isa_name(isa)) + " count " + std::to_string(count) +
                           " [" + std::to_string(i) + "] " + why + "\n";
