@@ -169,6 +169,12 @@ namespace CHORUS_REDUCE_NS {
 
 constexpr int kVectorBytes = CHORUS_REDUCE_VECTOR_BYTES;
 
+#if defined(__FINITE_MATH_ONLY__) && __FINITE_MATH_ONLY__
+constexpr bool kFiniteMathOnly = true;
+#else
+constexpr bool kFiniteMathOnly = false;
+#endif
+
 /// `N` lanes of `T`; by default one full register of this pass.
 template <class T, int N = kVectorBytes / int{sizeof(T)}>
 using Vec [[gnu::vector_size(sizeof(T) * N)]] = T;
@@ -329,9 +335,10 @@ struct FloatMinMax : OpOn<I> {
     }
     V a_nan;
     V b_nan;
-    if constexpr (sizeof(I) >= 4) {
+    if constexpr (sizeof(I) >= 4 && !kFiniteMathOnly) {
       // x != x: one quiet unordered compare (no exception for quiet NaNs;
-      // denormals-are-zero turns no NaN into a number).
+      // denormals-are-zero turns no NaN into a number). -ffinite-math-only
+      // would fold it to false, so such builds take the integer test.
       using F = std::conditional_t<sizeof(I) == 4, float, double>;
       using VF = Vec<F, OpOn<I>::kLanes>;
       a_nan = bit_as<VF>(a) != bit_as<VF>(a);
