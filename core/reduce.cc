@@ -190,7 +190,7 @@ template <class To, class From>
 /// Per lane, b where `sign`'s sign bit is set, else a; the other bits of
 /// `sign` are ignored. Used with signed integer lanes of 2, 4 or 8 bytes.
 /// AVX2 blends 4- and 8-byte lanes on the sign bit alone; 2-byte lanes need
-/// the bit spread over the lane first (one shift), and so does the baseline.
+/// the bit spread over the lane first (one compare), and so does the baseline.
 template <class V>
 [[gnu::always_inline]] inline V select_by_sign(V sign, V b, V a) {
 #if CHORUS_REDUCE_F16C
@@ -311,16 +311,18 @@ struct BoolAnd : OpOn<uint8_t> {
 /// type, viewed as the signed integer type I of the same width; kInf is the
 /// pattern of +infinity. NaN propagates: inout's NaN if inout is NaN, else
 /// src's, bit for bit. Non-NaN values compare in float order with -0 < +0, so
-/// the result never depends on operand order. Pure integer code: the result
-/// is one of the inputs, unaffected by MXCSR (DAZ/FTZ, rounding).
+/// the result never depends on operand order. The result is one of the
+/// inputs, chosen by integer compares and NaN tests that MXCSR (DAZ/FTZ,
+/// rounding) cannot change.
 ///
 /// Float order equals signed-integer order on the bit patterns unless both
 /// operands are negative, where it is reversed (-0 is INT_MIN, just below
 /// every positive pattern). So "b is larger" is the integer compare flipped
 /// when both sign bits are set; ties pick b, which then equals a. NaN tests
-/// are kInf - |x|, negative exactly for NaNs. Every condition lives in the
-/// lanes' sign bits until the one blend: one compare and nine cheap integer
-/// operations per register, and no lane is handled outside the vector code.
+/// are x != x for float32/float64 and kInf - |x| (negative exactly for NaNs)
+/// for the 16-bit formats. Every condition lives in the lanes' sign bits
+/// until the one blend: 8 vector operations per AVX2 register for float32,
+/// 11 for float16/bfloat16, and no lane is handled outside the vector code.
 template <class I, I kInf, bool kMax>
 struct FloatMinMax : OpOn<I> {
   using typename OpOn<I>::V;
