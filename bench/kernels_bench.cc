@@ -102,7 +102,8 @@ const int kRegistered = [] {
                           {CHORUS_BFLOAT16, "bfloat16"},
                           {CHORUS_FLOAT16, "float16"},
                           {CHORUS_INT32, "int32"}};
-  const std::pair<int, const char*> ops[] = {{CHORUS_SUM, "sum"}, {CHORUS_MAX, "max"}};
+  const std::pair<int, const char*> ops[] = {
+      {CHORUS_SUM, "sum"}, {CHORUS_MAX, "max"}, {CHORUS_MIN, "min"}};
   const ReduceIsa best = chorus::core::reduce_best_isa();
   std::vector<ReduceIsa> isas = {best};
   if (best != ReduceIsa::kBaseline) isas.push_back(ReduceIsa::kBaseline);

@@ -169,6 +169,12 @@ namespace CHORUS_REDUCE_NS {
 
 constexpr int kVectorBytes = CHORUS_REDUCE_VECTOR_BYTES;
 
+#if defined(__FINITE_MATH_ONLY__) && __FINITE_MATH_ONLY__
+constexpr bool kFiniteMathOnly = true;
+#else
+constexpr bool kFiniteMathOnly = false;
+#endif
+
 /// `N` lanes of `T`; by default one full register of this pass.
 template <class T, int N = kVectorBytes / int{sizeof(T)}>
 using Vec [[gnu::vector_size(sizeof(T) * N)]] = T;
@@ -181,6 +187,30 @@ template <class To, class From>
   return __builtin_bit_cast(To, v);
 }
 
+/// Per lane, b where `sign`'s sign bit is set, else a; the other bits of
+/// `sign` are ignored. Used with signed integer lanes of 2, 4 or 8 bytes.
+/// AVX2 blends 4- and 8-byte lanes on the sign bit alone; 2-byte lanes need
+/// the bit spread over the lane first (one compare), and so does the baseline.
+template <class V>
+[[gnu::always_inline]] inline V select_by_sign(V sign, V b, V a) {
+#if CHORUS_REDUCE_F16C
+  static_assert(sizeof(V) == 32);
+  constexpr size_t kLaneBytes = sizeof(V) / (sizeof(V) / sizeof(sign[0]));
+  if constexpr (kLaneBytes == 4) {
+    return bit_as<V>(_mm256_blendv_ps(bit_as<__m256>(a), bit_as<__m256>(b), bit_as<__m256>(sign)));
+  } else if constexpr (kLaneBytes == 8) {
+    return bit_as<V>(
+        _mm256_blendv_pd(bit_as<__m256d>(a), bit_as<__m256d>(b), bit_as<__m256d>(sign)));
+  } else {
+    return bit_as<V>(
+        _mm256_blendv_epi8(bit_as<__m256i>(a), bit_as<__m256i>(b), bit_as<__m256i>(sign < 0)));
+  }
+#else
+  const V mask = sign < 0;
+  return (b & mask) | (a & ~mask);
+#endif
+}
+
 /// An op on vectors of `kLanes` lanes of type `T`. Each op derived from it
 /// provides `static V apply(V inout, V src)`; kElemSize is the size of one
 /// dtype element (two lanes for complex64).
@@ -188,34 +218,47 @@ template <class T, int kLanesArg = kVectorBytes / int{sizeof(T)}>
 struct OpOn {
   static constexpr int kLanes = kLanesArg;
   static constexpr size_t kElemSize = sizeof(T);
+  static constexpr bool kAppliesAt = false;
   using V = Vec<T, kLanesArg>;
 };
 
-/// The kernel body: Op::apply over whole vectors, then over the zero-padded
-/// remainder. Loads and stores go through memcpy, so any alignment works.
+/// inout = Op(inout, src) on one register's worth of bytes at `d` and `s`.
+/// Loads and stores go through memcpy, so any alignment works. An op that
+/// can use memory operands itself (F16C conversions) sets kAppliesAt and
+/// provides apply_at().
+template <class Op>
+[[gnu::always_inline]] inline void step(const std::byte* s, std::byte* d) {
+  if constexpr (Op::kAppliesAt) {
+    Op::apply_at(s, d);
+  } else {
+    using V = typename Op::V;
+    V a;
+    V b;
+    std::memcpy(&a, d, sizeof(V));
+    std::memcpy(&b, s, sizeof(V));
+    a = Op::apply(a, b);
+    std::memcpy(d, &a, sizeof(V));
+  }
+}
+
+/// The kernel body: step() over whole registers, then over a zero-padded
+/// copy of the remainder.
 template <class Op>
 [[gnu::always_inline]] inline void run(const void* src, void* inout, size_t count) {
-  using V = typename Op::V;
+  constexpr size_t kStep = sizeof(typename Op::V);
   const auto* s = static_cast<const std::byte*>(src);
   auto* d = static_cast<std::byte*>(inout);
   const size_t bytes = count * Op::kElemSize;
   size_t i = 0;
 #pragma GCC unroll 4
-  for (; i + sizeof(V) <= bytes; i += sizeof(V)) {
-    V a;
-    V b;
-    std::memcpy(&a, d + i, sizeof(V));
-    std::memcpy(&b, s + i, sizeof(V));
-    a = Op::apply(a, b);
-    std::memcpy(d + i, &a, sizeof(V));
-  }
+  for (; i + kStep <= bytes; i += kStep) step<Op>(s + i, d + i);
   if (i < bytes) {
-    V a{};
-    V b{};
-    std::memcpy(&a, d + i, bytes - i);
-    std::memcpy(&b, s + i, bytes - i);
-    a = Op::apply(a, b);
-    std::memcpy(d + i, &a, bytes - i);
+    std::byte a[kStep] = {};
+    std::byte b[kStep] = {};
+    std::memcpy(a, d + i, bytes - i);
+    std::memcpy(b, s + i, bytes - i);
+    step<Op>(b, a);
+    std::memcpy(d + i, a, bytes - i);
   }
 }
 
@@ -268,26 +311,45 @@ struct BoolAnd : OpOn<uint8_t> {
 /// type, viewed as the signed integer type I of the same width; kInf is the
 /// pattern of +infinity. NaN propagates: inout's NaN if inout is NaN, else
 /// src's, bit for bit. Non-NaN values compare in float order with -0 < +0, so
-/// the result never depends on operand order. Pure integer code: the result
-/// is one of the inputs, unaffected by MXCSR (DAZ/FTZ, rounding).
+/// the result never depends on operand order. The result is one of the
+/// inputs, chosen by integer compares and NaN tests that MXCSR (DAZ/FTZ,
+/// rounding) cannot change.
+///
+/// Float order equals signed-integer order on the bit patterns unless both
+/// operands are negative, where it is reversed (-0 is INT_MIN, just below
+/// every positive pattern). So "b is larger" is the integer compare flipped
+/// when both sign bits are set; ties pick b, which then equals a. NaN tests
+/// are x != x for float32/float64 and kInf - |x| (negative exactly for NaNs)
+/// for the 16-bit formats. Every condition lives in the lanes' sign bits
+/// until the one blend: 8 vector operations per AVX2 register for float32,
+/// 11 for float16/bfloat16, and no lane is handled outside the vector code.
 template <class I, I kInf, bool kMax>
 struct FloatMinMax : OpOn<I> {
   using typename OpOn<I>::V;
   [[gnu::always_inline]] static V apply(V a, V b) {
     constexpr I kMagnitude = std::numeric_limits<I>::max();
-    // Flipping the magnitude bits of negative values turns float order into
-    // signed-integer order (-0 just below +0; NaNs beyond the infinities).
-    const V key_a = a ^ ((a < 0) & kMagnitude);
-    const V key_b = b ^ ((b < 0) & kMagnitude);
-    const V a_nan = (a & kMagnitude) > kInf;
-    const V b_nan = (b & kMagnitude) > kInf;
+    const V both_negative = a & b;
     V b_wins;
     if constexpr (kMax) {
-      b_wins = key_b > key_a;
+      b_wins = (b > a) ^ both_negative;
     } else {
-      b_wins = key_b < key_a;
+      b_wins = (b < a) ^ both_negative;
     }
-    return ((b_wins | b_nan) & ~a_nan) ? b : a;
+    V a_nan;
+    V b_nan;
+    if constexpr (sizeof(I) >= 4 && !kFiniteMathOnly) {
+      // x != x: one quiet unordered compare (no exception for quiet NaNs;
+      // denormals-are-zero turns no NaN into a number). -ffinite-math-only
+      // would fold it to false, so such builds take the integer test.
+      using F = std::conditional_t<sizeof(I) == 4, float, double>;
+      using VF = Vec<F, OpOn<I>::kLanes>;
+      a_nan = bit_as<VF>(a) != bit_as<VF>(a);
+      b_nan = bit_as<VF>(b) != bit_as<VF>(b);
+    } else {
+      a_nan = kInf - (a & kMagnitude);
+      b_nan = kInf - (b & kMagnitude);
+    }
+    return select_by_sign((b_wins | b_nan) & ~a_nan, b, a);
   }
 };
 
@@ -347,20 +409,33 @@ using VH = Vec<uint16_t>;
 struct Float16 {
 #if CHORUS_REDUCE_F16C
   // F16C converts 8 contiguous halves: lo is the first 128 bits, hi the rest.
+  // The conversions read and write memory directly (load_widen and
+  // narrow_store), which saves the lane extract and insert per register.
   static_assert(kVectorBytes == 32);
+  static constexpr bool kConvertsInMemory = true;
+  static constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  [[gnu::always_inline]] static void load_widen(const std::byte* p, VF& lo, VF& hi) {
+    lo = bit_as<VF>(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+    hi = bit_as<VF>(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16))));
+  }
+  [[gnu::always_inline]] static void narrow_store(std::byte* p, VF lo, VF hi) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(bit_as<__m256>(lo), kRound));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p + 16),
+                     _mm256_cvtps_ph(bit_as<__m256>(hi), kRound));
+  }
   [[gnu::always_inline]] static void widen(VH h, VF& lo, VF& hi) {
     const __m256i v = bit_as<__m256i>(h);
     lo = bit_as<VF>(_mm256_cvtph_ps(_mm256_castsi256_si128(v)));
     hi = bit_as<VF>(_mm256_cvtph_ps(_mm256_extracti128_si256(v, 1)));
   }
   [[gnu::always_inline]] static VH narrow(VF lo, VF hi) {
-    constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
     return bit_as<VH>(_mm256_set_m128i(_mm256_cvtps_ph(bit_as<__m256>(hi), kRound),
                                        _mm256_cvtps_ph(bit_as<__m256>(lo), kRound)));
   }
 #else
   // Even elements (low half of each 32-bit lane) in lo, odd ones in hi: no
   // shuffles, just shifts and masks.
+  static constexpr bool kConvertsInMemory = false;
   [[gnu::always_inline]] static void widen(VH h, VF& lo, VF& hi) {
     const VU w = bit_as<VU>(h);
     lo = half_to_float(w << 16);
@@ -373,14 +448,22 @@ struct Float16 {
 };
 
 /// bfloat16 is the top half of a float: widening is a shift or a mask.
-/// Narrowing rounds to nearest even and keeps a NaN a NaN by setting the quiet
-/// bit (a NaN whose payload sits in the dropped bits would become infinity).
+/// Narrowing rounds to nearest even by adding 0x7fff plus the kept part's
+/// lowest bit, then dropping the low 16 bits: four operations per register of
+/// floats, with no separate NaN path. That is exact for the only floats
+/// narrow() sees, sums and products of two widened bfloat16 values: a NaN
+/// among them is either an operand quieted by the hardware or the default NaN
+/// (x86 and Arm both set the quiet bit on every NaN they produce), and either
+/// way its low 16 bits are zero, so the increment cannot carry into the kept
+/// bits and the NaN is truncated with its sign, top payload bits and quiet
+/// bit: float_to_bfloat16() bit for bit. A float with payload in its low
+/// bits (which float_to_bfloat16() must guard) never reaches this code.
 struct BFloat16 {
-  [[gnu::always_inline]] static VU from_float(VF f) {
+  static constexpr bool kConvertsInMemory = false;
+  /// The rounded bfloat16 in the top 16 bits of each lane; low bits garbage.
+  [[gnu::always_inline]] static VU round_top(VF f) {
     const VU u = bit_as<VU>(f);
-    const VU rounded = (u + 0x7fff + ((u >> 16) & 1)) >> 16;
-    const VU nan = (u >> 16) | 0x0040;
-    return bit_as<VS>(u & 0x7fffffff) > 0x7f800000 ? nan : rounded;
+    return u + (((u >> 16) & 1) + 0x7fff);
   }
   // Even elements in lo, odd ones in hi, as for the software float16 path.
   [[gnu::always_inline]] static void widen(VH h, VF& lo, VF& hi) {
@@ -389,7 +472,14 @@ struct BFloat16 {
     hi = bit_as<VF>(w & 0xffff0000);
   }
   [[gnu::always_inline]] static VH narrow(VF lo, VF hi) {
-    return bit_as<VH>(from_float(lo) | (from_float(hi) << 16));
+    const VU even = round_top(lo) >> 16;
+    const VU odd = round_top(hi);
+#if CHORUS_REDUCE_F16C
+    // One word blend instead of masking and or-ing: odd words from `odd`.
+    return bit_as<VH>(_mm256_blend_epi16(bit_as<__m256i>(even), bit_as<__m256i>(odd), 0xaa));
+#else
+    return bit_as<VH>(even | (odd & 0xffff0000));
+#endif
   }
 };
 
@@ -409,6 +499,15 @@ struct HalfArith : OpOn<uint16_t> {
     Format::widen(a, a_lo, a_hi);
     Format::widen(b, b_lo, b_hi);
     return Format::narrow(Arith::apply(a_lo, b_lo), Arith::apply(a_hi, b_hi));
+  }
+  // Same arithmetic, with the format converting straight from and to memory;
+  // step() calls it only when the format can.
+  static constexpr bool kAppliesAt = Format::kConvertsInMemory;
+  [[gnu::always_inline]] static void apply_at(const std::byte* s, std::byte* d) {
+    VF a_lo, a_hi, b_lo, b_hi;
+    Format::load_widen(d, a_lo, a_hi);
+    Format::load_widen(s, b_lo, b_hi);
+    Format::narrow_store(d, Arith::apply(a_lo, b_lo), Arith::apply(a_hi, b_hi));
   }
 };
 

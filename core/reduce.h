@@ -31,8 +31,11 @@ namespace chorus::core {
 ///   propagates (MPI and NCCL users expect it) and -0 < +0, so the result
 ///   does not depend on operand order unless both are NaN. A NaN result is
 ///   bitwise inout's NaN when inout is NaN, else src's NaN (payload kept,
-///   not quieted). These are integer comparisons: MXCSR (DAZ, FTZ) and the
-///   rounding mode do not affect them.
+///   not quieted). The order comes from integer comparisons of the bit
+///   patterns, and the NaN tests are integer or quiet unordered compares, so
+///   MXCSR (DAZ, FTZ) and the rounding mode do not affect the result. As
+///   with sum and prod, a float32/float64 signalling NaN raises the invalid
+///   flag (FE_INVALID), which traps only if the caller unmasked it.
 /// - sum/prod with a NaN operand give a quiet NaN carrying that operand's
 ///   sign and payload. When *both* operands are NaN, which payload wins is up
 ///   to the hardware and may differ between instruction sets: the one
