@@ -1,19 +1,26 @@
 """DDP training throughput, backend chorus against gloo, side by side.
 
 Starts N local ranks itself (TCPStore rendezvous); every rank builds one
-chorus group (the default group, transport from CHORUS_* / auto) and one
-gloo group, and trains the same MLP (about 25 M float32 parameters:
+chorus group (the default group) and one gloo group, and trains the same MLP (about 25 M float32 parameters:
 1024 -> 4096 -> 4096 -> 1024, ReLU) with DDP's default bucketing on each in
 turn: `rounds` rounds, each `steps` timed steps per backend after one
 untimed step, alternating chorus and gloo so that both see the same machine
 load. Prints one JSON line per backend and round from rank 0 and, at the
 end, the median samples/s of each backend and their ratio.
 
+Chorus's transport is `auto` (shm between these local ranks) unless
+CHORUS_TRANSPORT, CHORUS_TRANSPORT_NAME or CHORUS_CONFIG choose one: the
+library's own default is tcp, which is not what this benchmark compares.
+Every rank runs torch with 1 intra-op and 1 inter-op thread (OMP_NUM_THREADS=1
+too), the same for both backends, which share each process.
+
   /usr/bin/python3 bench/ddp_bench.py --ext build/tests/embedding/torch/ext \\
       --ranks 4 --json ddp.jsonl --plot docs/benchmarks-ddp.png
   --profile adds a per-step split (forward+backward including the wait for
-  the reduced buckets, optimizer) and the time of one all_reduce of all
-  gradients alone per backend, measured on rank 0.
+  the reduced buckets, optimizer), the same step without DDP (no
+  communication at all) as the compute floor, and the time of one all_reduce
+  of a DDP bucket (25 MiB) and of all gradients alone per backend, measured
+  on rank 0.
 """
 import argparse
 import json
@@ -45,6 +52,8 @@ def launcher(a):
         port = s.getsockname()[1]
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
                WORLD_SIZE=str(a.ranks), OMP_NUM_THREADS="1", DDP_BENCH_WORKER="1")
+    if not any(k in env for k in ("CHORUS_TRANSPORT", "CHORUS_TRANSPORT_NAME", "CHORUS_CONFIG")):
+        env["CHORUS_TRANSPORT"] = "auto"
     if a.ext:
         env["PYTHONPATH"] = a.ext + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     procs = [subprocess.Popen([sys.executable, __file__, *sys.argv[1:]],
@@ -70,6 +79,8 @@ def worker(a):
 
     rank = int(os.environ["RANK"])
     torch.set_num_threads(1)
+    torch.set_num_interop_threads(1)
+    threads = (torch.get_num_threads(), torch.get_num_interop_threads())
     dist.init_process_group("chorus", timeout=datetime.timedelta(seconds=600))
     groups = {"chorus": dist.group.WORLD,
               "gloo": dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=600))}
@@ -81,12 +92,16 @@ def worker(a):
         m = nn.Sequential(nn.Linear(1024, w), nn.ReLU(), nn.Linear(w, w), nn.ReLU(),
                           nn.Linear(w, 1024))
         models[name] = (DDP(m, process_group=g), torch.optim.SGD(m.parameters(), lr=1e-3))
+    torch.manual_seed(0)
+    plain = nn.Sequential(nn.Linear(1024, w), nn.ReLU(), nn.Linear(w, w), nn.ReLU(),
+                          nn.Linear(w, 1024))
+    models["none"] = (plain, torch.optim.SGD(plain.parameters(), lr=1e-3))
     params = sum(p.numel() for p in models["chorus"][0].parameters())
     gen = torch.Generator().manual_seed(rank)
     x = torch.randn(a.batch, 1024, generator=gen)
     y = torch.randn(a.batch, 1024, generator=gen)
     results = {n: [] for n in groups}
-    split = {n: [0.0, 0.0, 0.0] for n in groups}
+    split = {n: [0.0, 0.0, 0.0] for n in models}
 
     def step(name, prof):
         ddp, opt = models[name]
@@ -116,24 +131,33 @@ def worker(a):
                 line = {"bench": "ddp", "backend": name, "round": rnd, "ranks": a.ranks,
                         "params": params, "batch": a.batch, "steps": a.steps,
                         "samples_per_s": round(sps, 2), "step_ms": round(1e3 * dt / a.steps, 1),
-                        "transport": os.environ.get("CHORUS_TRANSPORT", "auto")}
+                        "transport": os.environ.get("CHORUS_TRANSPORT", "from config"),
+                        "torch_threads": threads}
                 print(json.dumps(line), flush=True)
                 if a.json:
                     with open(a.json, "a") as f:
                         f.write(json.dumps(line) + "\n")
     comm = {}
     if a.profile:
-        # The communication alone: one all_reduce of every gradient (one
-        # buffer of the model's size), 3 times per backend, median.
-        buf = torch.ones(params)
-        for name, g in groups.items():
-            ts = []
-            for _ in range(3):
-                dist.barrier(group=groups["gloo"])
-                t0 = time.perf_counter()
-                dist.all_reduce(buf, group=g)
-                ts.append(time.perf_counter() - t0)
-            comm[name] = statistics.median(ts)
+        # The compute floor: the same step without DDP, every rank at once
+        # (so the CPU sharing is the same), no communication.
+        for _ in range(a.steps * a.rounds):
+            dist.barrier(group=groups["gloo"])
+            step("none", True)
+        # The communication alone: one all_reduce of a DDP bucket (25 MiB,
+        # DDP's default bucket_cap_mb) and of every gradient (one buffer of
+        # the model's size), 5 times per backend, median.
+        for label, numel in (("25 MiB bucket", 25 * 2**20 // 4),
+                             (f"{4 * params / 1e6:.0f} MB (all gradients)", params)):
+            buf = torch.ones(numel)
+            for name, g in groups.items():
+                ts = []
+                for _ in range(5):
+                    dist.barrier(group=groups["gloo"])
+                    t0 = time.perf_counter()
+                    dist.all_reduce(buf, group=g)
+                    ts.append(time.perf_counter() - t0)
+                comm[(name, label)] = statistics.median(ts)
     if rank == 0:
         med = {n: statistics.median(v) for n, v in results.items()}
         print(f"# {params / 1e6:.1f} M parameters, {a.ranks} ranks, batch {a.batch}/rank: "
@@ -142,11 +166,12 @@ def worker(a):
         if a.profile:
             n = a.steps * a.rounds
             for name, (fb, op, _) in split.items():
+                name = "none (same step without DDP)" if name == "none" else name
                 print(f"# profile {name}: forward+backward (incl. waiting for the reduced "
                       f"buckets) {1e3 * fb / n:.1f} ms/step, optimizer {1e3 * op / n:.1f} ms/step",
                       flush=True)
-            for name, t in comm.items():
-                print(f"# profile {name}: all_reduce of {4 * params / 1e6:.0f} MB alone "
+            for (name, label), t in comm.items():
+                print(f"# profile {name}: all_reduce of {label} alone, median of 5: "
                       f"{1e3 * t:.0f} ms", flush=True)
             c = chorus_torch.counters()
             print("# chorus counters: " + ", ".join(f"{k}={v}" for k, v in sorted(c.items())

@@ -1,6 +1,6 @@
 // c10d ProcessGroup backed by a Chorus communicator (PyTorch 1.13, CPU
-// tensors). Every torch call issues one or more Chorus non-blocking requests
-// and returns at once; the requests run in issue order on the communicator's
+// tensors). Every torch call issues one Chorus non-blocking request and
+// returns at once; the requests run in issue order on the communicator's
 // progress thread, which is also the order torch issues them on every rank.
 // A per-group completion thread waits for the requests in that same order,
 // finishes each Work (copies into non-contiguous or list outputs) and hands
@@ -9,6 +9,7 @@
 // (Chorus's host all-gather hook): no coordinator address needed.
 #include <chorus/chorus.h>
 
+#include <ATen/MemoryOverlap.h>
 #include <ATen/core/ivalue.h>
 #include <torch/extension.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -73,8 +74,9 @@ bool is_bitwise(const c10d::ReduceOp& op) {
          op.op_ == c10d::ReduceOp::BXOR;
 }
 
-/// Chorus op for SUM/PRODUCT/MIN/MAX. The bitwise ops are composed by the
-/// callers (all-gather, then a local fold in rank order); AVG and
+/// Chorus op for SUM/PRODUCT/MIN/MAX. The library has no bitwise ops: the
+/// callers all-gather (allreduce) or gather (reduce) and fold the blocks in
+/// rank order; AVG and
 /// PREMUL_SUM are rejected as gloo rejects them.
 int to_op(const c10d::ReduceOp& op) {
   switch (op.op_) {
@@ -102,7 +104,7 @@ void check_bitwise_dtype(const at::Tensor& t) {
 
 /// result = fold of the `n` blocks of `flat` (rank order) with a bitwise op.
 at::Tensor fold_bitwise(const at::Tensor& flat, int n, const c10d::ReduceOp& op) {
-  auto blocks = flat.view({n, -1});
+  auto blocks = flat.view({n, flat.numel() / n});
   at::Tensor acc = blocks[0].clone();
   for (int r = 1; r < n; ++r) {
     if (op.op_ == c10d::ReduceOp::BAND)
@@ -119,11 +121,11 @@ void check_cpu(const at::Tensor& t) {
   TORCH_CHECK(t.device().is_cpu(), "chorus: only CPU tensors are supported, got ", t.device());
 }
 
-/// What one torch call hands to the completion thread: the Chorus requests it
-/// issued (in order), tensors to keep alive until they finish, and the steps
-/// that run after the last one succeeded (copies into the caller's tensors).
+/// What one torch call hands to the completion thread: the one Chorus request
+/// it issued, tensors to keep alive until it finishes, and the steps that run
+/// after it succeeded (copies into the caller's tensors).
 struct Issue {
-  std::vector<chorus_request_t*> reqs;
+  chorus_request_t* req = nullptr;
   std::vector<at::Tensor> keep;
   std::vector<std::function<void()>> post;
 };
@@ -208,9 +210,9 @@ class ChorusWork : public c10d::Work {
 
   ~ChorusWork() override {
     // Normally empty here: the completion thread owns a reference until done.
-    for (auto* r : is_.reqs) {
-      chorus_wait(r, -1);
-      chorus_request_free(r);
+    if (is_.req) {
+      chorus_wait(is_.req, -1);
+      chorus_request_free(is_.req);
     }
   }
 
@@ -238,19 +240,17 @@ class ChorusWork : public c10d::Work {
 
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
 
-  /// Completion thread: waits for every request in order, runs the post
-  /// steps, and returns the error if any (nullptr on success).
+  /// Completion thread: waits for the request, runs the post steps, and
+  /// returns the error if any (nullptr on success).
   std::exception_ptr run() {
     std::exception_ptr eptr;
-    for (auto* r : is_.reqs) {
-      int rc = chorus_wait(r, -1);
-      if (rc != CHORUS_OK && !eptr)
-        eptr = std::make_exception_ptr(std::runtime_error(std::string("chorus: ") + name_ + ": " +
-                                                          chorus_status_name(rc) + ": " +
-                                                          chorus_last_error()));
-      chorus_request_free(r);
-    }
-    is_.reqs.clear();
+    int rc = chorus_wait(is_.req, -1);
+    if (rc != CHORUS_OK)
+      eptr = std::make_exception_ptr(std::runtime_error(std::string("chorus: ") + name_ + ": " +
+                                                        chorus_status_name(rc) + ": " +
+                                                        chorus_last_error()));
+    chorus_request_free(is_.req);
+    is_.req = nullptr;
     if (!eptr) {
       try {
         for (auto& f : is_.post) f();
@@ -399,7 +399,7 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
     if (int rc = chorus_ibroadcast(comm_, t.data_ptr(), size_t(t.numel()), to_dtype(t),
                                    int(opts.rootRank), &r))
       fail("broadcast", rc);
-    is.reqs.push_back(r);
+    is.req = r;
     return enqueue(c10d::OpType::BROADCAST, "broadcast", std::move(is), tensor_list(tensors));
   }
 
@@ -444,10 +444,35 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
                                         const c10d::ReduceOptions& opts) override {
     TORCH_CHECK(tensors.size() == 1, "chorus: reduce takes one tensor");
     check_root(opts.rootRank, getSize(), "reduce");
-    check_cpu(tensors[0]);
+    const int root = int(opts.rootRank);
+    const bool at_root = getRank() == root;
     std::lock_guard<std::mutex> order(issue_mu_);
     Issue is;
-    compose_reduce(is, tensors[0], opts.reduceOp, int(opts.rootRank));
+    // Only the root's tensor is an output; elsewhere it is left as it was.
+    at::Tensor t = staged(tensors[0], is, at_root);
+    is.keep.push_back(t);
+    const size_t count = size_t(t.numel());
+    chorus_request_t* r = nullptr;
+    int rc = CHORUS_OK;
+    if (is_bitwise(opts.reduceOp)) {
+      // Chorus has no bitwise ops: gather to the root, which folds in rank order.
+      check_bitwise_dtype(t);
+      at::Tensor flat;
+      if (at_root) {
+        flat = at::empty({int64_t(getSize()) * t.numel()}, t.options());
+        is.keep.push_back(flat);
+        is.post.insert(is.post.begin(), [t, flat, n = getSize(), op = opts.reduceOp]() mutable {
+          t.copy_(fold_bitwise(flat, n, op).view(t.sizes()));
+        });
+      }
+      rc = chorus_igather(comm_, t.data_ptr(), at_root ? flat.data_ptr() : nullptr, count,
+                          to_dtype(t), root, &r);
+    } else {
+      rc = chorus_ireduce(comm_, t.data_ptr(), at_root ? t.data_ptr() : nullptr, count, to_dtype(t),
+                          to_op(opts.reduceOp), root, &r);
+    }
+    if (rc != CHORUS_OK) fail("reduce", rc);
+    is.req = r;
     return enqueue(c10d::OpType::REDUCE, "reduce", std::move(is), tensor_list(tensors));
   }
 
@@ -473,7 +498,7 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
     if (int rc = chorus_iall_gather(comm_, in.data_ptr(), flat.data_ptr(), size_t(in.numel()),
                                     to_dtype(in), &r))
       fail("allgather", rc);
-    is.reqs.push_back(r);
+    is.req = r;
     return enqueue(c10d::OpType::ALLGATHER, "allgather", std::move(is), tensor_lists(outputs));
   }
 
@@ -496,7 +521,7 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
     if (int rc = chorus_iall_gather(comm_, in.data_ptr(), out.data_ptr(), size_t(in.numel()),
                                     to_dtype(in), &r))
       fail("_allgather_base", rc);
-    is.reqs.push_back(r);
+    is.req = r;
     return enqueue(c10d::OpType::_ALLGATHER_BASE, "_allgather_base", std::move(is),
                    tensor_list({output}));
   }
@@ -538,7 +563,7 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
     if (int rc = chorus_iall_gather(comm_, in.data_ptr(), flat.data_ptr(), size_t(in.numel()),
                                     CHORUS_UINT8, &r))
       fail("allgather_coalesced", rc);
-    is.reqs.push_back(r);
+    is.req = r;
     return enqueue(c10d::OpType::ALLGATHER_COALESCED, "allgather_coalesced", std::move(is),
                    tensor_lists(outputs));
   }
@@ -558,9 +583,26 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
       TORCH_CHECK(outputs.empty(), "chorus: gather: only the root (rank ", opts.rootRank,
                   ") takes output tensors");
     }
+    const int root = int(opts.rootRank);
     std::lock_guard<std::mutex> order(issue_mu_);
     Issue is;
-    compose_gather(is, inputs[0], outputs.empty() ? std::vector<at::Tensor>{} : outputs[0]);
+    at::Tensor in = staged(inputs[0], is, false);
+    is.keep.push_back(in);
+    // The root receives into one flat buffer and copies each block out.
+    at::Tensor flat;
+    if (getRank() == root) {
+      flat = at::empty({int64_t(getSize()) * in.numel()}, in.options());
+      is.keep.push_back(flat);
+      is.post.push_back([flat, outs = outputs[0], n = in.numel()]() mutable {
+        for (size_t i = 0; i < outs.size(); ++i)
+          outs[i].copy_(flat.narrow(0, int64_t(i) * n, n).view(outs[i].sizes()));
+      });
+    }
+    chorus_request_t* r = nullptr;
+    if (int rc = chorus_igather(comm_, in.data_ptr(), flat.defined() ? flat.data_ptr() : nullptr,
+                                size_t(in.numel()), to_dtype(in), root, &r))
+      fail("gather", rc);
+    is.req = r;
     return enqueue(c10d::OpType::GATHER, "gather", std::move(is), tensor_lists(outputs));
   }
 
@@ -579,10 +621,22 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
       TORCH_CHECK(inputs.empty(), "chorus: scatter: only the root (rank ", opts.rootRank,
                   ") takes input tensors");
     }
+    const int root = int(opts.rootRank);
     std::lock_guard<std::mutex> order(issue_mu_);
     Issue is;
-    compose_scatter(is, outputs[0], inputs.empty() ? std::vector<at::Tensor>{} : inputs[0],
-                    int(opts.rootRank));
+    at::Tensor out = staged(outputs[0], is, true);
+    is.keep.push_back(out);
+    // The root sends from one flat copy of its input list.
+    at::Tensor flat;
+    if (getRank() == root) {
+      flat = flatten(inputs[0], out);
+      is.keep.push_back(flat);
+    }
+    chorus_request_t* r = nullptr;
+    if (int rc = chorus_iscatter(comm_, flat.defined() ? flat.data_ptr() : nullptr, out.data_ptr(),
+                                 size_t(out.numel()), to_dtype(out), root, &r))
+      fail("scatter", rc);
+    is.req = r;
     return enqueue(c10d::OpType::SCATTER, "scatter", std::move(is), tensor_list(outputs));
   }
 
@@ -607,7 +661,7 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
     if (int rc = chorus_ireduce_scatter(comm_, in.data_ptr(), out.data_ptr(), size_t(out.numel()),
                                         to_dtype(out), op, &r))
       fail("reduce_scatter", rc);
-    is.reqs.push_back(r);
+    is.req = r;
     return enqueue(c10d::OpType::REDUCE_SCATTER, "reduce_scatter", std::move(is),
                    tensor_list(outputs));
   }
@@ -632,7 +686,7 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
     if (int rc = chorus_ireduce_scatter(comm_, in.data_ptr(), out.data_ptr(), size_t(out.numel()),
                                         to_dtype(out), op, &r))
       fail("_reduce_scatter_base", rc);
-    is.reqs.push_back(r);
+    is.req = r;
     return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, "_reduce_scatter_base", std::move(is),
                    tensor_list({output}));
   }
@@ -651,18 +705,10 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
     Issue is;
     at::Tensor in = staged(input, is, false);
     at::Tensor out = staged(output, is, true);
-    is.keep = {in, out};
-    std::vector<Block> send, recv;
-    size_t esz = size_t(in.element_size());
-    int64_t so = 0, ro = 0;
-    for (int p = 0; p < getSize(); ++p) {
-      send.push_back({static_cast<char*>(in.data_ptr()) + size_t(so) * esz, size_t(in_counts[p])});
-      recv.push_back(
-          {static_cast<char*>(out.data_ptr()) + size_t(ro) * esz, size_t(out_counts[p])});
-      so += in_counts[p];
-      ro += out_counts[p];
-    }
-    compose_alltoall(is, send, recv, to_dtype(in), esz);
+    // all_to_allv has no in-place form: a caller passing one tensor twice
+    // gets its input copied first.
+    if (at::get_overlap_status(in, out) != at::MemOverlapStatus::No) in = in.clone();
+    issue_alltoall(is, in, in_counts, out, out_counts, "alltoall_base");
     return enqueue(c10d::OpType::ALLTOALL_BASE, "alltoall_base", std::move(is),
                    tensor_list({output}));
   }
@@ -682,17 +728,25 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
     }
     std::lock_guard<std::mutex> order(issue_mu_);
     Issue is;
-    std::vector<Block> send, recv;
-    size_t esz = size_t(inputs[0].element_size());
+    // The library takes one send and one receive buffer: the inputs travel
+    // as one flat copy, the outputs are copied out of one flat buffer.
+    std::vector<int64_t> in_counts, out_counts;
+    int64_t out_total = 0;
     for (int p = 0; p < getSize(); ++p) {
-      at::Tensor in = staged(inputs[p], is, false);
-      at::Tensor out = staged(outputs[p], is, true);
-      is.keep.push_back(in);
-      is.keep.push_back(out);
-      send.push_back({in.data_ptr(), size_t(in.numel())});
-      recv.push_back({out.data_ptr(), size_t(out.numel())});
+      in_counts.push_back(inputs[p].numel());
+      out_counts.push_back(outputs[p].numel());
+      out_total += outputs[p].numel();
     }
-    compose_alltoall(is, send, recv, to_dtype(inputs[0]), esz);
+    at::Tensor in = flatten(inputs, inputs[0]);
+    at::Tensor out = at::empty({out_total}, inputs[0].options());
+    is.post.push_back([out, outs = outputs]() mutable {
+      int64_t off = 0;
+      for (auto& o : outs) {
+        o.copy_(out.narrow(0, off, o.numel()).view(o.sizes()));
+        off += o.numel();
+      }
+    });
+    issue_alltoall(is, in, in_counts, out, out_counts, "alltoall");
     return enqueue(c10d::OpType::ALLTOALL, "alltoall", std::move(is), tensor_list(outputs));
   }
 
@@ -701,7 +755,7 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
     Issue is;
     chorus_request_t* r = nullptr;
     if (int rc = chorus_ibarrier(comm_, &r)) fail("barrier", rc);
-    is.reqs.push_back(r);
+    is.req = r;
     return enqueue(c10d::OpType::BARRIER, "barrier", std::move(is),
                    tensor_list(std::vector<at::Tensor>{}));
   }
@@ -716,7 +770,7 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
     chorus_request_t* r = nullptr;
     if (int rc = chorus_isend(comm_, t.data_ptr(), size_t(t.numel()), to_dtype(t), dst, &r))
       fail("send", rc);
-    is.reqs.push_back(r);
+    is.req = r;
     return enqueue(c10d::OpType::SEND, "send", std::move(is), tensor_list(tensors));
   }
 
@@ -730,7 +784,7 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
     chorus_request_t* r = nullptr;
     if (int rc = chorus_irecv(comm_, t.data_ptr(), size_t(t.numel()), to_dtype(t), src, &r))
       fail("recv", rc);
-    is.reqs.push_back(r);
+    is.req = r;
     return enqueue(c10d::OpType::RECV, "recv", std::move(is), tensor_list(tensors), src);
   }
 
@@ -742,11 +796,6 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
   }
 
  private:
-  struct Block {
-    void* ptr;
-    size_t count;
-  };
-
   static void check_tag(int tag) {
     TORCH_CHECK(tag == 0, "chorus: send/recv with tag ", tag,
                 " needs the library's tagged point-to-point, which Chorus does not have yet; "
@@ -802,139 +851,62 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
                                       to_dtype(t), op, &r))
         fail(name, rc);
     }
-    is.reqs.push_back(r);
+    is.req = r;
   }
 
-  /// reduce to `root`: composed until the library's own reduce is used (an
-  /// all_reduce into a temporary; only the root copies the result out).
-  void compose_reduce(Issue& is, const at::Tensor& t, const c10d::ReduceOp& op, int root) {
-    at::Tensor tmp = t.contiguous().clone();
-    issue_allreduce(is, tmp, op, "reduce");
-    if (getRank() == root) is.post.push_back([t, tmp]() mutable { t.copy_(tmp.view(t.sizes())); });
+  /// One contiguous 1-D copy of `ts` (same dtype as `like`), in list order.
+  static at::Tensor flatten(const std::vector<at::Tensor>& ts, const at::Tensor& like) {
+    if (ts.empty()) return at::empty({0}, like.options());
+    std::vector<at::Tensor> parts;
+    for (auto& t : ts) parts.push_back(t.reshape({-1}));
+    return at::cat(parts);
   }
 
-  /// gather to the root: composed until the library's own gather is used (an
-  /// all_gather into a temporary; only the root, whose `outs` is not empty,
-  /// copies the blocks out).
-  void compose_gather(Issue& is, const at::Tensor& input, std::vector<at::Tensor> outs) {
-    at::Tensor in = input.contiguous();
-    at::Tensor flat = at::empty({int64_t(getSize()) * in.numel()}, in.options());
-    is.keep.insert(is.keep.end(), {in, flat});
-    if (!outs.empty())
-      is.post.push_back([flat, outs, n = in.numel()]() mutable {
-        for (size_t i = 0; i < outs.size(); ++i)
-          outs[i].copy_(flat.narrow(0, int64_t(i) * n, n).view(outs[i].sizes()));
-      });
+  /// all_to_all of the contiguous `in` into the contiguous `out` (disjoint),
+  /// with per-peer element counts laid out back to back in rank order: the
+  /// library's all_to_all when every count is the same, else all_to_allv.
+  void issue_alltoall(Issue& is, const at::Tensor& in, const std::vector<int64_t>& in_counts,
+                      const at::Tensor& out, const std::vector<int64_t>& out_counts,
+                      const char* name) {
+    const int n = getSize();
+    is.keep.insert(is.keep.end(), {in, out});
     chorus_request_t* r = nullptr;
-    if (int rc = chorus_iall_gather(comm_, in.data_ptr(), flat.data_ptr(), size_t(in.numel()),
-                                    to_dtype(in), &r))
-      fail("gather", rc);
-    is.reqs.push_back(r);
-  }
-
-  /// scatter from the root: composed until the library's own scatter is used
-  /// (the root sends block r to rank r in rank order, every other rank
-  /// receives one message; no cycle, so the in-order execution cannot block).
-  void compose_scatter(Issue& is, const at::Tensor& output, const std::vector<at::Tensor>& ins,
-                       int root) {
-    at::Tensor out = staged(output, is, true);
-    is.keep.push_back(out);
-    if (getRank() != root) {
-      chorus_request_t* r = nullptr;
-      if (int rc =
-              chorus_irecv(comm_, out.data_ptr(), size_t(out.numel()), to_dtype(out), root, &r))
-        fail("scatter", rc);
-      is.reqs.push_back(r);
-      return;
-    }
-    for (int p = 0; p < getSize(); ++p) {
-      at::Tensor in = ins[size_t(p)].contiguous();
-      is.keep.push_back(in);
-      if (p == root) {
-        is.post.insert(is.post.begin(), [out, in]() mutable { out.copy_(in.view(out.sizes())); });
-        continue;
+    int rc = CHORUS_OK;
+    const bool equal = std::all_of(in_counts.begin(), in_counts.end(),
+                                   [&](int64_t c) { return c == in_counts[0]; }) &&
+                       std::all_of(out_counts.begin(), out_counts.end(),
+                                   [&](int64_t c) { return c == in_counts[0]; });
+    if (equal) {
+      rc = chorus_iall_to_all(comm_, in.data_ptr(), out.data_ptr(), size_t(in_counts[0]),
+                              to_dtype(in), &r);
+    } else {
+      const size_t np = size_t(n);
+      std::vector<size_t> sc(np), so(np), rcnt(np), ro(np);
+      size_t s_off = 0, r_off = 0;
+      for (size_t p = 0; p < np; ++p) {
+        sc[p] = size_t(in_counts[p]);
+        so[p] = s_off;
+        s_off += sc[p];
+        rcnt[p] = size_t(out_counts[p]);
+        ro[p] = r_off;
+        r_off += rcnt[p];
       }
-      chorus_request_t* r = nullptr;
-      int rc = chorus_isend(comm_, in.data_ptr(), size_t(in.numel()), to_dtype(in), p, &r);
-      if (rc != CHORUS_OK) abandon(is, "scatter", rc);
-      is.reqs.push_back(r);
+      rc = chorus_iall_to_allv(comm_, in.data_ptr(), sc.data(), so.data(), out.data_ptr(),
+                               rcnt.data(), ro.data(), to_dtype(in), &r);
     }
-  }
-
-  /// alltoall: composed until the library's own all_to_all(v) is used.
-  /// Pairwise exchange in rounds k = 0..n-1: in round k rank r pairs with
-  /// (k - r) mod n, a perfect matching (a rank paired with itself copies
-  /// locally). Within a pair the lower rank sends first and the higher one
-  /// receives first, and every rank walks the rounds in the same order, so
-  /// the in-order, one-at-a-time execution never waits in a cycle. Empty
-  /// blocks are skipped on both sides (the sender's count is the receiver's).
-  void compose_alltoall(Issue& is, const std::vector<Block>& send, const std::vector<Block>& recv,
-                        int dtype, size_t esz) {
-    int n = getSize(), me = getRank();
-    for (int k = 0; k < n; ++k) {
-      int peer = ((k - me) % n + n) % n;
-      if (peer == me) {
-        TORCH_CHECK(send[size_t(me)].count == recv[size_t(me)].count,
-                    "chorus: alltoall: ", send[size_t(me)].count, " elements to self but ",
-                    recv[size_t(me)].count, " expected from self");
-        Block s = send[size_t(me)], d = recv[size_t(me)];
-        is.post.insert(is.post.begin(), [s, d, esz] {
-          if (s.count) std::memcpy(d.ptr, s.ptr, s.count * esz);
-        });
-        continue;
-      }
-      auto do_send = [&] {
-        const Block& b = send[size_t(peer)];
-        if (b.count == 0) return;
-        chorus_request_t* r = nullptr;
-        int rc = chorus_isend(comm_, b.ptr, b.count, dtype, peer, &r);
-        if (rc != CHORUS_OK) abandon(is, "alltoall", rc);
-        is.reqs.push_back(r);
-      };
-      auto do_recv = [&] {
-        const Block& b = recv[size_t(peer)];
-        if (b.count == 0) return;
-        chorus_request_t* r = nullptr;
-        int rc = chorus_irecv(comm_, b.ptr, b.count, dtype, peer, &r);
-        if (rc != CHORUS_OK) abandon(is, "alltoall", rc);
-        is.reqs.push_back(r);
-      };
-      if (me < peer) {
-        do_send();
-        do_recv();
-      } else {
-        do_recv();
-        do_send();
-      }
-    }
-  }
-
-  /// A composed op whose k-th request could not be issued: the earlier ones
-  /// are already queued and use the buffers, so they are handed to the
-  /// completion thread (which keeps the buffers alive), then the error is
-  /// raised.
-  [[noreturn]] void abandon(Issue& is, const char* name, int rc) {
-    std::string msg = std::string(chorus_status_name(rc)) + ": " + chorus_last_error();
-    is.post.clear();
-    if (!is.reqs.empty())
-      push(c10::make_intrusive<ChorusWork>(c10d::OpType::UNKNOWN, name, std::move(is),
-                                           c10::IValue()));
-    TORCH_CHECK(false, "chorus: ", name, ": ", msg);
+    if (rc != CHORUS_OK) fail(name, rc);
+    is.req = r;
   }
 
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, const char* name, Issue is,
                                          c10::IValue value, int source = -1) {
     auto w = c10::make_intrusive<ChorusWork>(type, name, std::move(is), std::move(value), source);
-    push(w);
-    return w;
-  }
-
-  void push(c10::intrusive_ptr<ChorusWork> w) {
     {
       std::lock_guard<std::mutex> lock(queue_mu_);
-      queue_.push_back(std::move(w));
+      queue_.push_back(w);
     }
     queue_cv_.notify_one();
+    return w;
   }
 
   /// The completion thread: requests finish in issue order, so waiting for
