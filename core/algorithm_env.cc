@@ -1,7 +1,8 @@
-// The host callbacks an algorithm plugin gets in its environment table
-// (chorus_algorithm_env_v1_t): endpoint lookup, memory registration for the
-// call, progress with deadline, abort and peer-loss checks, failure reports
-// and logging.
+// The host callbacks an algorithm gets in its environment table
+// (chorus_algo_env_v1_t, filled in by Communicator::run): endpoint lookup,
+// memory registration for the length of the call, progress (polling with the
+// call's deadline and the abort and peer-loss checks), failure reports and
+// logging.
 
 #include "core/communicator.h"
 

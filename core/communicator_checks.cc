@@ -1,7 +1,7 @@
 // Issue-time argument checks: dtype, op, buffer size and address range,
 // root, aliasing and all_to_allv counts, checked on the caller's thread
-// before a call is queued, so a bad argument fails at once and identically
-// on every rank.
+// before a call is queued (core/api.cc), so a bad argument fails at once
+// instead of inside an algorithm.
 
 #include "core/communicator.h"
 

@@ -1,5 +1,6 @@
-// Counters: the per-communicator operation, byte, error and per-algorithm
-// counts that chorus_comm_counters reports.
+// Counters: the per-communicator byte, message, operation (per algorithm),
+// request, wait, retry and error counts, in total and per peer, that
+// chorus_comm_counters reports.
 
 #include "core/communicator.h"
 
