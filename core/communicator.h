@@ -31,7 +31,7 @@
 namespace chorus::core {
 
 class Communicator;
-struct NoticeWire;  // core/communicator.cc
+struct NoticeWire;  // core/notice_wire.h
 
 /// One operation issued on a communicator: queued, then run in issue order by
 /// whichever thread executes the communicator's stream (the caller of a

@@ -2,17 +2,28 @@
 # libchorus.so for hosts and directly into unit tests and tools that need
 # internals (chorus-info).
 add_library(chorus_core STATIC
+  algorithm_env.cc
   api.cc
   auto_transport.cc
   call_signature.cc
   communicator.cc
+  communicator_checks.cc
+  communicator_counters.cc
+  communicator_dispatch.cc
+  communicator_select.cc
+  communicator_split.cc
+  communicator_wireup.cc
   config.cc
   config_keys.cc
   elf_check.cc
   job_identity.cc
   log.cc
   log_limiter.cc
+  peer_notices.cc
   plugin_loader.cc
+  proxied_ops.cc
+  request_queue.cc
+  signature_exchange.cc
   suggest.cc
   transport_probe.cc)
 target_compile_features(chorus_core PUBLIC cxx_std_20)

@@ -1,0 +1,56 @@
+// Counters: the per-communicator byte, message, operation (per algorithm),
+// request, wait, retry and error counts, in total and per peer, that
+// chorus_comm_counters reports.
+
+#include "core/communicator.h"
+
+#include <chorus/chorus.h>
+
+namespace chorus::core {
+
+std::atomic<uint64_t>* Communicator::algo_counter(int collective, const char* algo) {
+  std::string key = std::string(chorus_collective_name(collective)) + "." + algo;
+  for (auto& [name, value] : algo_ops_)
+    if (name == key) return value.get();
+  return nullptr;
+}
+
+std::vector<std::pair<std::string, uint64_t>> Communicator::counters() const {
+  std::vector<std::pair<std::string, uint64_t>> out;
+  auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+  uint64_t bs = 0, ms = 0, br = 0, mr = 0;
+  for (int p = 0; p < size_ && peer_counters_; ++p) {
+    const PeerCounters& c = peer_counters_[size_t(p)];
+    bs += get(c.bytes_sent), ms += get(c.msgs_sent), br += get(c.bytes_recv),
+        mr += get(c.msgs_recv);
+  }
+  out.emplace_back("bytes_sent", bs);
+  out.emplace_back("messages_sent", ms);
+  out.emplace_back("bytes_received", br);
+  out.emplace_back("messages_received", mr);
+  for (const auto& [name, value] : algo_ops_) out.emplace_back("ops." + name, get(*value));
+  out.emplace_back("ops.send", get(send_ops_));
+  out.emplace_back("ops.recv", get(recv_ops_));
+  out.emplace_back("ops.inline", get(inline_ops_));
+  out.emplace_back("ops.queued", get(queued_ops_));
+  out.emplace_back("requests.issued", get(requests_issued_));
+  out.emplace_back("requests.cancelled", get(requests_cancelled_));
+  out.emplace_back("wait.transport_ns", get(transport_wait_ns_));
+  out.emplace_back("wait.request_ns", get(*request_wait_ns_));
+  out.emplace_back("retries", get(retries_));
+  out.emplace_back("errors", get(errors_));
+  for (const auto& [name, peers] : auto_peer_counts_)
+    out.emplace_back("transport.auto." + name + "_peers", peers);
+  for (int p = 0; p < size_ && peer_counters_; ++p) {
+    if (p == rank_) continue;
+    const PeerCounters& c = peer_counters_[size_t(p)];
+    std::string base = "peer." + std::to_string(p) + ".";
+    out.emplace_back(base + "bytes_sent", get(c.bytes_sent));
+    out.emplace_back(base + "messages_sent", get(c.msgs_sent));
+    out.emplace_back(base + "bytes_received", get(c.bytes_recv));
+    out.emplace_back(base + "messages_received", get(c.msgs_recv));
+  }
+  return out;
+}
+
+}  // namespace chorus::core

@@ -1,0 +1,48 @@
+// Internals shared by the files that implement Communicator, and by no one
+// else. Where each part of Communicator lives:
+//   communicator.cc           create, init, abort, usable/broken, finalize
+//   communicator_select.cc    transport and algorithm choice, fingerprint
+//   communicator_wireup.cc    context, endpoints, address exchange, staging
+//   communicator_dispatch.cc  running one collective or p2p call
+//   communicator_checks.cc    issue-time argument checks
+//   request_queue.cc          Request, the issue-order queue, the worker
+//   proxied_ops.cc            the transport ops an algorithm posts through
+//   algorithm_env.cc          the host callbacks an algorithm gets
+//   peer_notices.cc           peer-loss, timeout and finalize notices
+//   signature_exchange.cc     call signatures and mismatches
+//   communicator_counters.cc  counters
+//   communicator_split.cc     split
+#pragma once
+
+#include "core/communicator.h"
+#include "core/limits.h"
+#include "core/status.h"
+
+#include <chrono>
+#include <cstddef>
+
+namespace chorus::core {
+
+/// The communicator whose call is running on this thread (algorithms call the
+/// proxy transport ops from the thread that called the collective). Set by
+/// the dispatching code in communicator_dispatch.cc for the length of a call;
+/// defined in proxied_ops.cc.
+extern thread_local Communicator* t_running;
+
+/// A configured timeout as milliseconds for Deadline::after: saturating (a
+/// timeout too large to represent becomes milliseconds::max(), which
+/// Deadline::after turns into "no deadline") and at least 1 ms when positive.
+inline std::chrono::milliseconds seconds_ms(double s) {
+  return timeout_ms_from_seconds(s).value_or(std::chrono::milliseconds::max());
+}
+
+/// Validates a buffer of `count` * `blocks` elements of `dtype`: its byte
+/// size must not exceed kMaxBufferBytes (so no later count, chunk or offset
+/// arithmetic can wrap) and it must not run past the end of the address space.
+Status check_buffer(const void* p, size_t count, size_t blocks, int dtype, const char* name);
+
+/// INVALID_ARGUMENT when no reduction kernel exists for (dtype, op), with the
+/// reason.
+Status check_op(int dtype, int op);
+
+}  // namespace chorus::core

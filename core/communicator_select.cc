@@ -1,0 +1,187 @@
+// Algorithm selection: the transport plugin to load, the algorithm plugin
+// for each collective (configured, pinned or `auto` among the built-ins), the
+// choice per call by size, and the init fingerprint that every rank must
+// share.
+
+#include "core/communicator.h"
+
+#include <chorus/chorus.h>
+
+#include "core/auto_transport.h"
+#include "core/log.h"
+
+#include <cstring>
+#include <limits>
+#include <set>
+
+namespace chorus::core {
+
+namespace {
+
+constexpr const char* kBuiltinAlgorithms[] = {"ring", "mesh"};
+
+}  // namespace
+
+Result<std::shared_ptr<Plugin>> Communicator::load_transport() const {
+  if (cfg_.transport == kAutoTransportName) return auto_transport_plugin();
+  return load_plugin(PluginKind::kTransport, cfg_.transport, plugin_search_path(cfg_.plugin_path));
+}
+
+Status Communicator::select_algorithms() {
+  auto search = plugin_search_path(cfg_.plugin_path);
+  std::set<std::string> pinned;
+  bool any_auto = false;
+  for (const auto& name : cfg_.algorithm) {
+    if (name == "auto")
+      any_auto = true;
+    else
+      pinned.insert(name);
+  }
+  auto add = [&](const std::string& name, bool required) -> Status {
+    for (const auto& p : algorithms_)
+      if (p->name() == name) return Status::ok();
+    auto loaded = load_plugin(PluginKind::kAlgorithm, name, search);
+    if (!loaded.is_ok()) {
+      if (required) return loaded.status().with_context("rank " + std::to_string(rank_));
+      CHORUS_LOGF(
+          CHORUS_LOG_DEBUG, rank_,
+          "built-in algorithm '" << name << "' not available: " << loaded.status().message());
+      return Status::ok();
+    }
+    algorithms_.push_back(*loaded);
+    std::vector<chorus_kv_t> kv;
+    if (auto it = cfg_.algorithm_settings.find(name); it != cfg_.algorithm_settings.end())
+      for (const auto& s : it->second)
+        kv.push_back({s.key.c_str(), s.value.c_str(), s.origin.c_str()});
+    algorithm_kv_.push_back(std::move(kv));
+    return Status::ok();
+  };
+  for (const auto& name : pinned)
+    if (auto st = add(name, true); !st.is_ok()) return st;
+  if (any_auto)
+    for (const char* name : kBuiltinAlgorithms)
+      if (auto st = add(name, false); !st.is_ok()) return st;
+
+  // The op's slot is read only when the table is long enough to hold it: a
+  // plugin built against an older minor ends before the newer entries.
+  auto implements = [](const chorus_algorithm_plugin_v1_t* a, int coll) {
+    using T = chorus_algorithm_plugin_v1_t;
+    size_t off = 0;
+    switch (coll) {
+      case CHORUS_COLL_ALL_REDUCE:
+        off = offsetof(T, all_reduce);
+        break;
+      case CHORUS_COLL_ALL_GATHER:
+        off = offsetof(T, all_gather);
+        break;
+      case CHORUS_COLL_REDUCE_SCATTER:
+        off = offsetof(T, reduce_scatter);
+        break;
+      case CHORUS_COLL_BROADCAST:
+        off = offsetof(T, broadcast);
+        break;
+      case CHORUS_COLL_REDUCE:
+        off = offsetof(T, reduce);
+        break;
+      case CHORUS_COLL_GATHER:
+        off = offsetof(T, gather);
+        break;
+      case CHORUS_COLL_SCATTER:
+        off = offsetof(T, scatter);
+        break;
+      case CHORUS_COLL_ALL_TO_ALL:
+        off = offsetof(T, all_to_all);
+        break;
+      case CHORUS_COLL_ALL_TO_ALLV:
+        off = offsetof(T, all_to_allv);
+        break;
+      default:
+        off = offsetof(T, barrier);
+        break;
+    }
+    if (a->struct_size < off + sizeof(void*)) return false;
+    void* op = nullptr;
+    std::memcpy(&op, reinterpret_cast<const char*>(a) + off, sizeof(op));
+    return op != nullptr;
+  };
+  for (int coll = 0; coll < CHORUS_COLL_COUNT; ++coll) {
+    const std::string& want = cfg_.algorithm[coll];
+    std::string key = std::string("algorithm.") + chorus_collective_name(coll);
+    for (size_t i = 0; i < algorithms_.size(); ++i) {
+      const Plugin& p = *algorithms_[i];
+      if (want != "auto" && p.name() != want) continue;
+      constexpr uint32_t kReproducible =
+          CHORUS_ALGO_DETERMINISTIC_ACROSS_RANKS | CHORUS_ALGO_DETERMINISTIC_ACROSS_RUNS;
+      if (want == "auto" && cfg_.deterministic &&
+          (p.algorithm()->flags & kReproducible) != kReproducible)
+        continue;
+      if (implements(p.algorithm(), coll)) {
+        candidates_[coll].push_back(&p);
+      } else if (want != "auto") {
+        auto origin = cfg_.origins.find(key);
+        return {CHORUS_ERR_INVALID_ARGUMENT,
+                "algorithm '" + want + "' (" + key + ", set by " +
+                    (origin != cfg_.origins.end() ? origin->second : "?") +
+                    ") does not implement " + chorus_collective_name(coll) +
+                    "; choose another algorithm or \"auto\""};
+      }
+    }
+    if (candidates_[coll].empty())
+      return {CHORUS_ERR_UNAVAILABLE, std::string("no algorithm available for ") +
+                                          chorus_collective_name(coll) +
+                                          "; the built-in ring plugin was not found next to "
+                                          "libchorus (run chorus-info)"};
+  }
+  return Status::ok();
+}
+
+const chorus_algorithm_plugin_v1_t* Communicator::choose(int collective, uint64_t bytes) const {
+  if (collective < 0 || collective >= CHORUS_COLL_COUNT) return nullptr;
+  const auto& list = candidates_[collective];
+  if (list.empty()) return nullptr;
+  if (list.size() == 1) return list.front()->algorithm();
+  // With algorithm.switch_bytes set, the plugins' preferences only decide which
+  // candidate is the latency one (best for 1 byte) and which the bandwidth one
+  // (best for 1 GiB); the configured size picks between those two.
+  uint64_t probe = bytes;
+  if (cfg_.switch_bytes > 0) probe = bytes < cfg_.switch_bytes ? 1 : (1ull << 30);
+  const chorus_algorithm_plugin_v1_t* best = list.front()->algorithm();
+  int best_score = std::numeric_limits<int>::min();
+  for (const Plugin* p : list) {
+    const auto* a = p->algorithm();
+    bool has_pref =
+        a->struct_size >= offsetof(chorus_algorithm_plugin_v1_t, preference) + sizeof(void*) &&
+        a->preference != nullptr;
+    int score = has_pref ? a->preference(collective, size_, probe) : 0;
+    if (score < 0) continue;
+    if (score > best_score) {
+      best_score = score;
+      best = a;
+    }
+  }
+  return best;
+}
+
+std::string Communicator::fingerprint() const {
+  // Every rank must agree on what shapes the wire traffic; a mismatch would
+  // otherwise show up as a hang or garbage much later.
+  std::string transport = cfg_.transport;
+  if (transport == kAutoTransportName) {
+    auto [local, fabric] = auto_transport_names(cfg_);
+    transport += "(local=" + local + ",fabric=" + fabric + ")";
+  }
+  std::string f = "transport=" + transport + " channels=" + std::to_string(cfg_.channels) +
+                  " staging_slot_size=" + std::to_string(cfg_.staging_slot_size) +
+                  " staging_slots=" + std::to_string(cfg_.staging_slots) +
+                  " deterministic=" + std::to_string(cfg_.deterministic) +
+                  " switch_bytes=" + std::to_string(cfg_.switch_bytes) +
+                  " check_signatures=" + std::to_string(cfg_.check_signatures);
+  for (int c = 0; c < CHORUS_COLL_COUNT; ++c) {
+    f += std::string(" ") + chorus_collective_name(c) + "=" + cfg_.algorithm[c];
+    for (const Plugin* p : candidates_[c])
+      f += (p == candidates_[c].front() ? ":" : ",") + p->name();
+  }
+  return f;
+}
+
+}  // namespace chorus::core

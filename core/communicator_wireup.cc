@@ -1,0 +1,239 @@
+// Wire-up: opens the transport context, opens the data endpoints to every
+// peer and channel, exchanges their address blobs through the bootstrap,
+// connects them, and sets up the registered staging buffers the algorithms
+// use.
+
+#include "core/communicator.h"
+
+#include <chorus/chorus.h>
+
+#include "core/auto_transport.h"
+#include "core/log.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+namespace chorus::core {
+
+namespace {
+
+void put_u32(std::vector<std::byte>& out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out.push_back(std::byte((v >> (8 * i)) & 0xff));
+}
+
+void put_bytes(std::vector<std::byte>& out, const void* p, size_t n) {
+  put_u32(out, uint32_t(n));
+  auto* b = static_cast<const std::byte*>(p);
+  out.insert(out.end(), b, b + n);
+}
+
+/// Reads a length-prefixed field; false when the blob is too short.
+bool get_bytes(const std::vector<std::byte>& in, size_t& pos, const std::byte*& p, size_t& n) {
+  if (in.size() - pos < 4 || pos > in.size()) return false;
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= uint32_t(in[pos + size_t(i)]) << (8 * i);
+  pos += 4;
+  if (in.size() - pos < v) return false;
+  p = in.data() + pos;
+  n = v;
+  pos += v;
+  return true;
+}
+
+}  // namespace
+
+Status Communicator::open_context() {
+  // The composite transport gets its sub-transports' settings too (prefixed
+  // with their names) and the plugin path to find them.
+  std::vector<Setting> settings;
+  if (cfg_.transport == kAutoTransportName) {
+    settings = auto_transport_settings(cfg_);
+  } else if (auto it = cfg_.transport_settings.find(cfg_.transport);
+             it != cfg_.transport_settings.end()) {
+    settings = it->second;
+  }
+  std::vector<chorus_kv_t> kv;
+  for (const auto& s : settings) kv.push_back({s.key.c_str(), s.value.c_str(), s.origin.c_str()});
+  chorus_tp_context_info_t info{};
+  info.struct_size = sizeof(info);
+  info.rank = rank_;
+  info.size = size_;
+  info.bind_address = cfg_.bind_address.c_str();
+  info.config = kv.empty() ? nullptr : kv.data();
+  info.config_count = kv.size();
+  info.job_key = reinterpret_cast<const unsigned char*>(cfg_.transport_key.data());
+  info.job_key_len = cfg_.transport_key.size();
+  // Endpoints past the data channels are the notice endpoints (open_endpoints).
+  info.data_channels = cfg_.channels;
+  if (int rc = tp_->context_open(&info, &ctx_); rc != CHORUS_OK)
+    return {rc, "rank " + std::to_string(rank_) + ": transport '" + cfg_.transport +
+                    "' could not open a context: " + tp_->last_error()};
+  caps_.struct_size = sizeof(caps_);
+  if (int rc = tp_->get_caps(ctx_, &caps_); rc != CHORUS_OK)
+    return {rc, "rank " + std::to_string(rank_) + ": get_caps failed: " + tp_->last_error()};
+  if (caps_.max_message_size == 0) caps_.max_message_size = 1u << 30;
+  // Copy only what the plugin's table has: an older minor's table is shorter,
+  // and the ops it lacks stay NULL.
+  std::memcpy(&proxy_, tp_, std::min(tp_->struct_size, sizeof(proxy_)));
+  proxy_.struct_size = std::min(tp_->struct_size, sizeof(proxy_));
+  proxy_.post_send = &Communicator::proxy_post_send;
+  proxy_.post_recv = &Communicator::proxy_post_recv;
+  proxy_.poll = &Communicator::proxy_poll;
+  proxy_.read_error = &Communicator::proxy_read_error;
+  pending_sends_.assign(size_t(size_), 0);
+  pending_recvs_.assign(size_t(size_), 0);
+  check_signatures_ = cfg_.check_signatures;
+  p2p_send_seq_.assign(size_t(size_), 0);
+  p2p_recv_seq_.assign(size_t(size_), 0);
+  talked_.assign(size_t(size_), 0);
+  owed_[0].assign(size_t(size_), 0);
+  owed_[1].assign(size_t(size_), 0);
+  streams_.assign(size_t(size_), {});
+  sig_sends_out_.assign(size_t(size_), 0);
+  sig_send_next_.assign(size_t(size_), 0);
+  peer_counters_ = std::make_unique<PeerCounters[]>(size_t(size_));
+  for (int c = 0; c < CHORUS_COLL_COUNT; ++c)
+    for (const Plugin* p : candidates_[c])
+      algo_ops_.emplace_back(std::string(chorus_collective_name(c)) + "." + p->name(),
+                             std::make_unique<std::atomic<uint64_t>>(0));
+  return Status::ok();
+}
+
+Status Communicator::open_endpoints(std::vector<std::byte>& mine) {
+  const int channels = cfg_.channels;
+  endpoints_.assign(size_t(size_) * size_t(channels), nullptr);
+  std::string fp = fingerprint();
+  put_bytes(mine, fp.data(), fp.size());
+  std::vector<std::byte> addr(caps_.max_address_size ? caps_.max_address_size : 1024);
+  // Opens the endpoint to `p` on channel `c` (c == channels: the notice
+  // endpoint) and appends its address blob; an empty blob stands for self.
+  auto open_one = [&](int p, int c, chorus_tp_endpoint_t*& ep) -> Status {
+    if (p == rank_) {
+      put_u32(mine, 0);
+      return Status::ok();
+    }
+    size_t len = addr.size();
+    if (int rc = tp_->endpoint_open(ctx_, p, c, addr.data(), &len, &ep); rc != CHORUS_OK)
+      return {rc, "rank " + std::to_string(rank_) + ": opening " +
+                      (c == channels ? std::string("the notice endpoint") : "endpoint") +
+                      " to rank " + std::to_string(p) +
+                      (c == channels ? std::string() : " channel " + std::to_string(c)) +
+                      " failed: " + tp_->last_error()};
+    put_bytes(mine, addr.data(), len);
+    return Status::ok();
+  };
+  for (int p = 0; p < size_; ++p) {
+    for (int c = 0; c < channels; ++c) {
+      auto& ep = endpoints_[size_t(p) * size_t(channels) + size_t(c)];
+      if (auto st = open_one(p, c, ep); !st.is_ok()) return st;
+      if (ep) endpoint_peer_[ep] = p;
+    }
+  }
+  // The notice endpoints (channel index `channels`), after every data one.
+  notice_eps_.assign(size_t(size_), nullptr);
+  for (int p = 0; p < size_; ++p) {
+    auto& ep = notice_eps_[size_t(p)];
+    if (auto st = open_one(p, channels, ep); !st.is_ok()) return st;
+    if (ep) notice_peer_[ep] = p;
+  }
+  return Status::ok();
+}
+
+Status Communicator::connect_endpoints(Deadline deadline) {
+  std::vector<std::byte> mine;
+  if (auto st = open_endpoints(mine); !st.is_ok()) return st;
+  std::vector<std::vector<std::byte>> all;
+  if (auto st = bootstrap_->all_gather(mine, all, deadline); !st.is_ok())
+    return st.with_context("rank " + std::to_string(rank_) + ": exchanging endpoint addresses");
+  return connect_from(all, deadline);
+}
+
+Status Communicator::connect_from(const std::vector<std::vector<std::byte>>& all,
+                                  Deadline deadline) {
+  const int channels = cfg_.channels;
+  const std::string fp = fingerprint();
+  if (all.size() != size_t(size_))
+    return {CHORUS_ERR_INTERNAL, "rank " + std::to_string(rank_) + ": address table has " +
+                                     std::to_string(all.size()) + " entries for " +
+                                     std::to_string(size_) + " ranks"};
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    size_t pos = 0;
+    const std::byte* data = nullptr;
+    size_t n = 0;
+    auto malformed =
+        Status(CHORUS_ERR_INTERNAL, "rank " + std::to_string(rank_) +
+                                        ": malformed address table from rank " + std::to_string(p));
+    if (!get_bytes(all[size_t(p)], pos, data, n)) return malformed;
+    std::string theirs(reinterpret_cast<const char*>(data), n);
+    if (theirs != fp)
+      return {CHORUS_ERR_INVALID_ARGUMENT,
+              "rank " + std::to_string(rank_) + " and rank " + std::to_string(p) +
+                  " disagree on the configuration (" + fp + " vs " + theirs +
+                  "); give every rank the same config file and CHORUS_* variables"};
+    for (int q = 0; q < size_; ++q) {
+      for (int c = 0; c < channels; ++c) {
+        if (!get_bytes(all[size_t(p)], pos, data, n)) return malformed;
+        if (q != rank_) continue;
+        auto* ep = endpoints_[size_t(p) * size_t(channels) + size_t(c)];
+        int rc = tp_->endpoint_connect(ep, data, n, deadline.remaining_ms());
+        if (rc != CHORUS_OK)
+          return {rc, "rank " + std::to_string(rank_) + ": connecting to rank " +
+                          std::to_string(p) + " (channel " + std::to_string(c) + ") over " +
+                          cfg_.transport + " failed: " + tp_->last_error()};
+      }
+    }
+  }
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    size_t pos = 0;
+    const std::byte* data = nullptr;
+    size_t n = 0;
+    // Skip the fingerprint and every data endpoint's blob.
+    for (size_t i = 0; i < 1 + size_t(size_) * size_t(channels); ++i)
+      if (!get_bytes(all[size_t(p)], pos, data, n)) return malformed_table(p);
+    for (int q = 0; q < size_; ++q) {
+      if (!get_bytes(all[size_t(p)], pos, data, n)) return malformed_table(p);
+      if (q != rank_) continue;
+      int rc = tp_->endpoint_connect(notice_eps_[size_t(p)], data, n, deadline.remaining_ms());
+      if (rc != CHORUS_OK)
+        return {rc, "rank " + std::to_string(rank_) + ": connecting to rank " + std::to_string(p) +
+                        " (notice endpoint) over " + cfg_.transport +
+                        " failed: " + tp_->last_error()};
+    }
+  }
+  if (cfg_.transport == kAutoTransportName) {
+    auto peers = auto_transport_peers(ctx_);
+    for (const auto& [name, ranks] : peers) auto_peer_counts_.emplace_back(name, ranks.size());
+    log(CHORUS_LOG_INFO, "auto: " + auto_transport_summary(peers));
+  }
+  return arm_notices();
+}
+
+Status Communicator::malformed_table(int peer) const {
+  return {CHORUS_ERR_INTERNAL, "rank " + std::to_string(rank_) +
+                                   ": malformed address table from rank " + std::to_string(peer)};
+}
+
+Status Communicator::setup_staging() {
+  size_t slots = size_t(cfg_.staging_slots);
+  size_t bytes = slots * cfg_.staging_slot_size;
+  staging_block_ = std::aligned_alloc(4096, bytes);
+  if (!staging_block_)
+    return {CHORUS_ERR_SYSTEM, "cannot allocate " + std::to_string(bytes) + " bytes of staging"};
+  std::memset(staging_block_, 0, bytes);
+  for (size_t i = 0; i < slots; ++i) {
+    void* p = static_cast<std::byte*>(staging_block_) + i * cfg_.staging_slot_size;
+    chorus_tp_mr_t* mr = nullptr;
+    if (int rc = tp_->mem_register(ctx_, p, cfg_.staging_slot_size, CHORUS_MEM_HOST, &mr);
+        rc != CHORUS_OK)
+      return {rc, "rank " + std::to_string(rank_) +
+                      ": registering staging buffers failed: " + tp_->last_error()};
+    staging_.push_back(p);
+    staging_mr_.push_back(mr);
+  }
+  return Status::ok();
+}
+
+}  // namespace chorus::core

@@ -1,0 +1,57 @@
+// The notice protocol's wire layout and work-request ids, shared by
+// peer_notices.cc and signature_exchange.cc (both send and receive notices
+// on the per-peer notice endpoints). Private to the core.
+#pragma once
+
+#include "core/call_signature.h"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace chorus::core {
+
+constexpr uint32_t kNoticeMagic = 0x4e53'4843;  // "CHSN" in memory on little-endian hosts
+constexpr uint32_t kNoticePeerLost = 1;
+constexpr uint32_t kNoticeFinalized = 2;
+constexpr uint32_t kNoticeSignature = 3;  // `a`: the sender's call
+constexpr uint32_t kNoticeMismatch = 4;   // `a`, `b`: the two calls that disagree
+constexpr uint32_t kNoticeTimeout = 5;    // the sender timed out and is leaving
+constexpr size_t kNoticeBytes = 128;
+// Standing receives per peer: a peer is at most about one call ahead on a
+// pair (a call does not return before it has the signatures it needs), so
+// its signature for that call, a mismatch or timeout notice and its
+// "finalized" notice fit with room to spare.
+constexpr int kNoticeRecvSlots = 4;
+constexpr int kSigSendSlots = 4;  // signature sends in flight per peer
+// How long a rank that saw a peer's connections close waits for that peer's
+// notice, and how long a failing rank spends sending its own.
+constexpr int kNoticeGraceMs = 100;
+// How long a rank that timed out waits for the other ranks' timeout notices
+// before it names the ranks that sent none.
+constexpr int kTimeoutGraceMs = 300;
+// How long an orderly finalize waits for the peers' "finalized" notices.
+// Ranks that end a job together finalize within milliseconds of each other;
+// a peer that does not within this bound is left behind, and its transport
+// may then report the closed connections.
+constexpr int kFinalizeGraceMs = 1000;
+// Notice work requests: kNoticeWrId + (peer << 8) + slot, where slot is a
+// receive slot (< kNoticeRecvSlots), kSigSlotBase + a signature send slot,
+// or kBroadcastSlot for a notice sent to every peer.
+constexpr uint64_t kNoticeWrId = 0x6e6f'7469'6365'0000ull;  // "notice"
+constexpr uint64_t kSigSlotBase = 0x80;
+constexpr uint64_t kBroadcastSlot = 0xff;
+
+// Frozen layout between the cores of one job (both ends run the same
+// Chorus; the init fingerprint does not cover the version, see
+// docs/reliability.md §4.5): 128 bytes, little-endian hosts.
+struct NoticeWire {
+  uint32_t magic;
+  uint32_t kind;
+  int32_t lost_rank;
+  int32_t reporter;
+  CallSig a;
+  CallSig b;
+};
+static_assert(sizeof(NoticeWire) == kNoticeBytes);
+
+}  // namespace chorus::core

@@ -1,0 +1,393 @@
+// The notice protocol between cores: the standing notice receives on each
+// peer's notice endpoint, filtering notices out of the algorithms'
+// completions, and what a peer-lost, timeout, mismatch or finalized notice
+// means here; settling a failed call into one job-wide status, and the
+// orderly goodbye at finalize. Wire layout: notice_wire.h.
+
+#include "core/communicator.h"
+
+#include <chorus/chorus.h>
+
+#include "core/log.h"
+#include "core/notice_wire.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+
+namespace chorus::core {
+
+namespace {
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string s;
+  for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
+  return s;
+}
+
+}  // namespace
+
+Status Communicator::arm_notices() {
+  notice_lost_.assign(size_t(size_), -1);
+  notice_closed_.assign(size_t(size_), 0);
+  notice_finished_.assign(size_t(size_), 0);
+  notice_timeout_.assign(size_t(size_), 0);
+  if (size_ < 2) return Status::ok();
+  // [peer][receive slot], then [peer][signature send slot], then one slot
+  // for the notices sent to every peer.
+  const size_t slots = size_t(size_) * (kNoticeRecvSlots + kSigSendSlots) + 1;
+  const size_t bytes = slots * kNoticeBytes;
+  notice_block_ = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  if (!notice_block_) return {CHORUS_ERR_SYSTEM, who() + ": cannot allocate the notice buffers"};
+  std::memset(notice_block_, 0, bytes);
+  if (caps_.flags & CHORUS_TP_CAP_NEEDS_REGISTRATION) {
+    if (int rc = tp_->mem_register(ctx_, notice_block_, bytes, CHORUS_MEM_HOST, &notice_mr_);
+        rc != CHORUS_OK)
+      return {rc, who() + ": registering the notice buffers failed: " + tp_->last_error()};
+  }
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    int rc = CHORUS_OK;
+    for (int k = 0; k < kNoticeRecvSlots && rc == CHORUS_OK; ++k)
+      rc = tp_->post_recv(notice_eps_[size_t(p)], notice_slot(p, k), kNoticeBytes, notice_mr_,
+                          kNoticeWrId + (uint64_t(p) << 8) + uint64_t(k));
+    if (rc != CHORUS_OK) {
+      // Notices are best effort: a pair the transport cannot link (a
+      // device matrix with no entry for it) or any other refusal only
+      // costs the better blame message and the signature check for this
+      // peer, not the job.
+      log(rc == CHORUS_ERR_INVALID_ARGUMENT ? CHORUS_LOG_DEBUG : CHORUS_LOG_WARN,
+          "no notices (peer loss, call signatures) with rank " + std::to_string(p) + ": " +
+              tp_->last_error());
+      auto* ep = notice_eps_[size_t(p)];
+      notice_peer_.erase(ep);
+      tp_->endpoint_close(ep);
+      notice_eps_[size_t(p)] = nullptr;
+    }
+  }
+  return Status::ok();
+}
+
+void* Communicator::notice_slot(int peer, int k) const {
+  return static_cast<std::byte*>(notice_block_) +
+         (size_t(peer) * kNoticeRecvSlots + size_t(k)) * kNoticeBytes;
+}
+
+void* Communicator::sig_send_slot(int peer, int k) const {
+  return static_cast<std::byte*>(notice_block_) +
+         (size_t(size_) * kNoticeRecvSlots + size_t(peer) * kSigSendSlots + size_t(k)) *
+             kNoticeBytes;
+}
+
+void* Communicator::broadcast_slot() const {
+  return static_cast<std::byte*>(notice_block_) +
+         size_t(size_) * (kNoticeRecvSlots + kSigSendSlots) * kNoticeBytes;
+}
+
+int Communicator::filter_notices(chorus_tp_completion_t* out, int n) {
+  if (notice_peer_.empty()) return n;
+  int kept = 0;
+  for (int i = 0; i < n; ++i) {
+    // Every notice work request carries kNoticeWrId + (rank << 8) + slot:
+    // anything else is algorithm traffic, kept without a lookup.
+    const uint64_t off = out[i].wr_id - kNoticeWrId;
+    if (off >= (uint64_t(size_) << 8)) {
+      out[kept++] = out[i];
+      continue;
+    }
+    auto it = notice_peer_.find(out[i].endpoint);
+    if (it == notice_peer_.end()) {
+      out[kept++] = out[i];
+      continue;
+    }
+    const int peer = it->second;
+    const uint64_t slot = off & 0xff;
+    if (out[i].opcode != CHORUS_TP_RECV) {  // one of our own notices went out
+      if (slot >= kSigSlotBase && slot < kSigSlotBase + kSigSendSlots) {
+        if (sig_sends_out_[size_t(peer)] > 0) --sig_sends_out_[size_t(peer)];
+      } else {
+        ++notice_sends_done_;
+      }
+      continue;
+    }
+    if (slot >= uint64_t(kNoticeRecvSlots)) continue;
+    NoticeWire w{};
+    std::memcpy(&w, notice_slot(peer, int(slot)), sizeof(w));
+    const bool sized = out[i].byte_len == kNoticeBytes;
+    // The slot is free again: keep the standing receives standing, except
+    // after the peer's "finalized" notices, which take them all (say_goodbye).
+    if (!(sized && w.magic == kNoticeMagic && w.kind == kNoticeFinalized) &&
+        tp_->post_recv(notice_eps_[size_t(peer)], notice_slot(peer, int(slot)), kNoticeBytes,
+                       notice_mr_, out[i].wr_id) != CHORUS_OK)
+      notice_closed_[size_t(peer)] = 1;
+    handle_notice(peer, w, sized);
+  }
+  return kept;
+}
+
+void Communicator::handle_notice(int peer, const NoticeWire& w, bool sized) {
+  if (!sized || w.magic != kNoticeMagic || w.reporter != peer) {
+    log(CHORUS_LOG_WARN, "ignoring a malformed notice from rank " + std::to_string(peer));
+    return;
+  }
+  switch (w.kind) {
+    case kNoticeFinalized:
+      ++notice_finished_[size_t(peer)];
+      log(CHORUS_LOG_DEBUG, "rank " + std::to_string(peer) + " finalized its communicator");
+      return;
+    case kNoticeSignature:
+      if (w.a.rank == peer) on_signature(peer, w.a);
+      return;
+    case kNoticeMismatch:
+      if (!mismatch_known_) {
+        mismatch_known_ = true;
+        mismatch_a_ = w.a;
+        mismatch_b_ = w.b;
+        mismatch_text_ = describe_mismatch(w.a, w.b);
+        mismatch_via_ = peer;
+        log(CHORUS_LOG_DEBUG,
+            "rank " + std::to_string(peer) + " reports mismatched calls: " + mismatch_text_);
+      }
+      return;
+    case kNoticeTimeout:
+      notice_timeout_[size_t(peer)] = 1;
+      if (timeout_first_from_ < 0) timeout_first_from_ = peer;
+      log(CHORUS_LOG_DEBUG, "rank " + std::to_string(peer) + " timed out and is leaving");
+      return;
+    case kNoticePeerLost:
+      if (w.lost_rank >= 0 && w.lost_rank < size_) {
+        notice_lost_[size_t(peer)] = w.lost_rank;
+        if (notice_first_from_ < 0) notice_first_from_ = peer;
+        log(CHORUS_LOG_INFO, "rank " + std::to_string(peer) + " reports that it lost rank " +
+                                 std::to_string(w.lost_rank) + " and is leaving");
+        return;
+      }
+      break;
+    default:
+      break;
+  }
+  log(CHORUS_LOG_WARN, "ignoring a malformed notice from rank " + std::to_string(peer));
+}
+
+Status Communicator::settle_failure(Status st) {
+  if (st.code() == CHORUS_ERR_ABORTED) return st;
+  // A mismatched peer makes the data fail in many ways (a short receive, a
+  // hang until the deadline, a peer that leaves): its signature tells why.
+  // Wait a short grace for the signatures this call still needs.
+  if (!mismatch_known_ && call_sig_active_ && !signatures_matched() && !notice_peer_.empty())
+    pump_notices(Deadline::after(std::chrono::milliseconds(kNoticeGraceMs)),
+                 [&] { return mismatch_known_ || signatures_matched(); });
+  if (!mismatch_known_) return st;
+  if (mismatch_via_ < 0 && !mismatch_sent_) {
+    mismatch_sent_ = true;
+    broadcast_notice(kNoticeMismatch, &mismatch_a_, &mismatch_b_);
+  }
+  return {CHORUS_ERR_MISMATCH, who() + ": " + call_what_ + ": " + mismatch_message()};
+}
+
+Status Communicator::timeout_status(const std::string& head) {
+  if (!timeout_sent_ && !notice_peer_.empty()) {
+    timeout_sent_ = true;
+    broadcast_notice(kNoticeTimeout, nullptr, nullptr);
+  }
+  const bool p2p = !call_sig_.is_collective();
+  const int p2p_peer = call_sig_.peer;
+  auto involved = [&](int p) { return p != rank_ && (!p2p || p == p2p_peer); };
+  auto heard = [&](int p) {
+    return !notice_eps_[size_t(p)] || notice_timeout_[size_t(p)] || notice_closed_[size_t(p)] ||
+           notice_finished_[size_t(p)] || notice_lost_[size_t(p)] >= 0;
+  };
+  // Every live rank of the call times out within about one call of the
+  // others, or is told by the first one; a rank that says nothing in the
+  // grace is the one stuck.
+  if (!notice_peer_.empty())
+    pump_notices(Deadline::after(std::chrono::milliseconds(kTimeoutGraceMs)), [&] {
+      for (int p = 0; p < size_; ++p)
+        if (involved(p) && !heard(p)) return false;
+      return true;
+    });
+  std::vector<int> timed_out, silent;
+  for (int p = 0; p < size_; ++p) {
+    if (!involved(p) || !notice_eps_[size_t(p)]) continue;
+    if (notice_timeout_[size_t(p)])
+      timed_out.push_back(p);
+    else if (!heard(p))
+      silent.push_back(p);
+  }
+  std::string msg = head + outstanding_peers();
+  if (!silent.empty())
+    msg += "; rank(s) " + rank_list(silent) + " sent no word: stopped, hung, or not in this call";
+  if (!timed_out.empty()) msg += "; rank(s) " + rank_list(timed_out) + " timed out too (alive)";
+  msg += "; raise timeout.collective / CHORUS_TIMEOUT_COLLECTIVE if a rank is legitimately slow";
+  return {CHORUS_ERR_TIMEOUT, msg};
+}
+
+void Communicator::broadcast_notice(uint32_t kind, const CallSig* a, const CallSig* b) {
+  if (!notice_block_ || size_ < 2) return;
+  NoticeWire w{
+      kNoticeMagic,      kind, kind == kNoticePeerLost ? lost_rank_ : -1, rank_, a ? *a : CallSig{},
+      b ? *b : CallSig{}};
+  void* slot = broadcast_slot();
+  std::memcpy(slot, &w, sizeof(w));
+  int posted = 0;
+  notice_sends_done_ = 0;
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_ || !notice_eps_[size_t(p)] || notice_closed_[size_t(p)]) continue;
+    if (kind == kNoticePeerLost && p == lost_rank_) continue;
+    if (tp_->post_send(notice_eps_[size_t(p)], slot, kNoticeBytes, notice_mr_,
+                       kNoticeWrId + (uint64_t(p) << 8) + kBroadcastSlot) == CHORUS_OK)
+      ++posted;
+  }
+  // Push them out before the caller can exit and close the connections; a
+  // peer that is gone fails its send at once, and none may take longer than
+  // the grace.
+  pump_notices(Deadline::after(std::chrono::milliseconds(kNoticeGraceMs)),
+               [&] { return notice_sends_done_ >= posted; });
+  log(CHORUS_LOG_DEBUG, "sent notice kind " + std::to_string(kind) + " to " +
+                            std::to_string(notice_sends_done_) + " of " + std::to_string(posted) +
+                            " peers");
+}
+
+void Communicator::resolve_lost(int peer) {
+  lost_rank_ = peer;
+  lost_via_ = -1;
+  if (notice_lost_.empty()) return;
+  // A peer that left because it lost another rank sent its notice before
+  // closing its connections; it may still be in flight on another connection.
+  // The notice travels on the notice connection ahead of that connection's
+  // close, so once the peer's notice endpoint failed without one, none is
+  // coming: the peer itself is gone, and the grace is not spent.
+  pump_notices(
+      Deadline::after(std::chrono::milliseconds(call_deadline_.remaining_ms(kNoticeGraceMs))), [&] {
+        return notice_lost_[size_t(peer)] >= 0 || notice_closed_[size_t(peer)] ||
+               notice_finished_[size_t(peer)] || notice_timeout_[size_t(peer)] || mismatch_known_;
+      });
+  const int reported = notice_lost_[size_t(peer)];
+  if (reported >= 0 && reported != peer && reported != rank_) {
+    lost_rank_ = reported;
+    lost_via_ = peer;
+  }
+}
+
+bool Communicator::note_notice_error(const chorus_tp_error_t& e) {
+  auto it = notice_peer_.find(e.endpoint);
+  if (it == notice_peer_.end()) return false;
+  if (e.opcode == CHORUS_TP_RECV && !notice_closed_.empty()) notice_closed_[size_t(it->second)] = 1;
+  if (e.opcode == CHORUS_TP_SEND) ++notice_sends_done_;  // failed, but no longer pending
+  return true;
+}
+
+bool Communicator::drain_notices() {
+  chorus_tp_completion_t comps[16];
+  for (;;) {
+    int n = tp_->poll(ctx_, comps, 16);
+    if (n > 0) {
+      filter_notices(comps, n);  // a failed call's own completions no longer matter
+      continue;
+    }
+    if (n == CHORUS_ERR_PENDING) {
+      chorus_tp_error_t e{};
+      if (tp_->read_error(ctx_, &e) != CHORUS_OK) return false;
+      note_notice_error(e);
+      continue;
+    }
+    return n == 0;
+  }
+}
+
+void Communicator::pump_notices(const Deadline& limit, const std::function<bool()>& done) {
+  while (!done() && !limit.expired() && !aborted_.load()) {
+    if (!drain_notices() || done()) break;
+    tp_->wait(ctx_, std::max(1, limit.remaining_ms(kNoticeGraceMs)));
+  }
+}
+
+void Communicator::note_post_lost(const chorus_tp_endpoint_t* ep) {
+  if (post_lost_peer_ >= 0) return;
+  if (auto it = endpoint_peer_.find(ep); it != endpoint_peer_.end()) post_lost_peer_ = it->second;
+}
+
+std::string Communicator::lost_suffix(int peer) {
+  resolve_lost(peer);
+  return resolved_lost_suffix(peer);
+}
+
+std::string Communicator::resolved_lost_suffix(int peer) const {
+  if (lost_via_ < 0)
+    return " (rank " + std::to_string(peer) + " is lost; the communicator must be rebuilt)";
+  return " (rank " + std::to_string(lost_rank_) + " is lost: rank " + std::to_string(peer) +
+         " reported losing it before it left; the communicator must be rebuilt)";
+}
+
+std::string Communicator::notice_message() const {
+  const int from = notice_first_from_;
+  const int lost = notice_lost_[size_t(from)];
+  if (lost == rank_)
+    return "rank " + std::to_string(from) + " lost its connection to this rank and left (rank " +
+           std::to_string(from) + " is lost; the communicator must be rebuilt)";
+  return "rank " + std::to_string(from) + " reported losing rank " + std::to_string(lost) +
+         " and left (rank " + std::to_string(lost) + " is lost; the communicator must be rebuilt)";
+}
+
+void Communicator::send_notices() { broadcast_notice(kNoticePeerLost, nullptr, nullptr); }
+
+void Communicator::say_goodbye() {
+  if (!notice_block_ || size_ < 2) return;
+  // A peer that already finalized and left has closed its notice connection:
+  // take that in first, so no goodbye is written to a closed connection.
+  if (!drain_notices()) return;
+  NoticeWire w{kNoticeMagic, kNoticeFinalized, -1, rank_, CallSig{}, CallSig{}};
+  void* slot = broadcast_slot();
+  std::memcpy(slot, &w, sizeof(w));
+  int posted = 0;
+  notice_sends_done_ = 0;
+  // One notice per standing receive of the peer: none is left outstanding
+  // when this rank's connections close, so the peer's transport sees an
+  // orderly close.
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_ || !notice_eps_[size_t(p)] || notice_closed_[size_t(p)]) continue;
+    for (int k = 0; k < kNoticeRecvSlots; ++k)
+      if (tp_->post_send(notice_eps_[size_t(p)], slot, kNoticeBytes, notice_mr_,
+                         kNoticeWrId + (uint64_t(p) << 8) + kBroadcastSlot) == CHORUS_OK)
+        ++posted;
+  }
+  // Every rank waits for every peer's goodbye before it closes: the last
+  // goodbye a rank receives was sent to a connection that was still open.
+  auto everyone_done = [&] {
+    if (notice_sends_done_ < posted) return false;
+    for (int p = 0; p < size_; ++p)
+      if (p != rank_ && notice_eps_[size_t(p)] && notice_finished_[size_t(p)] < kNoticeRecvSlots &&
+          !notice_closed_[size_t(p)])
+        return false;
+    return true;
+  };
+  pump_notices(Deadline::after(std::chrono::milliseconds(kFinalizeGraceMs)), everyone_done);
+  if (!everyone_done()) {
+    std::string missing;
+    for (int p = 0; p < size_; ++p)
+      if (p != rank_ && notice_eps_[size_t(p)] && notice_finished_[size_t(p)] < kNoticeRecvSlots &&
+          !notice_closed_[size_t(p)])
+        missing += (missing.empty() ? "" : ", ") + std::to_string(p);
+    log(CHORUS_LOG_DEBUG,
+        "finalized without waiting longer for rank(s) " +
+            (missing.empty() ? std::string("(none; own notices pending)") : missing));
+  }
+}
+
+std::string Communicator::outstanding_peers() const {
+  auto list = [](const std::vector<int>& counts) {
+    std::string s;
+    for (size_t p = 0; p < counts.size(); ++p)
+      if (counts[p] > 0) s += (s.empty() ? "" : ", ") + std::to_string(p);
+    return s;
+  };
+  std::string recvs = list(pending_recvs_), sends = list(pending_sends_);
+  std::string out;
+  if (!recvs.empty()) out += "; still waiting to receive from rank(s) " + recvs;
+  if (!sends.empty()) out += "; sends to rank(s) " + sends + " not yet taken";
+  return out;
+}
+
+}  // namespace chorus::core

@@ -1,0 +1,188 @@
+// Requests and the execution stream: a Request's state and waits, the
+// issue-order queue, running a blocking call on the caller's thread when
+// nothing is ahead of it, the worker thread that runs queued non-blocking
+// requests, and cancellation.
+
+#include "core/communicator.h"
+
+#include <chorus/chorus.h>
+
+#include "core/log.h"
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+
+namespace chorus::core {
+
+bool Request::wait_for(int timeout_ms) {
+  std::unique_lock lock(mu_);
+  auto is_done = [&] { return state_ == State::kDone; };
+  if (timeout_ms < 0) {
+    cv_.wait(lock, is_done);
+    return true;
+  }
+  return cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), is_done);
+}
+
+bool Request::done() const {
+  std::lock_guard lock(mu_);
+  return state_ == State::kDone;
+}
+
+Request::State Request::state() const {
+  std::lock_guard lock(mu_);
+  return state_;
+}
+
+Status Request::status() const {
+  std::lock_guard lock(mu_);
+  return status_;
+}
+
+void Request::set_running() {
+  std::lock_guard lock(mu_);
+  state_ = State::kRunning;
+}
+
+void Request::finish(Status st) {
+  std::function<Status(Communicator&)> drop;
+  {
+    std::lock_guard lock(mu_);
+    if (state_ == State::kDone) return;
+    state_ = State::kDone;
+    status_ = std::move(st);
+    drop.swap(body_);
+  }
+  cv_.notify_all();
+}
+
+void Communicator::run_request(Request& req) {
+  req.set_running();
+  Status st;
+  uint64_t cut;
+  std::string cut_what;
+  {
+    std::lock_guard lock(q_mu_);
+    cut = cut_after_;
+    if (req.seq() > cut) cut_what = cut_what_;  // copied only when it is reported
+  }
+  if (req.seq() > cut) {
+    st = {CHORUS_ERR_ABORTED, who() + ": " + req.what() + ": an earlier request (" + cut_what +
+                                  ") was cancelled on this rank, so later operations no longer "
+                                  "match the other ranks; finalize this communicator"};
+  } else {
+    try {
+      st = req.body_(*this);
+    } catch (const std::bad_alloc&) {
+      st = {CHORUS_ERR_SYSTEM, who() + ": " + req.what() + ": out of memory"};
+    } catch (const std::exception& e) {
+      st = {CHORUS_ERR_INTERNAL, who() + ": " + req.what() + ": internal error: " + e.what()};
+    }
+  }
+  // Every operation that ends with an error is counted here, once.
+  if (!st.is_ok()) count_failed();
+  req.finish(std::move(st));
+}
+
+Status Communicator::execute(const char* what, std::function<Status(Communicator&)> body) {
+  std::unique_lock lock(q_mu_);
+  if (stopping_) {
+    count_failed();
+    return {CHORUS_ERR_ABORTED, who() + ": " + what + ": the communicator is being finalized"};
+  }
+  auto req = std::make_shared<Request>(next_seq_++, what, std::move(body));
+  if (!busy_ && queue_.empty()) {
+    // Nothing ahead of this call: run it here, without a thread hop.
+    busy_ = true;
+    lock.unlock();
+    inline_ops_.fetch_add(1, std::memory_order_relaxed);
+    run_request(*req);
+    lock.lock();
+    busy_ = false;
+    lock.unlock();
+    q_cv_.notify_all();
+    return req->status();
+  }
+  queue_.push_back(req);
+  queued_ops_.fetch_add(1, std::memory_order_relaxed);
+  if (!worker_.joinable()) worker_ = std::thread([this] { worker_main(); });
+  lock.unlock();
+  q_cv_.notify_all();
+  auto t0 = std::chrono::steady_clock::now();
+  req->wait_for(-1);
+  add_request_wait(uint64_t(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+          .count()));
+  return req->status();
+}
+
+std::shared_ptr<Request> Communicator::submit(const char* what,
+                                              std::function<Status(Communicator&)> body) {
+  std::unique_lock lock(q_mu_);
+  auto req = std::make_shared<Request>(next_seq_++, what, std::move(body));
+  requests_issued_.fetch_add(1, std::memory_order_relaxed);
+  queued_ops_.fetch_add(1, std::memory_order_relaxed);
+  if (stopping_) {
+    count_failed();
+    req->finish(
+        {CHORUS_ERR_ABORTED, who() + ": " + what + ": the communicator is being finalized"});
+    return req;
+  }
+  queue_.push_back(req);
+  if (!worker_.joinable()) worker_ = std::thread([this] { worker_main(); });
+  lock.unlock();
+  q_cv_.notify_all();
+  return req;
+}
+
+Status Communicator::cancel(const std::shared_ptr<Request>& req) {
+  std::unique_lock lock(q_mu_);
+  auto it = std::find(queue_.begin(), queue_.end(), req);
+  if (it == queue_.end())
+    return {CHORUS_ERR_NOT_SUPPORTED,
+            who() + ": " + req->what() + ": " +
+                (req->done() ? "already complete"
+                             : "already started; wait for it, or abort the communicator") +
+                "; only a request that has not started can be cancelled"};
+  queue_.erase(it);
+  if (req->seq() < cut_after_) {
+    cut_after_ = req->seq();
+    cut_what_ = req->what() + " #" + std::to_string(req->seq());
+  }
+  requests_cancelled_.fetch_add(1, std::memory_order_relaxed);
+  lock.unlock();
+  log(CHORUS_LOG_INFO, "request " + req->what() + " #" + std::to_string(req->seq()) +
+                           " cancelled; later operations on this communicator will fail");
+  req->finish({CHORUS_ERR_ABORTED, who() + ": " + req->what() + ": cancelled by chorus_cancel()"});
+  return Status::ok();
+}
+
+void Communicator::worker_main() {
+  std::unique_lock lock(q_mu_);
+  for (;;) {
+    q_cv_.wait(lock, [&] { return stopping_ || (!busy_ && !queue_.empty()); });
+    if (stopping_) {
+      // Finalizing: whatever is still queued completes as aborted without
+      // running (the destructor already aborted a running one).
+      auto left = std::move(queue_);
+      queue_.clear();
+      lock.unlock();
+      for (auto& r : left)
+        r->finish({CHORUS_ERR_ABORTED,
+                   who() + ": " + r->what() + ": the communicator was finalized before it ran"});
+      return;
+    }
+    auto req = std::move(queue_.front());
+    queue_.pop_front();
+    busy_ = true;
+    lock.unlock();
+    run_request(*req);
+    req.reset();
+    lock.lock();
+    busy_ = false;
+    q_cv_.notify_all();
+  }
+}
+
+}  // namespace chorus::core

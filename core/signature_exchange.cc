@@ -1,0 +1,170 @@
+// Call signatures: each call's (collective, dtype, op, count, root) is sent to
+// the peers it talks to and checked against theirs, so ranks that issue
+// different calls fail with MISMATCH instead of hanging. Sent over the notice
+// endpoints (notice_wire.h).
+
+#include "core/communicator.h"
+
+#include <chorus/chorus.h>
+
+#include "core/log.h"
+#include "core/notice_wire.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace chorus::core {
+
+void Communicator::begin_signature(const CallSig& sig, bool talk_all) {
+  call_sig_ = sig;
+  call_sig_.rank = rank_;
+  call_sig_active_ = check_signatures_ && size_ > 1 && notice_block_ != nullptr;
+  if (!call_sig_active_) return;
+  std::fill(talked_.begin(), talked_.end(), 0);
+  std::fill(owed_[0].begin(), owed_[0].end(), 0);
+  std::fill(owed_[1].begin(), owed_[1].end(), 0);
+  if (talk_all)
+    for (int p = 0; p < size_; ++p)
+      if (p != rank_) send_signature(p);
+}
+
+void Communicator::send_signature(int peer) {
+  if (talked_[size_t(peer)]) return;
+  talked_[size_t(peer)] = 1;
+  auto* ep = notice_eps_[size_t(peer)];
+  if (!ep) return;  // no notices with this peer: its calls go unchecked
+  // Which directions of the pair this call moves data in (SigStream).
+  const bool out = call_sig_.call != CallSig::kSigRecv;
+  const bool in = call_sig_.call != CallSig::kSigSend;
+  for (int dir = 0; dir < 2; ++dir) {
+    if (!(dir == 0 ? out : in)) continue;
+    SigStream& s = streams_[size_t(peer)][size_t(dir)];
+    s.mine.push_back(call_sig_);
+    ++s.pushed;
+    // A send does not wait for its receiver (sends stay eager).
+    if (call_sig_.call != CallSig::kSigSend) owed_[dir][size_t(peer)] = s.pushed;
+    CallSig a, b;
+    if (!s.match(a, b)) note_mismatch(a, b, -1);
+  }
+  // Every slot busy means the peer stopped taking notices; progress until
+  // one frees, bounded by the call's deadline.
+  if (sig_sends_out_[size_t(peer)] >= kSigSendSlots)
+    pump_notices(call_deadline_, [&] { return sig_sends_out_[size_t(peer)] < kSigSendSlots; });
+  if (sig_sends_out_[size_t(peer)] >= kSigSendSlots) return;
+  const uint32_t k = sig_send_next_[size_t(peer)]++ % kSigSendSlots;
+  NoticeWire w{kNoticeMagic, kNoticeSignature, -1, rank_, call_sig_, CallSig{}};
+  void* slot = sig_send_slot(peer, int(k));
+  std::memcpy(slot, &w, sizeof(w));
+  if (tp_->post_send(ep, slot, kNoticeBytes, notice_mr_,
+                     kNoticeWrId + (uint64_t(peer) << 8) + kSigSlotBase + k) == CHORUS_OK) {
+    ++sig_sends_out_[size_t(peer)];
+  } else {
+    // The peer is gone or unreachable: the data posts report it. Nothing
+    // more is owed by this peer in this call.
+    owed_[0][size_t(peer)] = owed_[1][size_t(peer)] = 0;
+  }
+}
+
+void Communicator::on_signature(int peer, const CallSig& theirs) {
+  if (!check_signatures_) return;
+  // The peer's send feeds this rank's receive direction, its receive this
+  // rank's send direction; a collective is in both.
+  const bool to_out = theirs.call != CallSig::kSigSend;
+  const bool to_in = theirs.call != CallSig::kSigRecv;
+  for (int dir = 0; dir < 2; ++dir) {
+    if (!(dir == 0 ? to_out : to_in)) continue;
+    SigStream& s = streams_[size_t(peer)][size_t(dir)];
+    s.theirs.push_back(theirs);
+    CallSig a, b;
+    if (!s.match(a, b)) {
+      note_mismatch(a, b, -1);
+      return;
+    }
+  }
+  // The peer's part of the collective running here, from a peer this rank
+  // has not talked to (yet): a rank running a different collective may
+  // never post to this one, so compare now rather than never.
+  if (call_sig_active_ && call_sig_.is_collective() && theirs.is_collective() &&
+      !talked_[size_t(peer)] && theirs.seq == call_sig_.seq && !signatures_agree(call_sig_, theirs))
+    note_mismatch(call_sig_, theirs, -1);
+}
+
+void Communicator::note_mismatch(const CallSig& mine, const CallSig& theirs, int reported_by) {
+  if (mismatch_known_) return;
+  mismatch_known_ = true;
+  mismatch_a_ = mine;
+  mismatch_b_ = theirs;
+  mismatch_text_ = describe_mismatch(mine, theirs);
+  mismatch_via_ = reported_by;
+  log(CHORUS_LOG_DEBUG, "mismatched calls: " + mismatch_text_);
+}
+
+std::string Communicator::mismatch_message() const {
+  return "mismatched calls: " + mismatch_text_ +
+         (mismatch_via_ >= 0 ? " (reported by rank " + std::to_string(mismatch_via_) + ")" : "") +
+         "; every rank must make the same calls in the same order, with the same count, dtype, "
+         "op and root, and matching send/recv sizes; this communicator cannot be used any more";
+}
+
+Status Communicator::mismatch_pending() {
+  if (!mismatch_known_) return Status::ok();
+  Status st(CHORUS_ERR_MISMATCH, who() + ": " + call_what_ + ": " + mismatch_message());
+  if (mismatch_via_ < 0 && !mismatch_sent_) {
+    mismatch_sent_ = true;
+    broadcast_notice(kNoticeMismatch, &mismatch_a_, &mismatch_b_);
+  }
+  mark_broken(st);
+  return st;
+}
+
+bool Communicator::mismatch_blocks_call() const {
+  if (!mismatch_known_) return false;
+  // A rank told of a mismatch while it still finishes an earlier, matched
+  // collective completes that one; the mismatch fails the next call.
+  if (mismatch_via_ < 0 || !call_sig_active_ || !call_sig_.is_collective()) return true;
+  uint64_t first = UINT64_MAX;
+  for (const CallSig* s : {&mismatch_a_, &mismatch_b_})
+    if (s->is_collective()) first = std::min(first, s->seq);
+  return call_sig_.seq >= first;
+}
+
+bool Communicator::signatures_matched() const {
+  for (int p = 0; p < size_; ++p)
+    for (int dir = 0; dir < 2; ++dir)
+      if (owed_[dir][size_t(p)] > streams_[size_t(p)][size_t(dir)].matched) return false;
+  return true;
+}
+
+int Communicator::owed_peer_gone() const {
+  if (notice_closed_.empty()) return -1;
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_ || !notice_closed_[size_t(p)]) continue;
+    for (int dir = 0; dir < 2; ++dir)
+      if (owed_[dir][size_t(p)] > streams_[size_t(p)][size_t(dir)].matched) return p;
+  }
+  return -1;
+}
+
+int Communicator::await_signatures() {
+  if (signatures_matched() && !mismatch_blocks_call()) return CHORUS_OK;
+  awaiting_signatures_ = true;
+  chorus_tp_completion_t comps[16];
+  int rc = CHORUS_OK;
+  while (!signatures_matched() || mismatch_blocks_call()) {
+    int n = env_progress(this, comps, 16);
+    if (n < 0) {
+      rc = n;
+      break;
+    }
+  }
+  awaiting_signatures_ = false;
+  return rc;
+}
+
+void Communicator::signature_after_post(const chorus_tp_endpoint_t* ep) {
+  if (!call_sig_active_) return;
+  auto it = endpoint_peer_.find(ep);
+  if (it != endpoint_peer_.end() && !talked_[size_t(it->second)]) send_signature(it->second);
+}
+
+}  // namespace chorus::core
