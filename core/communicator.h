@@ -198,6 +198,10 @@ class Communicator {
   std::string who() const;
   Status setup_staging();
   Status select_algorithms();
+  /// algorithm.<plugin>.<key> naming a plugin that is neither loaded nor
+  /// installed on `search` is INVALID_ARGUMENT (a typo such as
+  /// CHORUS_ALGORITHM_ALL_REDUS).
+  Status check_algorithm_settings(const std::vector<std::string>& search) const;
 
   /// Checks state shared by every call; returns a failing status to pass on.
   Status usable(const char* what) const;

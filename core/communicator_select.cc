@@ -9,6 +9,9 @@
 
 #include "core/auto_transport.h"
 #include "core/log.h"
+#include "core/suggest.h"
+
+#include <unistd.h>
 
 #include <cstring>
 #include <limits>
@@ -25,6 +28,38 @@ constexpr const char* kBuiltinAlgorithms[] = {"ring", "mesh"};
 Result<std::shared_ptr<Plugin>> Communicator::load_transport() const {
   if (cfg_.transport == kAutoTransportName) return auto_transport_plugin();
   return load_plugin(PluginKind::kTransport, cfg_.transport, plugin_search_path(cfg_.plugin_path));
+}
+
+Status Communicator::check_algorithm_settings(const std::vector<std::string>& search) const {
+  // algorithm.<plugin>.<key> for a plugin that is neither loaded nor on the
+  // plugin path is a typo: CHORUS_ALGORITHM_ALL_REDUS reads as plugin "all",
+  // key "redus", which nothing would ever read. A setting for an installed
+  // plugin this communicator happens not to use stays allowed (one config
+  // file for several jobs).
+  for (const auto& [name, settings] : cfg_.algorithm_settings) {
+    if (settings.empty()) continue;
+    bool known = false;
+    for (const auto& p : algorithms_) known = known || p->name() == name;
+    for (const auto& dir : search)
+      known = known || ::access((dir + "/" + plugin_file_name(PluginKind::kAlgorithm, name)).c_str(),
+                                F_OK) == 0;
+    if (known) continue;
+    const Setting& s = settings.front();
+    std::vector<std::string> keys;
+    for (int c = 0; c < CHORUS_COLL_COUNT; ++c)
+      keys.push_back(std::string("algorithm.") + chorus_collective_name(c));
+    for (const auto& p : algorithms_) keys.push_back("algorithm." + p->name() + "." + s.key);
+    const std::string key = "algorithm." + name + "." + s.key;
+    std::string hint = did_you_mean(key, keys);
+    // "all_redus" is closer to "all_reduce" than "all.redus" looks.
+    if (hint.empty()) hint = did_you_mean("algorithm." + name + "_" + s.key, keys);
+    return {CHORUS_ERR_INVALID_ARGUMENT,
+            "setting '" + key + "' (set by " + s.origin + ") is for algorithm plugin '" + name +
+                "', which is not installed (no " + plugin_file_name(PluginKind::kAlgorithm, name) +
+                " on the plugin path)" + hint +
+                "; fix the key, install the plugin, or remove the setting"};
+  }
+  return Status::ok();
 }
 
 Status Communicator::select_algorithms() {
@@ -61,6 +96,7 @@ Status Communicator::select_algorithms() {
   if (any_auto)
     for (const char* name : kBuiltinAlgorithms)
       if (auto st = add(name, false); !st.is_ok()) return st;
+  if (auto st = check_algorithm_settings(search); !st.is_ok()) return st;
 
   // The op's slot is read only when the table is long enough to hold it: a
   // plugin built against an older minor ends before the newer entries.
