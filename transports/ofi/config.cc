@@ -1,43 +1,23 @@
 #include "config.h"
 
-#include "error.h"
+#include "ofi.h"
+
+#include <chorus/provider/settings.hpp>
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
 #include <string_view>
 
 namespace chorus::ofi {
 
 namespace {
 
-constexpr std::string_view kValidKeys =
+constexpr provider::Settings kSettings(
+    "ofi",
     "provider, domain, node, interface, registration, liveness, spin_us, poll_max_us, "
-    "env.FI_<NAME> (or env_fi_<name> from the environment)";
+    "env.FI_<NAME> (or env_fi_<name> from the environment)");
 
-std::string describe(const chorus_kv_t& kv) {
-  std::string s = "transport.ofi.";
-  s += kv.key;
-  s += " = '";
-  s += kv.value != nullptr ? kv.value : "";
-  s += "' (from ";
-  s += kv.origin != nullptr && kv.origin[0] != '\0' ? kv.origin : "unknown origin";
-  s += ")";
-  return s;
-}
-
-[[noreturn]] void bad_value(const chorus_kv_t& kv, std::string_view expected) {
-  throw Error(CHORUS_ERR_INVALID_ARGUMENT, describe(kv) + ": expected " + std::string(expected));
-}
-
-int parse_int(const chorus_kv_t& kv, int lo, int hi, std::string_view expected) {
-  const std::string_view text = kv.value;
-  int v = 0;
-  const auto* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, v);
-  if (ec != std::errc() || ptr != end || text.empty() || v < lo || v > hi) bad_value(kv, expected);
-  return v;
-}
+std::string describe(const chorus_kv_t& kv) { return kSettings.describe(kv); }
 
 /// Keys are matched case-insensitively for the env pass-through only: the
 /// environment route lower-cases them (CHORUS_TRANSPORT_OFI_ENV_FI_X -> env_fi_x).
@@ -73,20 +53,12 @@ const char* liveness_name(Liveness l) {
 
 Config Config::parse(const chorus_kv_t* entries, std::size_t count) {
   Config cfg;
-  if (count > 0 && entries == nullptr) {
-    throw Error(CHORUS_ERR_INVALID_ARGUMENT,
-                "context info has config_count > 0 but config is NULL");
-  }
-  for (std::size_t i = 0; i < count; ++i) {
-    const chorus_kv_t& kv = entries[i];
-    if (kv.key == nullptr || kv.value == nullptr) {
-      throw Error(CHORUS_ERR_INVALID_ARGUMENT,
-                  "transport.ofi config entry " + std::to_string(i) + " has a NULL key or value");
-    }
+  kSettings.each(entries, count, [&](const chorus_kv_t& kv) {
     const std::string_view key = kv.key;
     const std::string_view value = kv.value;
     if (key == "provider") {
-      if (value.empty()) bad_value(kv, "a libfabric provider name such as tcp;ofi_rxm or shm");
+      if (value.empty())
+        kSettings.bad_value(kv, "a libfabric provider name such as tcp;ofi_rxm or shm");
       cfg.provider = value;
     } else if (key == "domain") {
       cfg.domain = value;
@@ -100,7 +72,7 @@ Config Config::parse(const chorus_kv_t* entries, std::size_t count) {
       } else if (value == "always") {
         cfg.always_register = true;
       } else {
-        bad_value(kv, "auto (follow the provider's mr_mode) or always");
+        kSettings.bad_value(kv, "auto (follow the provider's mr_mode) or always");
       }
     } else if (key == "liveness") {
       if (value == "auto") {
@@ -112,12 +84,12 @@ Config Config::parse(const chorus_kv_t* entries, std::size_t count) {
       } else if (value == "off") {
         cfg.liveness = Liveness::kOff;
       } else {
-        bad_value(kv, "auto, pid, socket or off");
+        kSettings.bad_value(kv, "auto, pid, socket or off");
       }
     } else if (key == "spin_us") {
-      cfg.spin_us = parse_int(kv, 0, kMaxSpinUs, "microseconds from 0 to 1000000");
+      cfg.spin_us = kSettings.parse_int(kv, 0, kMaxSpinUs, "microseconds from 0 to 1000000");
     } else if (key == "poll_max_us") {
-      cfg.poll_max_us = parse_int(kv, 10, 100000, "microseconds from 10 to 100000");
+      cfg.poll_max_us = kSettings.parse_int(kv, 10, 100000, "microseconds from 10 to 100000");
     } else if (key.rfind("env.", 0) == 0 || key.rfind("env_", 0) == 0) {
       const std::string name = upper(key.substr(4));
       if (!valid_fi_variable(name)) {
@@ -136,10 +108,9 @@ Config Config::parse(const chorus_kv_t* entries, std::size_t count) {
         cfg.fi_env_origin.emplace_back(kv.origin != nullptr ? kv.origin : "unknown origin");
       }
     } else {
-      throw Error(CHORUS_ERR_INVALID_ARGUMENT, describe(kv) + ": unknown key; valid keys below " +
-                                                   "transport.ofi are: " + std::string(kValidKeys));
+      kSettings.unknown_key(kv);
     }
-  }
+  });
   if (!cfg.node.empty() && !cfg.interface.empty()) {
     throw Error(CHORUS_ERR_INVALID_ARGUMENT,
                 "transport.ofi.node ('" + cfg.node + "') and transport.ofi.interface ('" +

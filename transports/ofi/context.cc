@@ -1,9 +1,9 @@
 #include "context.h"
 
 #include <chorus/transport_names.hpp>
-#include "error.h"
+#include "fi_error.h"
 #include "local_endpoints.h"
-#include "log.h"
+#include "ofi.h"
 
 #include <rdma/fi_cm.h>
 #include <rdma/fi_endpoint.h>
@@ -21,6 +21,11 @@
 #include <random>
 
 namespace chorus::ofi {
+
+namespace {
+/// The completion queue's reaped callback: the endpoint counts the slot free.
+void reap(chorus_tp_endpoint_t* ep, std::uint32_t opcode) { ep->on_reaped(opcode); }
+}  // namespace
 
 namespace {
 
@@ -346,7 +351,7 @@ void Context::close_endpoint(Endpoint* ep) {
   }
   // Outstanding posts vanish with the endpoint, as do completions not yet polled.
   (*it)->shut_down(true);
-  done_.forget(ep);
+  done_.forget(ep->handle());
   closed_.push_back(std::move(*it));
   endpoints_.erase(it);
 }
@@ -566,34 +571,12 @@ bool Context::sleep(const Deadline& limit) {
 }
 
 int Context::poll(chorus_tp_completion_t* out, std::size_t max) {
-  if (out == nullptr && max > 0) {
-    return set_last_error(CHORUS_ERR_INVALID_ARGUMENT, "poll: NULL completion array");
-  }
   // Hand out what is already queued before asking the provider for more.
   if (done_.empty()) progress();
-  const std::size_t n = done_.pop(max, [&](std::size_t i, const Completion& c) {
-    out[i] = chorus_tp_completion_t{c.wr_id, c.opcode, 0, c.byte_len, c.endpoint->handle()};
-    c.endpoint->on_reaped(c.opcode);
-  });
-  if (n > 0) return static_cast<int>(std::min<std::size_t>(n, INT32_MAX));
-  if (done_.error_first()) {
-    return set_last_error(CHORUS_ERR_PENDING,
-                          "a completion failed; read it with read_error before polling again");
-  }
-  return 0;
+  return done_.poll(out, max, reap);
 }
 
-int Context::read_error(chorus_tp_error_t* out) {
-  if (out == nullptr) return set_last_error(CHORUS_ERR_INVALID_ARGUMENT, "read_error: NULL output");
-  FailedCompletion f;
-  if (!done_.pop_error(f)) {
-    return set_last_error(CHORUS_ERR_INVALID_ARGUMENT, "read_error: no failed completion pending");
-  }
-  f.endpoint->on_reaped(f.error.opcode);
-  *out = f.error;
-  out->endpoint = f.endpoint->handle();
-  return CHORUS_OK;
-}
+int Context::read_error(chorus_tp_error_t* out) { return done_.read_error(out, reap); }
 
 int Context::wait(int timeout_ms) {
   if (!done_.empty()) return CHORUS_OK;

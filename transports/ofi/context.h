@@ -3,15 +3,13 @@
 // machinery and the peer watch.
 #pragma once
 
-#include "completion_queue.h"
 #include "config.h"
-#include "deadline.h"
 #include "doorbell.h"
 #include "endpoint.h"
 #include "memory.h"
+#include "ofi.h"
 #include "peer_watch.h"
 #include "provider.h"
-#include "unique_fd.h"
 
 #include <chorus/transport.h>
 #include <rdma/fabric.h>

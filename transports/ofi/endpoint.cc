@@ -2,10 +2,10 @@
 
 #include <chorus/transport_names.hpp>
 #include "context.h"
-#include "error.h"
+#include "fi_error.h"
 #include "local_endpoints.h"
-#include "log.h"
 #include "memory.h"
+#include "ofi.h"
 
 #include <rdma/fi_cm.h>
 #include <rdma/fi_errno.h>
@@ -540,9 +540,9 @@ void Endpoint::retire(Queue& q, std::uint32_t opcode) {
     if (w.state != Wr::State::kDone && w.state != Wr::State::kFailed) break;
     if (!closing_) {
       if (w.state == Wr::State::kDone) {
-        ctx_.completions().push(this, opcode, w.wr_id, w.byte_len);
+        ctx_.completions().push(handle(), opcode, w.wr_id, w.byte_len);
       } else {
-        ctx_.completions().push_error(this, opcode, w.wr_id, w.status, peer_rank_, w.error);
+        ctx_.completions().push_error(handle(), opcode, w.wr_id, w.status, peer_rank_, w.error);
       }
     }
     w.retired = true;

@@ -2,8 +2,8 @@
 // context's other endpoints over the context's one libfabric RDM endpoint.
 #pragma once
 
-#include "deadline.h"
 #include "doorbell.h"
+#include "ofi.h"
 #include "wire.h"
 
 #include <chorus/transport.h>

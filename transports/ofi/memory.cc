@@ -1,7 +1,8 @@
 #include "memory.h"
 
 #include "context.h"
-#include "error.h"
+#include "fi_error.h"
+#include "ofi.h"
 
 namespace chorus::ofi {
 

@@ -1,7 +1,6 @@
 #include "peer_watch.h"
 
-#include "error.h"
-#include "log.h"
+#include "ofi.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

@@ -14,8 +14,7 @@
 #pragma once
 
 #include "config.h"
-#include "deadline.h"
-#include "unique_fd.h"
+#include "ofi.h"
 #include "wire.h"
 
 #include <poll.h>

@@ -1,7 +1,6 @@
 #include "provider.h"
 
-#include "error.h"
-#include "log.h"
+#include "ofi.h"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>

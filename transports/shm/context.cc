@@ -1,8 +1,7 @@
 #include "context.h"
 
 #include <chorus/transport_names.hpp>
-#include "error.h"
-#include "log.h"
+#include "shm.h"
 
 #include <sched.h>
 
@@ -105,7 +104,7 @@ Endpoint* Context::open_endpoint(int peer, int channel, void* address_out,
 }
 
 void Context::close_endpoint(Endpoint* ep) {
-  cq_.purge(ep->handle());
+  cq_.forget(ep->handle());
   std::erase_if(endpoints_, [ep](const auto& e) { return e.get() == ep; });
 }
 
@@ -130,11 +129,7 @@ int Context::poll(chorus_tp_completion_t* out, std::size_t max) noexcept {
 }
 
 int Context::read_error(chorus_tp_error_t* out) noexcept {
-  if (out == nullptr) return set_last_error(CHORUS_ERR_INVALID_ARGUMENT, "read_error: NULL output");
-  if (!cq_.read_error(out, [this](chorus_tp_endpoint_t* ep, std::uint32_t op) { reap(ep, op); })) {
-    return set_last_error(CHORUS_ERR_INVALID_ARGUMENT, "read_error: no failed completion to read");
-  }
-  return CHORUS_OK;
+  return cq_.read_error(out, [this](chorus_tp_endpoint_t* ep, std::uint32_t op) { reap(ep, op); });
 }
 
 int Context::interrupt() noexcept {

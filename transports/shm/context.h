@@ -2,10 +2,10 @@
 // and the poll / wait / interrupt machinery.
 #pragma once
 
-#include "completion_queue.h"
 #include "config.h"
 #include "endpoint.h"
 #include "futex.h"
+#include "shm.h"
 
 #include <chorus/transport.h>
 

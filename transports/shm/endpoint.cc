@@ -2,9 +2,8 @@
 
 #include <chorus/transport_names.hpp>
 #include "context.h"
-#include "error.h"
 #include "futex.h"
-#include "log.h"
+#include "shm.h"
 
 #include <poll.h>
 #include <signal.h>
@@ -519,11 +518,11 @@ void Endpoint::fail(int status, const std::string& why) noexcept {
 }
 
 void Endpoint::complete_send(const SendWr& s) noexcept {
-  ctx_.cq().push_success({s.wr_id, CHORUS_TP_SEND, 0, s.len, handle()});
+  ctx_.cq().push({s.wr_id, CHORUS_TP_SEND, 0, s.len, handle()});
 }
 
 void Endpoint::complete_recv(const RecvWr& r, std::uint64_t byte_len) noexcept {
-  ctx_.cq().push_success({r.wr_id, CHORUS_TP_RECV, 0, byte_len, handle()});
+  ctx_.cq().push({r.wr_id, CHORUS_TP_RECV, 0, byte_len, handle()});
 }
 
 void Endpoint::error(std::uint64_t wr_id, std::uint32_t opcode, int status,

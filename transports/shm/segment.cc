@@ -1,7 +1,7 @@
 #include "segment.h"
 
 #include "config.h"
-#include "error.h"
+#include "shm.h"
 
 #include <dirent.h>
 #include <fcntl.h>

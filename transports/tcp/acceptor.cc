@@ -1,9 +1,8 @@
 #include "acceptor.h"
 
 #include <chorus/transport_names.hpp>
-#include "error.h"
-#include "log.h"
 #include "socket_options.h"
+#include "tcp.h"
 
 #include <asio/post.hpp>
 #include <asio/read.hpp>

@@ -4,7 +4,7 @@
 
 #include "auth.h"
 #include "config.h"
-#include "deadline.h"
+#include "tcp.h"
 #include "wire.h"
 
 #include <asio/io_context.hpp>

@@ -1,6 +1,6 @@
 #include "auth.h"
 
-#include "error.h"
+#include "tcp.h"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>

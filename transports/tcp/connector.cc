@@ -2,8 +2,8 @@
 
 #include <chorus/transport_names.hpp>
 #include "auth.h"
-#include "error.h"
 #include "socket_options.h"
+#include "tcp.h"
 
 #include <asio/io_context.hpp>
 #include <asio/read.hpp>

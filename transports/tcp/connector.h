@@ -3,7 +3,7 @@
 
 #include "auth.h"
 #include "config.h"
-#include "deadline.h"
+#include "tcp.h"
 #include "wire.h"
 
 #include <asio/ip/tcp.hpp>

@@ -1,8 +1,7 @@
 #include "context.h"
 
 #include <chorus/transport_names.hpp>
-#include "error.h"
-#include "log.h"
+#include "tcp.h"
 #include "wire.h"
 
 #include <asio/ip/host_name.hpp>
@@ -18,6 +17,11 @@
 #include <sstream>
 
 namespace chorus::tcp {
+
+namespace {
+/// The completion queue's reaped callback: the endpoint counts the slot free.
+void reap(chorus_tp_endpoint_t* ep, std::uint32_t opcode) { ep->on_reaped(opcode); }
+}  // namespace
 
 namespace {
 
@@ -226,7 +230,7 @@ void Context::close_endpoint(Endpoint* ep) {
   }
   acceptor_->forget(ep->nonce());
   // Outstanding posts vanish with the endpoint, as do completions not yet polled.
-  cq_.forget(ep);
+  cq_.forget(ep->handle());
   endpoints_.erase(it);
 }
 
@@ -259,34 +263,12 @@ bool Context::drive(int timeout_ms) {
 }
 
 int Context::poll(chorus_tp_completion_t* out, std::size_t max) {
-  if (out == nullptr && max > 0) {
-    return set_last_error(CHORUS_ERR_INVALID_ARGUMENT, "poll: NULL completion array");
-  }
   // Hand out what is already queued before asking the kernel for more.
   if (cq_.empty()) drive(0);
-  const std::size_t n = cq_.pop(max, [&](std::size_t i, const Completion& c) {
-    out[i] = chorus_tp_completion_t{c.wr_id, c.opcode, 0, c.byte_len, c.endpoint->handle()};
-    c.endpoint->on_reaped(c.opcode);
-  });
-  if (n > 0) return static_cast<int>(std::min<std::size_t>(n, INT32_MAX));
-  if (cq_.error_first()) {
-    return set_last_error(CHORUS_ERR_PENDING,
-                          "a completion failed; read it with read_error before polling again");
-  }
-  return 0;
+  return cq_.poll(out, max, reap);
 }
 
-int Context::read_error(chorus_tp_error_t* out) {
-  if (out == nullptr) return set_last_error(CHORUS_ERR_INVALID_ARGUMENT, "read_error: NULL output");
-  FailedCompletion f;
-  if (!cq_.pop_error(f)) {
-    return set_last_error(CHORUS_ERR_INVALID_ARGUMENT, "read_error: no failed completion pending");
-  }
-  f.endpoint->on_reaped(f.error.opcode);
-  *out = f.error;
-  out->endpoint = f.endpoint->handle();
-  return CHORUS_OK;
-}
+int Context::read_error(chorus_tp_error_t* out) { return cq_.read_error(out, reap); }
 
 int Context::wait(int timeout_ms) {
   if (!cq_.empty()) return CHORUS_OK;

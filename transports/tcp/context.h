@@ -3,10 +3,9 @@
 #pragma once
 
 #include "acceptor.h"
-#include "completion_queue.h"
 #include "config.h"
 #include "endpoint.h"
-#include "unique_fd.h"
+#include "tcp.h"
 
 #include <chorus/transport.h>
 

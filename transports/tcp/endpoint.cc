@@ -3,9 +3,8 @@
 #include <chorus/transport_names.hpp>
 #include "connector.h"
 #include "context.h"
-#include "error.h"
-#include "log.h"
 #include "socket_options.h"
+#include "tcp.h"
 
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -348,7 +347,7 @@ void Endpoint::retire_sends() {
   while (send_head_ < send_tail_) {
     const SendWr& wr = sends_[send_head_ & kMask];
     if (wr.parts_left != 0) return;
-    ctx_.cq().push(this, CHORUS_TP_SEND, wr.wr_id, wr.length);
+    ctx_.cq().push(handle(), CHORUS_TP_SEND, wr.wr_id, wr.length);
     ++send_head_;
   }
 }
@@ -422,7 +421,7 @@ void Endpoint::progress_rx() {
           const std::string msg = "message of " + std::to_string(rx_len_) +
                                   " bytes arrived for a receive of " + std::to_string(r.length) +
                                   " bytes from " + who() + "; the message was discarded";
-          ctx_.cq().push_error(this, CHORUS_TP_RECV, r.wr_id, CHORUS_ERR_INVALID_ARGUMENT,
+          ctx_.cq().push_error(handle(), CHORUS_TP_RECV, r.wr_id, CHORUS_ERR_INVALID_ARGUMENT,
                                peer_rank_, msg);
           ++recv_head_;
         }
@@ -449,7 +448,7 @@ void Endpoint::progress_rx() {
         if (rx_parts_left_ > 0) return;
         if (!rx_discard_) {
           const RecvWr& r = recvs_[recv_head_ & kMask];
-          ctx_.cq().push(this, CHORUS_TP_RECV, r.wr_id, rx_len_);
+          ctx_.cq().push(handle(), CHORUS_TP_RECV, r.wr_id, rx_len_);
           ++recv_head_;
         }
         ++rx_seq_;
@@ -596,9 +595,9 @@ void Endpoint::close_tx(int status, const std::string& message) {
   for (; send_head_ < send_tail_; ++send_head_) {
     const SendWr& wr = sends_[send_head_ & kMask];
     if (wr.parts_left == 0) {
-      ctx_.cq().push(this, CHORUS_TP_SEND, wr.wr_id, wr.length);
+      ctx_.cq().push(handle(), CHORUS_TP_SEND, wr.wr_id, wr.length);
     } else {
-      ctx_.cq().push_error(this, CHORUS_TP_SEND, wr.wr_id, status, peer_rank_, message);
+      ctx_.cq().push_error(handle(), CHORUS_TP_SEND, wr.wr_id, status, peer_rank_, message);
     }
   }
   for (Socket& s : sockets_) {
@@ -613,7 +612,7 @@ void Endpoint::close_rx(int status, const std::string& message) {
   rx_error_ = message;
   for (; recv_head_ < recv_tail_; ++recv_head_) {
     const RecvWr& r = recvs_[recv_head_ & kMask];
-    ctx_.cq().push_error(this, CHORUS_TP_RECV, r.wr_id, status, peer_rank_, message);
+    ctx_.cq().push_error(handle(), CHORUS_TP_RECV, r.wr_id, status, peer_rank_, message);
   }
 }
 

@@ -1,7 +1,6 @@
 #include "socket_options.h"
 
-#include "error.h"
-#include "log.h"
+#include "tcp.h"
 
 #include <fcntl.h>
 #include <netinet/in.h>

@@ -1,10 +1,8 @@
 #include "context.h"
 
 #include <chorus/transport_names.hpp>
-#include "deadline.h"
 #include "device.h"
-#include "error.h"
-#include "log.h"
+#include "verbs.h"
 
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -15,6 +13,11 @@
 #include <random>
 
 namespace chorus::verbs {
+
+namespace {
+/// The completion queue's reaped callback: the endpoint counts the slot free.
+void reap(chorus_tp_endpoint_t* ep, std::uint32_t opcode) { ep->on_reaped(opcode); }
+}  // namespace
 
 namespace {
 
@@ -424,7 +427,7 @@ void Context::close_endpoint(Endpoint* ep) {
     nic->endpoints_by_qp().erase(qpn);
     nic->release_cq(static_cast<int>(2 * depth_ + 1));
   }
-  cq_.forget(ep);
+  cq_.forget(ep->handle());
   endpoints_.erase(it);
   // Completions the destroyed QP left in the CQ are dropped now, before a new
   // QP could reuse its number.
@@ -462,34 +465,12 @@ void Context::deregister_memory(chorus_tp_mr* mr) {
 }
 
 int Context::poll(chorus_tp_completion_t* out, std::size_t max) {
-  if (out == nullptr && max > 0) {
-    return set_last_error(CHORUS_ERR_INVALID_ARGUMENT, "poll: NULL completion array");
-  }
   progress();
   maintain();
-  const std::size_t n = cq_.pop(max, [&](std::size_t i, const Completion& c) {
-    out[i] = chorus_tp_completion_t{c.wr_id, c.opcode, 0, c.byte_len, c.endpoint->handle()};
-    c.endpoint->on_reaped(c.opcode);
-  });
-  if (n > 0) return static_cast<int>(std::min<std::size_t>(n, INT32_MAX));
-  if (cq_.error_first()) {
-    return set_last_error(CHORUS_ERR_PENDING,
-                          "a completion failed; read it with read_error before polling again");
-  }
-  return 0;
+  return cq_.poll(out, max, reap);
 }
 
-int Context::read_error(chorus_tp_error_t* out) {
-  if (out == nullptr) return set_last_error(CHORUS_ERR_INVALID_ARGUMENT, "read_error: NULL output");
-  FailedCompletion f;
-  if (!cq_.pop_error(f)) {
-    return set_last_error(CHORUS_ERR_INVALID_ARGUMENT, "read_error: no failed completion pending");
-  }
-  f.endpoint->on_reaped(f.error.opcode);
-  *out = f.error;
-  out->endpoint = f.endpoint->handle();
-  return CHORUS_OK;
-}
+int Context::read_error(chorus_tp_error_t* out) { return cq_.read_error(out, reap); }
 
 int Context::wait(int timeout_ms) {
   const Deadline deadline = Deadline::after_ms(timeout_ms);

@@ -3,13 +3,12 @@
 // completion queue the caller polls.
 #pragma once
 
-#include "completion_queue.h"
 #include "config.h"
 #include "device_matrix.h"
 #include "endpoint.h"
 #include "memory_region.h"
 #include "nic.h"
-#include "unique_fd.h"
+#include "verbs.h"
 
 #include <chorus/transport.h>
 

@@ -1,6 +1,6 @@
 #include "device.h"
 
-#include "error.h"
+#include "verbs.h"
 
 #include <arpa/inet.h>
 

@@ -1,6 +1,6 @@
 #include "device_matrix.h"
 
-#include "error.h"
+#include "verbs.h"
 
 #include <nlohmann/json.hpp>
 

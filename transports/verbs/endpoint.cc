@@ -3,9 +3,8 @@
 #include <chorus/transport_names.hpp>
 #include "context.h"
 #include "device.h"
-#include "error.h"
-#include "log.h"
 #include "memory_region.h"
+#include "verbs.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -373,23 +372,23 @@ void Endpoint::on_completion(const ibv_wc& wc) {
     last_alive_ = Clock::now();
     if (w.probe) return;
     if (!recv) {
-      cq.push(this, CHORUS_TP_SEND, w.wr_id, w.length);
+      cq.push(handle(), CHORUS_TP_SEND, w.wr_id, w.length);
     } else if (wc.byte_len > w.length) {
       // The overflow went to the discard buffer: a short receive caught in
       // software, and the queue pair is still good.
-      cq.push_error(this, CHORUS_TP_RECV, w.wr_id, CHORUS_ERR_INVALID_ARGUMENT, peer_rank_,
+      cq.push_error(handle(), CHORUS_TP_RECV, w.wr_id, CHORUS_ERR_INVALID_ARGUMENT, peer_rank_,
                     where() + ": message of " + std::to_string(wc.byte_len) +
                         " bytes arrived for a receive of " + std::to_string(w.length) +
                         " bytes; the message was discarded");
     } else {
-      cq.push(this, CHORUS_TP_RECV, w.wr_id, wc.byte_len);
+      cq.push(handle(), CHORUS_TP_RECV, w.wr_id, wc.byte_len);
     }
     return;
   }
   const std::string msg = completion_message(wc, w, recv);
   if (wc.status != IBV_WC_WR_FLUSH_ERR || failure_.empty()) fail(msg);
   if (w.probe) return;
-  cq.push_error(this, recv ? CHORUS_TP_RECV : CHORUS_TP_SEND, w.wr_id, status_for(wc.status),
+  cq.push_error(handle(), recv ? CHORUS_TP_RECV : CHORUS_TP_SEND, w.wr_id, status_for(wc.status),
                 peer_rank_, msg);
 }
 

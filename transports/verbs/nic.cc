@@ -1,8 +1,7 @@
 #include "nic.h"
 
 #include "device.h"
-#include "error.h"
-#include "log.h"
+#include "verbs.h"
 
 #include <fcntl.h>
 

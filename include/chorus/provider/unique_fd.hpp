@@ -1,12 +1,14 @@
-// UniqueFd: owns one file descriptor.
+// chorus::provider::UniqueFd: owns one file descriptor and closes it once.
+// Part of the provider toolkit (docs/transport-abi.md).
 #pragma once
 
 #include <unistd.h>
 
 #include <utility>
 
-namespace chorus::verbs {
+namespace chorus::provider {
 
+/// Move-only. Not thread-safe: one owner at a time.
 class UniqueFd {
  public:
   UniqueFd() = default;
@@ -32,4 +34,4 @@ class UniqueFd {
   int fd_ = -1;
 };
 
-}  // namespace chorus::verbs
+}  // namespace chorus::provider

@@ -1,12 +1,14 @@
-// Deadline: the point in time a blocking transport call gives up.
+// chorus::provider::Deadline: the point in time a blocking transport call
+// gives up. Part of the provider toolkit (docs/transport-abi.md).
 #pragma once
 
 #include <algorithm>
 #include <chrono>
 #include <limits>
 
-namespace chorus::ofi {
+namespace chorus::provider {
 
+/// A value type; any thread may use its own copy.
 class Deadline {
  public:
   using Clock = std::chrono::steady_clock;
@@ -36,4 +38,4 @@ class Deadline {
   Clock::time_point at_;
 };
 
-}  // namespace chorus::ofi
+}  // namespace chorus::provider

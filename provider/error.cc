@@ -1,9 +1,10 @@
-#include "error.h"
+// The calling thread's last-error text and errno formatting.
+#include <chorus/provider/error.hpp>
 
 #include <system_error>
 #include <utility>
 
-namespace chorus::tcp {
+namespace chorus::provider {
 
 namespace {
 thread_local std::string t_last_error;
@@ -18,4 +19,8 @@ const char* last_error_text() { return t_last_error.empty() ? "no error" : t_las
 
 std::string errno_text(int err) { return std::error_code(err, std::system_category()).message(); }
 
-}  // namespace chorus::tcp
+int null_argument(const char* op) {
+  return set_last_error(CHORUS_ERR_INVALID_ARGUMENT, std::string(op) + ": NULL argument");
+}
+
+}  // namespace chorus::provider
