@@ -1,7 +1,8 @@
 // The faulty transport: a third-party transport plugin that wraps another
-// transport plugin and injects faults into it. It includes only
-// <chorus/transport.h>; the inner transport is dlopened by name at
-// context_open (inner_transport.h) and every op is forwarded to it.
+// transport plugin and injects faults into it. It uses only the installed
+// plugin SDK (<chorus/transport.h> and the provider toolkit's error, log and
+// caps helpers); the inner transport is dlopened by name at context_open
+// (inner_transport.h) and every op is forwarded to it.
 //
 // Faults (all off by default; fault_config.h):
 //  - drop_after: posting send number drop_after + 1 on an endpoint closes its
@@ -26,6 +27,9 @@
 // Threading: as the ABI says, one thread at a time per context; interrupt
 // may come from any thread and only forwards to the inner transport.
 #include <chorus/transport.h>
+#include <chorus/provider/error.hpp>
+#include <chorus/provider/log.hpp>
+#include <chorus/provider/plugin.hpp>
 #include <chorus/transport_names.hpp>
 
 #include "fault_config.h"
@@ -49,36 +53,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-thread_local std::string t_last_error;
-const chorus_host_v1_t* g_host = nullptr;
-
-int set_error(int status, std::string message) {
-  t_last_error = std::move(message);
-  return status;
-}
-
-void log(int level, const std::string& message) {
-  if (g_host && g_host->struct_size >= offsetof(chorus_host_v1_t, log) + sizeof(void*) &&
-      g_host->log)
-    g_host->log(g_host->ctx, level, message.c_str());
-}
-
-template <class F>
-int guarded(const char* op, F&& f) noexcept {
-  try {
-    return f();
-  } catch (const std::bad_alloc&) {
-    return set_error(CHORUS_ERR_SYSTEM, std::string("faulty: ") + op + ": out of memory");
-  } catch (const std::exception& e) {
-    return set_error(CHORUS_ERR_INTERNAL, std::string("faulty: ") + op + ": " + e.what());
-  } catch (...) {
-    return set_error(CHORUS_ERR_INTERNAL, std::string("faulty: ") + op + ": unknown exception");
-  }
-}
-
-int null_argument(const char* op) {
-  return set_error(CHORUS_ERR_INVALID_ARGUMENT, std::string("faulty: ") + op + ": NULL argument");
-}
+// Last-error text, logging through the host, the exception guard and the
+// NULL-argument check come from the provider toolkit.
+using provider::guarded;
+using provider::log;
+using provider::null_argument;
+using provider::set_last_error;
 
 /// A send held back by delay_us.
 struct HeldSend {
@@ -138,8 +118,9 @@ struct chorus_tp_context {
 
   /// Records a failure of the inner transport's `op` as this thread's error.
   int forward_error(int rc, const char* op) const {
-    return chorus::faulty::set_error(rc, std::string("faulty: inner transport '") + ops().name +
-                                             "': " + op + ": " + ops().last_error());
+    return chorus::provider::set_last_error(rc, std::string("faulty: inner transport '") +
+                                                    ops().name + "': " + op + ": " +
+                                                    ops().last_error());
   }
 
   void push_ok(chorus_tp_endpoint* ep, const chorus_tp_completion_t& c) {
@@ -192,7 +173,7 @@ struct chorus_tp_context {
                          std::to_string(rank) + ", a " +
                          (c.opcode == CHORUS_TP_SEND ? "send to" : "receive from") + " rank " +
                          std::to_string(ep->peer) + ", is reported as failed";
-      chorus::faulty::log(CHORUS_LOG_WARN, what);
+      chorus::faulty::log(CHORUS_LOG_WARN, std::string_view(what).substr(sizeof "faulty: " - 1));
       push_error(ep, c.opcode, c.wr_id, CHORUS_ERR_SYSTEM, what);
       return;
     }
@@ -285,7 +266,8 @@ struct chorus_tp_context {
                       chorus::channel_name(ep->channel, data_channels) + ") after " +
                       std::to_string(ep->sends) +
                       " sends (drop_after=" + std::to_string(cfg.drop_after) + ")";
-    chorus::faulty::log(CHORUS_LOG_WARN, "rank " + std::to_string(rank) + ": " + ep->drop_reason);
+    chorus::faulty::log(CHORUS_LOG_WARN, "rank " + std::to_string(rank) + ": " +
+                                             ep->drop_reason.substr(sizeof "faulty: " - 1));
     if (ep->inner) {
       by_inner.erase(ep->inner);
       ops().endpoint_close(ep->inner);
@@ -308,34 +290,39 @@ struct chorus_tp_context {
 namespace chorus::faulty {
 namespace {
 
+const chorus_host_v1_t* g_host = nullptr;  // handed to the inner transport
+
 int faulty_init(const chorus_host_v1_t* host) {
   g_host = host;
+  provider::set_log_host(host, "faulty");
   return CHORUS_OK;
 }
 
 void faulty_fini(void) {
   unload_inner_transports();
   g_host = nullptr;
+  provider::set_log_host(nullptr, "faulty");
 }
 
-const char* faulty_last_error(void) { return t_last_error.c_str(); }
+const char* faulty_last_error(void) { return provider::last_error_text(); }
 
 int faulty_context_open(const chorus_tp_context_info_t* info, chorus_tp_context_t** ctx_out) {
   if (!info || !ctx_out) return null_argument("context_open");
   return guarded("context_open", [&]() -> int {
     constexpr size_t need = offsetof(chorus_tp_context_info_t, config_count) + sizeof(size_t);
     if (info->struct_size < need)
-      return set_error(CHORUS_ERR_INVALID_ARGUMENT, "faulty: context_open: info->struct_size " +
-                                                        std::to_string(info->struct_size) +
-                                                        " is smaller than " + std::to_string(need));
+      return set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
+                            "faulty: context_open: info->struct_size " +
+                                std::to_string(info->struct_size) + " is smaller than " +
+                                std::to_string(need));
     auto ctx = std::make_unique<chorus_tp_context>();
     std::string error;
     if (int rc = parse_config(info->config, info->config_count, ctx->cfg, error); rc != CHORUS_OK)
-      return set_error(rc, error);
+      return set_last_error(rc, error);
     if (int rc =
             load_inner_transport(ctx->cfg.inner, ctx->cfg.inner_path, g_host, ctx->inner, error);
         rc != CHORUS_OK)
-      return set_error(rc, error);
+      return set_last_error(rc, error);
     std::vector<chorus_kv_t> kv;
     for (const auto& s : ctx->cfg.inner_settings)
       kv.push_back({s.key.c_str(), s.value.c_str(), s.origin.c_str()});
@@ -361,11 +348,10 @@ int faulty_context_open(const chorus_tp_context_info_t* info, chorus_tp_context_
     ctx->rng.seed(ctx->cfg.seed ^ (0x9E3779B97F4A7C15ull * uint64_t(info->rank + 1)));
     const FaultConfig& c = ctx->cfg;
     if (c.drop_after || c.delay_us || c.error_after)
-      log(CHORUS_LOG_INFO,
-          "faulty: rank " + std::to_string(info->rank) + " wraps '" + ctx->ops().name +
-              "' with drop_after=" + std::to_string(c.drop_after) +
-              " delay_us=" + std::to_string(c.delay_us) +
-              " error_after=" + std::to_string(c.error_after) + " seed=" + std::to_string(c.seed));
+      log(CHORUS_LOG_INFO, "rank " + std::to_string(info->rank) + " wraps '" + ctx->ops().name +
+                               "' with drop_after=" + std::to_string(c.drop_after) +
+                               " delay_us=" + std::to_string(c.delay_us) + " error_after=" +
+                               std::to_string(c.error_after) + " seed=" + std::to_string(c.seed));
     *ctx_out = ctx.release();
     return CHORUS_OK;
   });
@@ -384,14 +370,7 @@ int faulty_context_close(chorus_tp_context_t* ctx) {
 
 int faulty_get_caps(chorus_tp_context_t* ctx, chorus_tp_caps_t* caps_out) {
   if (!ctx || !caps_out) return null_argument("get_caps");
-  // The caller's struct_size says how much it allocated (0: minor 0's size).
-  size_t size = caps_out->struct_size == 0 ? sizeof ctx->caps : caps_out->struct_size;
-  size = std::min({size, sizeof ctx->caps, ctx->caps.struct_size});
-  if (size < sizeof ctx->caps.struct_size)
-    return set_error(CHORUS_ERR_INVALID_ARGUMENT, "faulty: get_caps: struct_size too small");
-  std::memcpy(caps_out, &ctx->caps, size);
-  caps_out->struct_size = size;
-  return CHORUS_OK;
+  return provider::copy_caps(ctx->caps, caps_out);
 }
 
 int faulty_endpoint_open(chorus_tp_context_t* ctx, int peer_rank, int channel, void* address_out,
@@ -418,7 +397,7 @@ int faulty_endpoint_connect(chorus_tp_endpoint_t* ep, const void* peer_address, 
                             int timeout_ms) {
   if (!ep) return null_argument("endpoint_connect");
   return guarded("endpoint_connect", [&]() -> int {
-    if (ep->dropped) return set_error(CHORUS_ERR_PEER_LOST, ep->drop_reason);
+    if (ep->dropped) return set_last_error(CHORUS_ERR_PEER_LOST, ep->drop_reason);
     int rc = ep->ctx->ops().endpoint_connect(ep->inner, peer_address, length, timeout_ms);
     return rc == CHORUS_OK ? rc : ep->ctx->forward_error(rc, "endpoint_connect");
   });
@@ -460,11 +439,12 @@ int faulty_post_send(chorus_tp_endpoint_t* ep, const void* buf, size_t length, c
   if (!ep) return null_argument("post_send");
   return guarded("post_send", [&]() -> int {
     chorus_tp_context* ctx = ep->ctx;
-    if (ep->dropped) return set_error(CHORUS_ERR_PEER_LOST, ep->drop_reason);
+    if (ep->dropped) return set_last_error(CHORUS_ERR_PEER_LOST, ep->drop_reason);
     if (ep->out_sends >= ctx->caps.max_outstanding_sends)
-      return set_error(CHORUS_ERR_AGAIN, "faulty: post_send: " + std::to_string(ep->out_sends) +
-                                             " sends to rank " + std::to_string(ep->peer) +
-                                             " outstanding; reap completions first");
+      return set_last_error(CHORUS_ERR_AGAIN,
+                            "faulty: post_send: " + std::to_string(ep->out_sends) +
+                                " sends to rank " + std::to_string(ep->peer) +
+                                " outstanding; reap completions first");
     if (ctx->cfg.drop_after && ep->sends >= ctx->cfg.drop_after) {
       ++ep->out_sends;
       ctx->drop(ep, wr_id);
@@ -489,11 +469,12 @@ int faulty_post_recv(chorus_tp_endpoint_t* ep, void* buf, size_t length, chorus_
   if (!ep) return null_argument("post_recv");
   return guarded("post_recv", [&]() -> int {
     chorus_tp_context* ctx = ep->ctx;
-    if (ep->dropped) return set_error(CHORUS_ERR_PEER_LOST, ep->drop_reason);
+    if (ep->dropped) return set_last_error(CHORUS_ERR_PEER_LOST, ep->drop_reason);
     if (ep->out_recvs >= ctx->caps.max_outstanding_recvs)
-      return set_error(CHORUS_ERR_AGAIN, "faulty: post_recv: " + std::to_string(ep->out_recvs) +
-                                             " receives from rank " + std::to_string(ep->peer) +
-                                             " outstanding; reap completions first");
+      return set_last_error(CHORUS_ERR_AGAIN,
+                            "faulty: post_recv: " + std::to_string(ep->out_recvs) +
+                                " receives from rank " + std::to_string(ep->peer) +
+                                " outstanding; reap completions first");
     int rc = ctx->ops().post_recv(ep->inner, buf, length, mr, wr_id);
     if (rc != CHORUS_OK) return ctx->forward_error(rc, "post_recv");
     ep->inner_recvs.push_back(wr_id);
@@ -517,8 +498,8 @@ int faulty_poll(chorus_tp_context_t* ctx, chorus_tp_completion_t* out, size_t ma
       ctx->queue.pop_front();
     }
     if (n == 0 && !ctx->queue.empty())
-      return set_error(CHORUS_ERR_PENDING,
-                       "faulty: poll: the oldest completion failed; read it with read_error");
+      return set_last_error(CHORUS_ERR_PENDING,
+                            "faulty: poll: the oldest completion failed; read it with read_error");
     return static_cast<int>(n);
   });
 }
@@ -529,8 +510,8 @@ int faulty_read_error(chorus_tp_context_t* ctx, chorus_tp_error_t* err_out) {
     auto it = std::find_if(ctx->queue.begin(), ctx->queue.end(),
                            [](const chorus_tp_context::Entry& e) { return e.failed; });
     if (it == ctx->queue.end())
-      return set_error(CHORUS_ERR_INVALID_ARGUMENT,
-                       "faulty: read_error: no failed completion is pending");
+      return set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
+                            "faulty: read_error: no failed completion is pending");
     *err_out = it->err;
     chorus_tp_context::reap(*it);
     ctx->queue.erase(it);
@@ -569,8 +550,8 @@ int faulty_wait(chorus_tp_context_t* ctx, int timeout_ms) {
 int faulty_interrupt(chorus_tp_context_t* ctx) {
   if (!ctx) return null_argument("interrupt");
   if (!ctx->inner->has_interrupt())
-    return set_error(CHORUS_ERR_NOT_SUPPORTED, std::string("faulty: inner transport '") +
-                                                   ctx->ops().name + "' has no interrupt");
+    return set_last_error(CHORUS_ERR_NOT_SUPPORTED, std::string("faulty: inner transport '") +
+                                                        ctx->ops().name + "' has no interrupt");
   int rc = ctx->ops().interrupt(ctx->ictx);
   return rc == CHORUS_OK ? rc : ctx->forward_error(rc, "interrupt");
 }

@@ -1,11 +1,11 @@
-// libFuzzer target: the TCP transport's wire decoders (transports/tcp/wire.h):
+// libFuzzer target: the TCP transport's wire decoders (transports/tcp/tcp_wire.h):
 // data frame headers with the receiver's checks, the handshake messages and
 // the address blob. The first byte picks the receiver's state (expected
 // sequence number, socket count); the rest is read as consecutive 24-byte
 // headers and as each handshake message. Checked: a header that passes
 // check_message_header is within the limits the receiver sizes buffers from,
 // stripe geometry stays inside the message, and decode/encode round-trips.
-#include "transports/tcp/wire.h"
+#include "transports/tcp/tcp_wire.h"
 
 #include <algorithm>
 #include <cstddef>

@@ -4,7 +4,7 @@
   intrude.py coordinator HOST:PORT GO READY
       # side-channel attacks (core/frame.h); then creates file GO and keeps a
       # silent connection open until file READY exists (the job has joined)
-  intrude.py data HOST:PORT HOLD_S   # TCP transport attacks (transports/tcp/wire.h);
+  intrude.py data HOST:PORT HOLD_S   # TCP transport attacks (transports/tcp/tcp_wire.h);
       # then holds a silent connection until the port drops it (its handshake
       # deadline), HOLD_S at most
 

@@ -67,7 +67,7 @@ void usage(std::FILE* to) {
 }
 
 /// chorus-info --clean: see usage(). The shm transport sweeps the same way
-/// when it opens a context (transports/shm/segment.cc).
+/// when it opens a context (transports/shm/shm_segment.cc).
 int clean_shm() {
   struct stat st {};
   if (::stat("/proc/self/ns/pid", &st) != 0) {

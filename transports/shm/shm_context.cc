@@ -1,0 +1,210 @@
+#include "shm_context.h"
+
+#include <chorus/transport_names.hpp>
+#include "shm.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+namespace chorus::shm {
+
+namespace {
+
+/// Cores this process may run on (its affinity mask), at least 1.
+int usable_cores() noexcept {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return 1;
+}
+
+/// Tells the core we are in a spin loop (cheaper for a sibling hyperthread,
+/// no system call).
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
+}  // namespace
+
+Context::Context(const chorus_tp_context_info_t& info)
+    : cfg_(Config::parse(info.config, info.config_count)),
+      rank_(info.rank),
+      size_(info.size),
+      data_channels_(data_channels_of(info)),
+      // The communicator's size bounds the ranks on this host (they are all
+      // here when shm carries every pair; fewer under the auto transport).
+      oversubscribed_(info.size > usable_cores()) {
+  if (info.size < 1 || info.rank < 0 || info.rank >= info.size) {
+    throw Error(CHORUS_ERR_INVALID_ARGUMENT, "rank " + std::to_string(info.rank) + " of " +
+                                                 std::to_string(info.size) + " is out of range");
+  }
+  if (const int removed = sweep_stale_segments(); removed > 0) {
+    log(CHORUS_LOG_INFO,
+        "removed " + std::to_string(removed) + " segment(s) left in /dev/shm by exited processes");
+  }
+  watches_.reserve(kMaxFutexWatches);
+  sleepers_.reserve(kMaxFutexWatches);
+}
+
+Context::~Context() = default;
+
+chorus_tp_caps_t Context::caps() const {
+  chorus_tp_caps_t c{};
+  c.struct_size = sizeof c;
+  c.max_message_size = std::uint64_t{1} << 40;
+  c.max_outstanding_sends = Endpoint::kMaxOutstanding;
+  c.max_outstanding_recvs = Endpoint::kMaxOutstanding;
+  c.flags = 0;  // no registration: the transport copies from and to any host memory
+  c.max_address_size = sizeof(Blob);
+  return c;
+}
+
+Endpoint* Context::open_endpoint(int peer, int channel, void* address_out,
+                                 std::size_t* address_len) {
+  if (address_out == nullptr || address_len == nullptr) {
+    throw Error(CHORUS_ERR_INVALID_ARGUMENT, "NULL address buffer or length");
+  }
+  if (peer < 0 || peer >= size_) {
+    throw Error(CHORUS_ERR_INVALID_ARGUMENT, "peer rank " + std::to_string(peer) +
+                                                 " is outside the communicator (size " +
+                                                 std::to_string(size_) + ")");
+  }
+  if (peer == rank_) {
+    throw Error(CHORUS_ERR_INVALID_ARGUMENT,
+                "an endpoint to one's own rank (" + std::to_string(rank_) + ") is not supported");
+  }
+  if (channel < 0) {
+    throw Error(CHORUS_ERR_INVALID_ARGUMENT, "channel " + std::to_string(channel) + " is negative");
+  }
+  if (*address_len < sizeof(Blob)) {
+    throw Error(CHORUS_ERR_INVALID_ARGUMENT, "address buffer of " + std::to_string(*address_len) +
+                                                 " bytes is too small; the shm transport needs " +
+                                                 std::to_string(sizeof(Blob)));
+  }
+  for (const auto& e : endpoints_) {
+    if (e->peer() == peer && e->channel() == channel) {
+      throw Error(
+          CHORUS_ERR_INVALID_ARGUMENT,
+          "an endpoint to " + endpoint_name(peer, channel, data_channels_) + " is already open");
+    }
+  }
+  auto ep = std::make_unique<Endpoint>(*this, peer, channel);
+  const Blob b = ep->blob();
+  std::memcpy(address_out, &b, sizeof b);
+  *address_len = sizeof b;
+  endpoints_.push_back(std::move(ep));
+  return endpoints_.back().get();
+}
+
+void Context::close_endpoint(Endpoint* ep) {
+  cq_.forget(ep->handle());
+  std::erase_if(endpoints_, [ep](const auto& e) { return e.get() == ep; });
+}
+
+void Context::reap(chorus_tp_endpoint_t* ep, std::uint32_t opcode) noexcept {
+  Endpoint::from(ep)->reaped(opcode);
+}
+
+bool Context::progress_all(bool timed) noexcept {
+  // The clock is read for the peer-exit check only (a system call's worth
+  // on some virtual machines): on every timed pass (after a sleep) and on
+  // every 64th of the others (polls and spin passes).
+  Clock::time_point now = Clock::time_point::min();
+  if (timed || (++untimed_passes_ & 63) == 0) now = Clock::now();
+  bool moved = false;
+  for (const auto& e : endpoints_) moved = e->progress(now) || moved;
+  return moved;
+}
+
+int Context::poll(chorus_tp_completion_t* out, std::size_t max) noexcept {
+  progress_all();
+  return cq_.poll(out, max, [this](chorus_tp_endpoint_t* ep, std::uint32_t op) { reap(ep, op); });
+}
+
+int Context::read_error(chorus_tp_error_t* out) noexcept {
+  return cq_.read_error(out, [this](chorus_tp_endpoint_t* ep, std::uint32_t op) { reap(ep, op); });
+}
+
+int Context::interrupt() noexcept {
+  interrupt_pending_.store(true, std::memory_order_seq_cst);
+  interrupt_word_.fetch_add(1, std::memory_order_seq_cst);
+  futex_wake_all(&interrupt_word_, true);
+  return CHORUS_OK;
+}
+
+int Context::wait(int timeout_ms) noexcept {
+  auto ready = [this] {
+    return !cq_.empty() || interrupt_pending_.exchange(false, std::memory_order_seq_cst);
+  };
+  progress_all();
+  if (ready()) return CHORUS_OK;
+  if (timeout_ms == 0) return CHORUS_ERR_TIMEOUT;
+  const auto start = Clock::now();
+  const auto deadline =
+      timeout_ms < 0 ? Clock::time_point::max() : start + std::chrono::milliseconds(timeout_ms);
+
+  // A short spin catches replies that are microseconds away without paying
+  // for a futex sleep and wake-up. With a core per rank it stays on the core
+  // (a system call per pass costs more than the reply takes to come); on an
+  // oversubscribed host it yields between passes, since the peer we wait
+  // for may need this very core.
+  if (cfg_.spin_us > 0) {
+    const auto spin_end = std::min(deadline, start + std::chrono::microseconds(cfg_.spin_us));
+    for (unsigned pass = 0;; ++pass) {
+      if ((oversubscribed_ || (pass & 15) == 0) && Clock::now() >= spin_end) break;
+      if (oversubscribed_) {
+        sched_yield();
+      } else {
+        cpu_relax();
+      }
+      progress_all();
+      if (ready()) return CHORUS_OK;
+    }
+  }
+
+  for (;;) {
+    // Announce that we may sleep, then look once more: a peer that wrote
+    // before our flag was visible is seen by this check, one that writes
+    // after it sees the flag and wakes us (or changes the bell first, so
+    // the futex call returns at once).
+    watches_.clear();
+    sleepers_.clear();
+    watches_.push_back({&interrupt_word_, interrupt_word_.load(std::memory_order_seq_cst), true});
+    bool truncated = false;
+    for (const auto& e : endpoints_) {
+      if (!e->watchable()) continue;
+      if (watches_.size() == kMaxFutexWatches) {
+        truncated = true;
+        break;
+      }
+      e->set_sleeping(true);
+      sleepers_.push_back(e.get());
+      watches_.push_back({e->bell(), e->bell()->load(std::memory_order_seq_cst), false});
+    }
+    progress_all(true);
+    bool done = ready();
+    if (!done) {
+      auto until = deadline;
+      // Work outstanding: wake up now and then to notice a peer that died
+      // (a closed endpoint rings the bell; a killed process cannot).
+      if (!sleepers_.empty())
+        until = std::min(until, Clock::now() + std::chrono::milliseconds(cfg_.peer_check_ms));
+      if (truncated) until = std::min(until, Clock::now() + std::chrono::milliseconds(1));
+      futex_wait_any(watches_, until);
+    }
+    for (Endpoint* e : sleepers_) e->set_sleeping(false);
+    if (done) return CHORUS_OK;
+    progress_all(true);
+    if (ready()) return CHORUS_OK;
+    if (Clock::now() >= deadline) return CHORUS_ERR_TIMEOUT;
+  }
+}
+
+}  // namespace chorus::shm

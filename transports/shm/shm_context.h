@@ -1,0 +1,79 @@
+// Context: the endpoints of one communicator's rank, its completion queue,
+// and the poll / wait / interrupt machinery.
+#pragma once
+
+#include "shm.h"
+#include "shm_config.h"
+#include "shm_endpoint.h"
+#include "shm_futex.h"
+
+#include <chorus/transport.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace chorus::shm {
+
+/// One thread at a time calls a context's ops (the core serialises them);
+/// only interrupt() may run concurrently, from any thread.
+class Context {
+ public:
+  /// Parses the configuration and sweeps stale segments. Throws Error.
+  explicit Context(const chorus_tp_context_info_t& info);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  chorus_tp_context_t* handle() { return reinterpret_cast<chorus_tp_context_t*>(this); }
+  static Context* from(chorus_tp_context_t* h) { return reinterpret_cast<Context*>(h); }
+
+  const Config& config() const { return cfg_; }
+  int rank() const { return rank_; }
+  /// chorus_tp_context_info_t::data_channels (0: unknown); see chorus/transport_names.hpp.
+  int data_channels() const { return data_channels_; }
+  int size() const { return size_; }
+  CompletionQueue& cq() { return cq_; }
+  chorus_tp_caps_t caps() const;
+
+  /// Throws Error on a bad peer, channel or buffer, or a duplicate.
+  Endpoint* open_endpoint(int peer, int channel, void* address_out, std::size_t* address_len);
+  /// Closes `ep` and drops its completions. Never blocks.
+  void close_endpoint(Endpoint* ep);
+
+  /// Never blocks. Completions written, or PENDING.
+  int poll(chorus_tp_completion_t* out, std::size_t max) noexcept;
+  int read_error(chorus_tp_error_t* out) noexcept;
+  /// Spins for spin_us (busy when every rank can have a core, yielding the
+  /// core between passes when the host is oversubscribed), then sleeps on the bells of the
+  /// endpoints with work outstanding (and the interrupt word) until something may have completed,
+  /// interrupt() or the timeout. OK or TIMEOUT.
+  int wait(int timeout_ms) noexcept;
+  int interrupt() noexcept;
+
+ private:
+  /// One progress pass over every endpoint; true when anything moved.
+  /// `timed` makes it check for exited peers now (otherwise every 64th
+  /// pass does).
+  bool progress_all(bool timed = false) noexcept;
+  void reap(chorus_tp_endpoint_t* ep, std::uint32_t opcode) noexcept;
+
+  Config cfg_;
+  int rank_;
+  int size_;
+  int data_channels_;
+  /// More ranks than usable cores: spin passes yield the core (the rank we
+  /// wait for may need it) instead of pausing on it.
+  bool oversubscribed_;
+  unsigned untimed_passes_ = 0;
+  std::vector<std::unique_ptr<Endpoint>> endpoints_;
+  CompletionQueue cq_;
+  std::vector<FutexWatch> watches_;
+  std::vector<Endpoint*> sleepers_;
+  std::atomic<bool> interrupt_pending_{false};
+  std::atomic<std::uint32_t> interrupt_word_{0};
+};
+
+}  // namespace chorus::shm

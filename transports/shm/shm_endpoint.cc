@@ -1,0 +1,543 @@
+#include "shm_endpoint.h"
+
+#include <chorus/transport_names.hpp>
+#include "shm.h"
+#include "shm_context.h"
+#include "shm_futex.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace chorus::shm {
+
+namespace {
+
+/// Every frame starts on a 64-byte boundary with this header; the payload
+/// follows it and may wrap around the end of the ring. A header never wraps:
+/// the capacity is a multiple of 64.
+struct FrameHeader {
+  std::uint64_t msg_len;   // whole message
+  std::uint32_t frag_len;  // payload bytes in this frame (16 for kByRef)
+  std::uint32_t kind;
+};
+static_assert(sizeof(FrameHeader) == 16);
+
+enum : std::uint32_t {
+  kFirst = 1,  // first (maybe only) fragment of an inline message
+  kMore = 2,   // a later fragment of the same message
+  kByRef = 3,  // descriptor of a message to read with process_vm_readv
+};
+
+/// Payload of a kByRef frame.
+struct ByRef {
+  std::uint64_t addr;  // the send buffer, in the sender's address space
+  std::uint64_t seq;   // acknowledged through rndv_done
+};
+
+/// Fragments smaller than this are not started while a larger remainder
+/// waits for space (tiny fragments would only add per-frame overhead).
+constexpr std::uint64_t kMinFragment = 4096;
+
+constexpr std::uint64_t frame_bytes(std::uint64_t payload) {
+  return (sizeof(FrameHeader) + payload + 63) & ~std::uint64_t{63};
+}
+
+void ring_write(unsigned char* ring, std::uint64_t cap, std::uint64_t pos, const void* src,
+                std::uint64_t n) {
+  const std::uint64_t off = pos & (cap - 1);
+  const std::uint64_t first = std::min(n, cap - off);
+  std::memcpy(ring + off, src, first);
+  if (n > first) std::memcpy(ring, static_cast<const unsigned char*>(src) + first, n - first);
+}
+
+void ring_read(const unsigned char* ring, std::uint64_t cap, std::uint64_t pos, void* dst,
+               std::uint64_t n) {
+  const std::uint64_t off = pos & (cap - 1);
+  const std::uint64_t first = std::min(n, cap - off);
+  std::memcpy(dst, ring + off, first);
+  if (n > first) std::memcpy(static_cast<unsigned char*>(dst) + first, ring, n - first);
+}
+
+/// Copies `len` bytes from `addr` in process `pid` into `dst`. Returns 0 or an errno.
+int cma_read(int pid, void* dst, std::uint64_t addr, std::uint64_t len) {
+  std::uint64_t done = 0;
+  while (done < len) {
+    const std::uint64_t chunk = std::min<std::uint64_t>(len - done, std::uint64_t{1} << 30);
+    iovec local{static_cast<unsigned char*>(dst) + done, chunk};
+    iovec remote{reinterpret_cast<void*>(addr + done), chunk};
+    const ssize_t n = ::process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (n == 0) return EFAULT;
+    done += static_cast<std::uint64_t>(n);
+  }
+  return 0;
+}
+
+int pidfd_open(int pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
+
+}  // namespace
+
+Endpoint::Endpoint(Context& ctx, int peer, int channel)
+    : ctx_(ctx), peer_(peer), channel_(channel), nonce_(random_u64()), probe_word_(nonce_) {
+  own_seg_ = Segment::create(nonce_, ctx.rank(), peer, channel, ctx.config().ring_size,
+                             reinterpret_cast<std::uintptr_t>(&probe_word_));
+  rx_head_seen_ = 0;
+}
+
+Endpoint::~Endpoint() {
+  // The peer sees the flag (and its bell) and fails its posts. Our segment's
+  // name is removed by the Segment destructor unless the peer did already.
+  if (SegmentHeader* h = own_seg_.header()) h->closed.store(1, std::memory_order_seq_cst);
+  if (connected_) notify_peer();
+  if (pidfd_ >= 0) ::close(pidfd_);
+}
+
+std::string Endpoint::peer_name() const {
+  return "rank " + std::to_string(peer_) + " (" + channel_name(channel_, ctx_.data_channels()) +
+         (peer_pid_ > 0 ? ", pid " + std::to_string(peer_pid_) : std::string()) + ")";
+}
+
+Blob Endpoint::blob() const {
+  const HostIdentity& id = HostIdentity::local();
+  Blob b{};
+  b.magic = kBlobMagic;
+  b.version = kLayoutVersion;
+  b.size = sizeof(Blob);
+  b.rank = ctx_.rank();
+  b.peer = peer_;
+  b.channel = channel_;
+  b.pid = own_seg_.header()->owner_pid;
+  b.nonce = nonce_;
+  b.pid_ns = id.pid_ns;
+  b.shm_dev = id.shm_dev;
+  std::memcpy(b.boot_id, id.boot_id, sizeof b.boot_id);
+  std::snprintf(b.name, sizeof b.name, "%s", own_seg_.name().c_str());
+  return b;
+}
+
+void Endpoint::connect(const void* peer_blob, std::size_t length) {
+  if (connected_) {
+    throw Error(CHORUS_ERR_INVALID_ARGUMENT,
+                "endpoint to " + peer_name() + " is already connected");
+  }
+  if (length != sizeof(Blob)) {
+    throw Error(CHORUS_ERR_INVALID_ARGUMENT,
+                "address of " + std::to_string(length) + " bytes for " + peer_name() +
+                    " is not a shm address (those are " + std::to_string(sizeof(Blob)) +
+                    " bytes); do both ranks use transport 'shm'?");
+  }
+  Blob b;
+  std::memcpy(&b, peer_blob, sizeof b);
+  const std::string fd_dir = "/proc/" + std::to_string(b.pid) + "/fd/";
+  const bool named = std::memchr(b.name, '\0', sizeof b.name) != nullptr &&
+                     std::strncmp(b.name, fd_dir.c_str(), fd_dir.size()) == 0;
+  if (b.magic != kBlobMagic || b.version != kLayoutVersion || b.size != sizeof(Blob) || !named) {
+    throw Error(CHORUS_ERR_INVALID_ARGUMENT,
+                "the address given for " + peer_name() +
+                    " is not a shm address (bad magic, version or segment name)");
+  }
+  if (b.rank != peer_ || b.peer != ctx_.rank() || b.channel != channel_) {
+    throw Error(CHORUS_ERR_INVALID_ARGUMENT,
+                "the address given for " + peer_name() + " belongs to rank " +
+                    std::to_string(b.rank) + "'s endpoint to " +
+                    endpoint_name(b.peer, b.channel, ctx_.data_channels()) +
+                    ", not to this endpoint (rank " + std::to_string(ctx_.rank()) + ")");
+  }
+  const HostIdentity& id = HostIdentity::local();
+  if (std::memcmp(b.boot_id, id.boot_id, sizeof b.boot_id) != 0) {
+    throw Error(CHORUS_ERR_UNAVAILABLE,
+                peer_name() +
+                    " runs on another host (its boot id differs); the shm transport "
+                    "connects ranks of one host only: use tcp or a fabric across hosts");
+  }
+  if (b.pid_ns != id.pid_ns || b.shm_dev != id.shm_dev) {
+    throw Error(CHORUS_ERR_UNAVAILABLE,
+                peer_name() +
+                    " is on this host but in another container (different pid "
+                    "namespace or /dev/shm); run the ranks in one container or use tcp");
+  }
+  Segment seg = Segment::attach(b);
+  const int pidfd = pidfd_open(b.pid);
+  if (pidfd < 0 && errno == ESRCH) {
+    throw Error(CHORUS_ERR_PEER_LOST,
+                peer_name() + " has exited (pid " + std::to_string(b.pid) + " no longer exists)");
+  }
+  // Cross-memory attach: can this process read the peer's memory? The
+  // peer's segment says where its probe word is; finding the peer's nonce
+  // there proves it. The answer goes into our segment, where the peer's
+  // sends look for it.
+  std::uint32_t cma = 2;
+  if (ctx_.config().cma != CmaMode::kOff) {
+    std::uint64_t probe = 0;
+    const int err = cma_read(b.pid, &probe, seg.header()->probe_addr, sizeof probe);
+    if (err == 0 && probe == b.nonce) {
+      cma = 1;
+    } else if (ctx_.config().cma == CmaMode::kOn) {
+      if (pidfd >= 0) ::close(pidfd);
+      throw Error(CHORUS_ERR_UNAVAILABLE,
+                  "transport.shm.cma = on, but process_vm_readv from " + peer_name() +
+                      " failed: " + (err != 0 ? errno_text(err) : std::string("wrong data")) +
+                      " (ptrace permission: same user and kernel.yama.ptrace_scope = 0, or "
+                      "CAP_SYS_PTRACE); set cma = auto to copy through the ring instead");
+    } else {
+      log(CHORUS_LOG_DEBUG, "process_vm_readv from " + peer_name() + " refused (" +
+                                (err != 0 ? errno_text(err) : std::string("wrong data")) +
+                                "); large messages go through the ring");
+    }
+  }
+  peer_pid_ = b.pid;
+  pidfd_ = pidfd;
+  peer_seg_ = std::move(seg);
+  tx_cap_ = peer_seg_.header()->ring_capacity;
+  tx_frag_max_ = tx_cap_ / 4 - sizeof(FrameHeader);
+  tx_head_ = peer_seg_.header()->head.load(std::memory_order_relaxed);
+  tx_tail_seen_ = peer_seg_.header()->tail.load(std::memory_order_acquire);
+  own_seg_.header()->cma_ok.store(cma, std::memory_order_release);
+  connected_ = true;
+  next_peer_check_ = Clock::now();
+  notify_peer();  // its large sends may be waiting for cma_ok
+}
+
+int Endpoint::post_send(const void* buf, std::size_t length, std::uint64_t wr_id) noexcept {
+  if (failed_) return set_last_error(CHORUS_ERR_PEER_LOST, "post_send: " + fail_text_);
+  if (buf == nullptr && length > 0) {
+    return set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
+                          "post_send: NULL buffer of " + std::to_string(length) + " bytes");
+  }
+  if (sends_unreaped_ >= kMaxOutstanding) {
+    return set_last_error(CHORUS_ERR_AGAIN, "post_send: " + std::to_string(kMaxOutstanding) +
+                                                " sends outstanding to " + peer_name());
+  }
+  sends_.push({static_cast<const unsigned char*>(buf), length, wr_id, 0, 0, 0});
+  ++sends_unreaped_;
+  if (connected_ && progress_sends()) notify_peer();
+  return CHORUS_OK;
+}
+
+int Endpoint::post_recv(void* buf, std::size_t length, std::uint64_t wr_id) noexcept {
+  if (failed_) return set_last_error(CHORUS_ERR_PEER_LOST, "post_recv: " + fail_text_);
+  if (buf == nullptr && length > 0) {
+    return set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
+                          "post_recv: NULL buffer of " + std::to_string(length) + " bytes");
+  }
+  if (recvs_unreaped_ >= kMaxOutstanding) {
+    return set_last_error(CHORUS_ERR_AGAIN, "post_recv: " + std::to_string(kMaxOutstanding) +
+                                                " receives outstanding from " + peer_name());
+  }
+  recvs_.push({static_cast<unsigned char*>(buf), length, wr_id});
+  ++recvs_unreaped_;
+  if (connected_ && progress_recvs()) notify_peer();
+  return CHORUS_OK;
+}
+
+void Endpoint::reaped(std::uint32_t opcode) noexcept {
+  if (opcode == CHORUS_TP_SEND) {
+    --sends_unreaped_;
+  } else {
+    --recvs_unreaped_;
+  }
+}
+
+void Endpoint::set_sleeping(bool on) noexcept {
+  own_seg_.header()->sleeping.store(on ? 1 : 0, std::memory_order_seq_cst);
+}
+
+void Endpoint::notify_peer() noexcept {
+  SegmentHeader* h = peer_seg_.header();
+  if (h == nullptr) return;
+  // Pairs with the sleeper's "sleeping = 1; read bell; check rings": either
+  // it sees our frame, or we see its flag and wake it.
+  h->bell.fetch_add(1, std::memory_order_seq_cst);
+  if (h->sleeping.load(std::memory_order_seq_cst) != 0) futex_wake_all(&h->bell, false);
+}
+
+bool Endpoint::progress(Clock::time_point now) noexcept {
+  if (!connected_ || failed_) return false;
+  bool moved = progress_recvs();
+  moved = progress_sends() || moved;
+  if (moved) notify_peer();
+  return check_peer(now) || moved;
+}
+
+bool Endpoint::progress_sends() noexcept {
+  SegmentHeader* ph = peer_seg_.header();
+  unsigned char* ring = peer_seg_.ring();
+  const Config& cfg = ctx_.config();
+  bool moved = false;
+  auto space = [&] { return tx_cap_ - (tx_head_ - tx_tail_seen_); };
+  auto refresh_tail = [&] {
+    const std::uint64_t t = ph->tail.load(std::memory_order_acquire);
+    if (t < tx_tail_seen_ || t > tx_head_) return false;  // the peer broke the ring
+    tx_tail_seen_ = t;
+    return true;
+  };
+  while (tx_cursor_ < sends_.tail_index()) {
+    SendWr& s = sends_.at(tx_cursor_);
+    if (s.mode == 0) {
+      s.mode = 1;
+      if (s.len >= cfg.cma_threshold && cfg.cma != CmaMode::kOff && s.len > 0) {
+        const std::uint32_t ok = ph->cma_ok.load(std::memory_order_acquire);
+        if (ok == 0) {
+          s.mode = 0;  // the peer has not connected yet: hold until it says
+          break;
+        }
+        if (ok == 1) s.mode = 2;
+      }
+    }
+    if (s.mode == 2) {
+      constexpr std::uint64_t kFrame = frame_bytes(sizeof(ByRef));
+      if (space() < kFrame && (!refresh_tail() || space() < kFrame)) break;
+      const FrameHeader fh{s.len, sizeof(ByRef), kByRef};
+      const ByRef ref{reinterpret_cast<std::uintptr_t>(s.buf), ++rndv_issued_};
+      ring_write(ring, tx_cap_, tx_head_, &fh, sizeof fh);
+      ring_write(ring, tx_cap_, tx_head_ + sizeof fh, &ref, sizeof ref);
+      s.rndv_seq = ref.seq;
+      tx_head_ += kFrame;
+      ph->head.store(tx_head_, std::memory_order_release);
+      ++tx_cursor_;
+      moved = true;
+      continue;
+    }
+    bool blocked = false;
+    do {
+      const std::uint64_t remaining = s.len - s.written;
+      const std::uint64_t want = std::min(remaining, tx_frag_max_);
+      const std::uint64_t need = frame_bytes(std::min(want, kMinFragment));
+      if (space() < need && (!refresh_tail() || space() < need)) {
+        blocked = true;
+        break;
+      }
+      const std::uint64_t fit = (space() & ~std::uint64_t{63}) - sizeof(FrameHeader);
+      const std::uint64_t payload = std::min(want, fit);
+      const FrameHeader fh{s.len, static_cast<std::uint32_t>(payload),
+                           s.written == 0 ? kFirst : kMore};
+      ring_write(ring, tx_cap_, tx_head_, &fh, sizeof fh);
+      if (payload > 0) ring_write(ring, tx_cap_, tx_head_ + sizeof fh, s.buf + s.written, payload);
+      s.written += payload;
+      tx_head_ += frame_bytes(payload);
+      ph->head.store(tx_head_, std::memory_order_release);
+      moved = true;
+    } while (s.written < s.len);
+    if (blocked) break;
+    ++tx_cursor_;
+  }
+  // Complete, in post order, what is written (inline) or acknowledged (by reference).
+  const std::uint64_t acked = ph->rndv_done.load(std::memory_order_acquire);
+  while (!sends_.empty() && sends_.head_index() < tx_cursor_) {
+    const SendWr& s = sends_.front();
+    if (s.mode == 2 && s.rndv_seq > acked) break;
+    complete_send(s);
+    sends_.pop();
+    moved = true;
+  }
+  return moved;
+}
+
+bool Endpoint::progress_recvs() noexcept {
+  SegmentHeader* oh = own_seg_.header();
+  const unsigned char* ring = own_seg_.ring();
+  const std::uint64_t cap = oh->ring_capacity;
+  bool moved = false;
+  for (;;) {
+    if (rx_head_seen_ == rx_tail_) {
+      rx_head_seen_ = oh->head.load(std::memory_order_acquire);
+      if (rx_head_seen_ == rx_tail_) break;
+      if (rx_head_seen_ < rx_tail_ || rx_head_seen_ - rx_tail_ > cap) {
+        fail(CHORUS_ERR_SYSTEM, "the ring from " + peer_name() + " is corrupt (head " +
+                                    std::to_string(rx_head_seen_) + ", tail " +
+                                    std::to_string(rx_tail_) + ")");
+        return true;
+      }
+    }
+    FrameHeader fh;
+    ring_read(ring, cap, rx_tail_, &fh, sizeof fh);
+    const std::uint64_t payload = fh.kind == kByRef ? sizeof(ByRef) : fh.frag_len;
+    const bool sane = (fh.kind == kFirst || fh.kind == kMore || fh.kind == kByRef) &&
+                      payload <= cap / 2 && frame_bytes(payload) <= rx_head_seen_ - rx_tail_ &&
+                      fh.frag_len <= fh.msg_len + (fh.kind == kByRef ? sizeof(ByRef) : 0) &&
+                      (fh.kind != kByRef || fh.frag_len == sizeof(ByRef));
+    const bool expected =
+        fh.kind == kMore ? (rx_active_ || rx_discard_ > 0) : (!rx_active_ && rx_discard_ == 0);
+    if (!sane || !expected) {
+      fail(CHORUS_ERR_SYSTEM, "the ring from " + peer_name() + " holds a malformed frame (kind " +
+                                  std::to_string(fh.kind) + ", " + std::to_string(fh.frag_len) +
+                                  " of " + std::to_string(fh.msg_len) + " bytes)");
+      return true;
+    }
+    const std::uint64_t data_pos = rx_tail_ + sizeof fh;
+    if (fh.kind == kMore) {
+      if (rx_discard_ > 0) {
+        if (fh.frag_len > rx_discard_) {
+          fail(CHORUS_ERR_SYSTEM, "the ring from " + peer_name() + " overran a message");
+          return true;
+        }
+        rx_discard_ -= fh.frag_len;
+      } else {
+        if (rx_got_ + fh.frag_len > rx_msg_len_) {
+          fail(CHORUS_ERR_SYSTEM, "the ring from " + peer_name() + " overran a message");
+          return true;
+        }
+        RecvWr& r = recvs_.front();
+        ring_read(ring, cap, data_pos, r.buf + rx_got_, fh.frag_len);
+        rx_got_ += fh.frag_len;
+        if (rx_got_ == rx_msg_len_) {
+          complete_recv(r, rx_msg_len_);
+          recvs_.pop();
+          rx_active_ = false;
+        }
+      }
+    } else {
+      if (recvs_.empty()) break;  // backpressure: the message waits in the ring
+      const RecvWr r = recvs_.front();
+      if (fh.msg_len > r.len) {
+        // Dropped, as TCP does: the stream stays consistent for the next message.
+        error(r.wr_id, CHORUS_TP_RECV, CHORUS_ERR_INVALID_ARGUMENT,
+              "message of " + std::to_string(fh.msg_len) + " bytes arrived for a receive of " +
+                  std::to_string(r.len) + " bytes from " + peer_name() +
+                  "; the message was dropped");
+        recvs_.pop();
+        if (fh.kind == kByRef) {
+          ByRef ref;
+          ring_read(ring, cap, data_pos, &ref, sizeof ref);
+          oh->rndv_done.store(ref.seq, std::memory_order_release);
+        } else {
+          rx_discard_ = fh.msg_len - fh.frag_len;
+        }
+      } else if (fh.kind == kByRef) {
+        ByRef ref;
+        ring_read(ring, cap, data_pos, &ref, sizeof ref);
+        // A sender that closed may reuse its buffer: read only while it is open.
+        SegmentHeader* ph = peer_seg_.header();
+        if (ph->closed.load(std::memory_order_acquire) != 0) break;  // check_peer fails it
+        const int err = cma_read(peer_pid_, r.buf, ref.addr, fh.msg_len);
+        if (err == ESRCH || ph->closed.load(std::memory_order_acquire) != 0) {
+          fail(CHORUS_ERR_PEER_LOST, peer_name() + " went away while its message of " +
+                                         std::to_string(fh.msg_len) + " bytes was being read");
+          return true;
+        }
+        if (err != 0) {
+          error(r.wr_id, CHORUS_TP_RECV, CHORUS_ERR_SYSTEM,
+                "process_vm_readv of " + std::to_string(fh.msg_len) + " bytes from " + peer_name() +
+                    " failed: " + errno_text(err));
+        } else {
+          complete_recv(r, fh.msg_len);
+        }
+        recvs_.pop();
+        oh->rndv_done.store(ref.seq, std::memory_order_release);
+      } else {
+        RecvWr& front = recvs_.front();
+        ring_read(ring, cap, data_pos, front.buf, fh.frag_len);
+        if (fh.frag_len == fh.msg_len) {
+          complete_recv(front, fh.msg_len);
+          recvs_.pop();
+        } else {
+          rx_active_ = true;
+          rx_msg_len_ = fh.msg_len;
+          rx_got_ = fh.frag_len;
+        }
+      }
+    }
+    rx_tail_ += frame_bytes(payload);
+    oh->tail.store(rx_tail_, std::memory_order_release);
+    moved = true;
+  }
+  return moved;
+}
+
+bool Endpoint::peer_exited() const noexcept {
+  if (pidfd_ >= 0) {
+    pollfd p{pidfd_, POLLIN, 0};
+    return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP)) != 0;
+  }
+  return ::kill(peer_pid_, 0) != 0 && errno == ESRCH;
+}
+
+bool Endpoint::check_peer(Clock::time_point now) noexcept {
+  if (failed_) return false;
+  SegmentHeader* ph = peer_seg_.header();
+  bool gone = false;
+  std::string why;
+  if (ph->closed.load(std::memory_order_acquire) != 0) {
+    gone = true;
+    why = peer_name() + " closed its endpoint";
+  } else if (has_work() && now >= next_peer_check_) {
+    next_peer_check_ = now + std::chrono::milliseconds(ctx_.config().peer_check_ms);
+    if (peer_exited()) {
+      gone = true;
+      why = peer_name() + " exited";
+    }
+  }
+  if (!gone) return false;
+  // What it sent before going is still in our ring: deliver it first.
+  progress_recvs();
+  if (!failed_) fail(CHORUS_ERR_PEER_LOST, why);
+  return true;
+}
+
+void Endpoint::fail(int status, const std::string& why) noexcept {
+  if (failed_) return;
+  failed_ = true;
+  try {
+    fail_text_ = why;
+    // A peer that closes while nothing is outstanding is an ordinary shutdown.
+    if (has_work()) {
+      log(CHORUS_LOG_WARN, why + "; failing the endpoint's outstanding work");
+    } else {
+      log(CHORUS_LOG_DEBUG, why);
+    }
+  } catch (...) {
+  }
+  // Inline sends already in the ring are delivered as far as we are
+  // concerned; everything else fails, in post order.
+  const std::uint64_t acked = peer_seg_.header() != nullptr
+                                  ? peer_seg_.header()->rndv_done.load(std::memory_order_acquire)
+                                  : 0;
+  while (!sends_.empty()) {
+    const SendWr& s = sends_.front();
+    const bool done = sends_.head_index() < tx_cursor_ && (s.mode != 2 || s.rndv_seq <= acked);
+    if (done) {
+      complete_send(s);
+    } else {
+      error(s.wr_id, CHORUS_TP_SEND, status, why);
+    }
+    sends_.pop();
+  }
+  while (!recvs_.empty()) {
+    error(recvs_.front().wr_id, CHORUS_TP_RECV, status, why);
+    recvs_.pop();
+  }
+  rx_active_ = false;
+  rx_discard_ = 0;
+}
+
+void Endpoint::complete_send(const SendWr& s) noexcept {
+  ctx_.cq().push({s.wr_id, CHORUS_TP_SEND, 0, s.len, handle()});
+}
+
+void Endpoint::complete_recv(const RecvWr& r, std::uint64_t byte_len) noexcept {
+  ctx_.cq().push({r.wr_id, CHORUS_TP_RECV, 0, byte_len, handle()});
+}
+
+void Endpoint::error(std::uint64_t wr_id, std::uint32_t opcode, int status,
+                     const std::string& text) noexcept {
+  chorus_tp_error_t e{};
+  e.wr_id = wr_id;
+  e.opcode = opcode;
+  e.status = status;
+  e.peer_rank = peer_;
+  e.endpoint = handle();
+  std::snprintf(e.message, sizeof e.message, "%s", text.c_str());
+  ctx_.cq().push_error(e);
+}
+
+}  // namespace chorus::shm

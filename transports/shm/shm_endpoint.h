@@ -1,0 +1,160 @@
+// Endpoint: one connected channel to a peer rank on this host.
+#pragma once
+
+#include "shm_segment.h"
+
+#include <chorus/transport.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace chorus::shm {
+
+class Context;
+using Clock = std::chrono::steady_clock;
+
+/// Fixed-capacity FIFO addressed by absolute indices (head_index() ..
+/// tail_index()); never allocates after construction.
+template <class T>
+class WrQueue {
+ public:
+  explicit WrQueue(std::size_t capacity_pow2) : slots_(capacity_pow2), mask_(capacity_pow2 - 1) {}
+  bool empty() const { return head_ == tail_; }
+  std::uint64_t head_index() const { return head_; }
+  std::uint64_t tail_index() const { return tail_; }
+  T& front() { return slots_[head_ & mask_]; }
+  T& at(std::uint64_t index) { return slots_[index & mask_]; }
+  void push(const T& v) { slots_[tail_++ & mask_] = v; }
+  void pop() { ++head_; }
+
+ private:
+  std::vector<T> slots_;
+  std::uint64_t mask_;
+  std::uint64_t head_ = 0;
+  std::uint64_t tail_ = 0;
+};
+
+/// An endpoint owns its segment (the ring the peer writes into) and maps the
+/// peer's (the ring it writes into). All data moves on the calling thread,
+/// inside the posts, poll and wait; the owning context serialises calls.
+///
+/// Messages smaller than `cma_threshold` (or all of them when cross-memory
+/// attach is unusable) are copied into the ring in fragments of at most a
+/// quarter of it and out again by the receiver. Larger ones are sent by
+/// reference: a descriptor goes through the ring, the receiver copies the
+/// payload straight from the sender's buffer with process_vm_readv and
+/// acknowledges through `rndv_done`; only then does the send complete. Both
+/// kinds share the one ring, so per-endpoint order holds by construction.
+///
+/// Outstanding posts at endpoint_close vanish: the context drops their
+/// completions and the peer sees the close as a lost peer.
+class Endpoint {
+ public:
+  static constexpr std::uint32_t kMaxOutstanding = 1024;
+
+  /// Creates this endpoint's segment. Throws Error.
+  Endpoint(Context& ctx, int peer, int channel);
+  ~Endpoint();
+  Endpoint(const Endpoint&) = delete;
+  Endpoint& operator=(const Endpoint&) = delete;
+
+  chorus_tp_endpoint_t* handle() { return reinterpret_cast<chorus_tp_endpoint_t*>(this); }
+  static Endpoint* from(chorus_tp_endpoint_t* h) { return reinterpret_cast<Endpoint*>(h); }
+  Context& context() const { return ctx_; }
+  int peer() const { return peer_; }
+  int channel() const { return channel_; }
+
+  /// The address blob for the peer (sizeof(Blob) bytes).
+  Blob blob() const;
+  /// Maps the peer's segment named in its blob. Never waits for the peer:
+  /// its segment exists from its endpoint_open on. Throws Error.
+  void connect(const void* peer_blob, std::size_t length);
+
+  /// Never block. OK, AGAIN (queue full) or PEER_LOST (with last_error set).
+  int post_send(const void* buf, std::size_t length, std::uint64_t wr_id) noexcept;
+  int post_recv(void* buf, std::size_t length, std::uint64_t wr_id) noexcept;
+
+  /// One progress pass: write queued sends, read arrived messages, complete
+  /// acknowledged sends, notice a closed or exited peer. Returns true when
+  /// anything moved.
+  bool progress(Clock::time_point now) noexcept;
+  /// Posted and not finished (finished ones wait in the completion queue).
+  bool has_work() const noexcept { return !sends_.empty() || !recvs_.empty(); }
+  /// Whether wait() should sleep on this endpoint's bell.
+  bool watchable() const noexcept { return connected_ && !failed_ && has_work(); }
+  /// The word the peer rings, and the flag that tells it we may be asleep.
+  const std::atomic<std::uint32_t>* bell() const { return &own_seg_.header()->bell; }
+  void set_sleeping(bool on) noexcept;
+
+  /// A completion of this endpoint left the completion queue.
+  void reaped(std::uint32_t opcode) noexcept;
+
+ private:
+  struct SendWr {
+    const unsigned char* buf;
+    std::uint64_t len;
+    std::uint64_t wr_id;
+    std::uint64_t written;   // bytes copied into the ring (inline mode)
+    std::uint64_t rndv_seq;  // by-reference sequence number, 0 for inline
+    int mode;                // 0 undecided, 1 inline, 2 by reference
+  };
+  struct RecvWr {
+    unsigned char* buf;
+    std::uint64_t len;
+    std::uint64_t wr_id;
+  };
+
+  bool progress_sends() noexcept;
+  bool progress_recvs() noexcept;
+  bool check_peer(Clock::time_point now) noexcept;
+  bool peer_exited() const noexcept;
+  /// Fails everything outstanding with `status` and marks the endpoint failed.
+  void fail(int status, const std::string& why) noexcept;
+  void complete_send(const SendWr& s) noexcept;
+  void complete_recv(const RecvWr& r, std::uint64_t byte_len) noexcept;
+  void error(std::uint64_t wr_id, std::uint32_t opcode, int status,
+             const std::string& text) noexcept;
+  /// Rings the peer's bell (and wakes it if it sleeps).
+  void notify_peer() noexcept;
+  std::string peer_name() const;
+
+  Context& ctx_;
+  int peer_;
+  int channel_;
+  std::uint64_t nonce_;
+  /// The word the peer reads with process_vm_readv to probe for CMA.
+  std::uint64_t probe_word_;
+  Segment own_seg_;   // ring peer -> me
+  Segment peer_seg_;  // ring me -> peer (mapped at connect)
+  bool connected_ = false;
+  bool failed_ = false;
+  std::string fail_text_;
+  int peer_pid_ = -1;
+  int pidfd_ = -1;
+  Clock::time_point next_peer_check_{};
+
+  // Producer side (ring in peer_seg_).
+  WrQueue<SendWr> sends_{kMaxOutstanding};
+  std::uint64_t tx_cursor_ = 0;  // index of the first send not fully written
+  std::uint64_t tx_head_ = 0;
+  std::uint64_t tx_tail_seen_ = 0;
+  std::uint64_t tx_cap_ = 0;
+  std::uint64_t tx_frag_max_ = 0;
+  std::uint64_t rndv_issued_ = 0;
+  std::uint32_t sends_unreaped_ = 0;
+
+  // Consumer side (ring in own_seg_).
+  WrQueue<RecvWr> recvs_{kMaxOutstanding};
+  std::uint64_t rx_tail_ = 0;
+  std::uint64_t rx_head_seen_ = 0;
+  bool rx_active_ = false;        // the front receive is being filled
+  std::uint64_t rx_msg_len_ = 0;  // length of the message being received
+  std::uint64_t rx_got_ = 0;
+  std::uint64_t rx_discard_ = 0;  // bytes of a dropped message still to skip
+  std::uint32_t recvs_unreaped_ = 0;
+};
+
+}  // namespace chorus::shm

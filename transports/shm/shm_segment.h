@@ -1,0 +1,150 @@
+// Segment: the shared-memory layout of one endpoint direction, the address
+// blob that names it, and the RAII mapping.
+//
+// Every endpoint creates one segment when it is opened. The segment holds
+// the ring its *peer* writes into and this endpoint reads from, plus the
+// owner's wake-up word and closed flag. Each side maps its own segment and
+// the peer's, so an endpoint touches two segments:
+//
+//   own segment  (owner = me):   ring peer->me, my bell, my closed flag
+//   peer segment (owner = peer): ring me->peer, the peer's bell and flags
+//
+// A segment is an anonymous memory file (memfd): it never has a name in
+// /dev/shm, so nothing is left there whenever a process is SIGKILLed. The
+// peer opens it through /proc/<owner pid>/fd/<fd>, the "name" in the blob.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace chorus::shm {
+
+inline constexpr std::uint32_t kSegmentMagic = 0x4d485343;  // "CSHM"
+inline constexpr std::uint16_t kLayoutVersion = 2;
+inline constexpr std::size_t kCacheLine = 64;
+/// Label of a segment's memfd ("chorus-shm-<rank>-<peer>-<channel>", seen in
+/// /proc/<pid>/fd). Named segments of layout 1 were
+/// "/dev/shm/chorus-shm-<pid namespace inode>-<pid>-<nonce hex>"; the sweep
+/// still removes those whose owner is dead.
+inline constexpr const char* kNamePrefix = "chorus-shm-";
+
+/// Header at offset 0 of every segment. The first block is written by the
+/// owner before its blob leaves the process and never changes after. Every
+/// later field is an atomic with one writer, named in its comment; fields
+/// written by different sides sit on different cache lines.
+struct SegmentHeader {
+  std::uint32_t magic;
+  std::uint16_t version;
+  std::uint16_t reserved0;
+  std::uint64_t nonce;
+  std::int32_t owner_rank;
+  std::int32_t peer_rank;
+  std::int32_t channel;
+  std::int32_t owner_pid;
+  std::uint64_t ring_offset;
+  std::uint64_t ring_capacity;
+  /// Address, in the owner's process, of a word holding `nonce`: the peer
+  /// reads it with process_vm_readv to learn whether cross-memory attach works.
+  std::uint64_t probe_addr;
+
+  /// Owner: 1 once its endpoint is closed (the peer then fails its posts).
+  alignas(kCacheLine) std::atomic<std::uint32_t> closed;
+  /// Owner: whether it can read the peer's memory (0 unknown until the
+  /// owner connects, 1 yes, 2 no). The peer sends large messages by
+  /// reference only on 1.
+  std::atomic<std::uint32_t> cma_ok;
+  /// Peer: 1 once it has mapped (and unlinked) this segment.
+  std::atomic<std::uint32_t> attached;
+
+  /// Peer increments after anything the owner may be waiting for (a frame,
+  /// ring space, an acknowledgement, its close); the owner futex-waits on it.
+  alignas(kCacheLine) std::atomic<std::uint32_t> bell;
+  /// Owner: 1 while it may be asleep on `bell`; the peer calls FUTEX_WAKE only then.
+  std::atomic<std::uint32_t> sleeping;
+
+  /// Peer (producer): bytes ever written into the ring.
+  alignas(kCacheLine) std::atomic<std::uint64_t> head;
+  /// Owner (consumer): bytes ever consumed from the ring.
+  alignas(kCacheLine) std::atomic<std::uint64_t> tail;
+  /// Owner: sequence number of the last by-reference message it finished
+  /// reading (or dropped), so the peer can complete that send.
+  std::atomic<std::uint64_t> rndv_done;
+};
+
+static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
+
+/// Identity of this host and namespace, compared at connect so that ranks
+/// that cannot share memory fail with a clear message instead of hanging.
+struct HostIdentity {
+  unsigned char boot_id[16] = {};
+  std::uint64_t pid_ns = 0;   // inode of /proc/self/ns/pid
+  std::uint64_t shm_dev = 0;  // st_dev of /dev/shm (which tmpfs instance)
+  static const HostIdentity& local();
+};
+
+/// The address blob (fixed layout, host byte order: both ends share a host).
+struct Blob {
+  std::uint32_t magic;
+  std::uint16_t version;
+  std::uint16_t size;
+  std::int32_t rank;  // owner of the segment
+  std::int32_t peer;  // the rank it is meant for
+  std::int32_t channel;
+  std::int32_t pid;
+  std::uint64_t nonce;
+  std::uint64_t pid_ns;
+  std::uint64_t shm_dev;
+  unsigned char boot_id[16];
+  char name[64];  // NUL-terminated: "/proc/<pid>/fd/<fd>" of the owner's memfd
+};
+inline constexpr std::uint32_t kBlobMagic = 0x424d4853;  // "SHMB"
+static_assert(sizeof(Blob) == 128);
+
+/// A mapped segment. Created by its owner or attached by the peer.
+class Segment {
+ public:
+  Segment() = default;
+  ~Segment();
+  Segment(Segment&& o) noexcept;
+  Segment& operator=(Segment&& o) noexcept;
+  Segment(const Segment&) = delete;
+  Segment& operator=(const Segment&) = delete;
+
+  /// Creates and maps a new segment with a ring of `ring_capacity` bytes
+  /// (a power of two) and fills the immutable header. Throws Error.
+  static Segment create(std::uint64_t nonce, int owner_rank, int peer_rank, int channel,
+                        std::uint64_t ring_capacity, std::uint64_t probe_addr);
+  /// Opens and maps the peer's segment named in `blob`, checks its header
+  /// against the blob and marks it attached. Throws Error (PEER_LOST when
+  /// the owner closed it or exited).
+  static Segment attach(const Blob& blob);
+
+  SegmentHeader* header() const { return header_; }
+  unsigned char* ring() const { return ring_; }
+  const std::string& name() const { return name_; }
+  /// Owner: closes the descriptor the peer opens the segment through (the
+  /// mapping stays). Idempotent; a no-op on an attached segment.
+  void unlink() noexcept;
+
+ private:
+  void release() noexcept;
+  std::string name_;
+  void* base_ = nullptr;
+  std::size_t size_ = 0;
+  SegmentHeader* header_ = nullptr;
+  unsigned char* ring_ = nullptr;
+  int fd_ = -1;  ///< owner: the memfd, open until unlink()
+};
+
+/// Removes named segments (layout 1, older Chorus versions) left in /dev/shm
+/// by processes of this pid namespace that no longer exist. Returns how many
+/// were removed. Never throws.
+int sweep_stale_segments() noexcept;
+
+/// A random 64-bit value from getrandom().
+std::uint64_t random_u64();
+
+}  // namespace chorus::shm

@@ -1,0 +1,110 @@
+// Acceptor: a context's listening socket and the thread that admits the
+// connections its endpoints are waiting for.
+#pragma once
+
+#include "tcp.h"
+#include "tcp_auth.h"
+#include "tcp_config.h"
+#include "tcp_wire.h"
+
+#include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/steady_timer.hpp>
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+namespace chorus::tcp {
+
+/// One per context. The lower rank of every pair is passive: the higher rank
+/// connects to this listener and sends a Hello. Accepting, reading the Hello
+/// and answering happen on the acceptor's own Asio thread, so a connector
+/// never needs the accepting rank's thread to be inside endpoint_connect at
+/// the same moment; endpoint_connect later collects the parked sockets with
+/// take().
+///
+/// Threading: expect/forget/take are called by the context's (single) caller
+/// thread; the Asio thread touches only `live_` (its own) and, under `mu_`,
+/// `expected_`.
+class Acceptor {
+ public:
+  /// Listens on `bind`:0 (ephemeral port) and admits only connectors that
+  /// prove they hold `key`. `data_channels` (chorus_tp_context_info_t) only
+  /// names channels in messages. Throws Error(SYSTEM) on failure.
+  Acceptor(const asio::ip::address& bind, const Config& cfg, int rank, int data_channels,
+           auth::Key key);
+  ~Acceptor();
+  Acceptor(const Acceptor&) = delete;
+  Acceptor& operator=(const Acceptor&) = delete;
+
+  std::uint16_t port() const { return port_; }
+
+  /// Registers an open endpoint so Hellos naming `nonce` are admitted.
+  void expect(std::uint64_t nonce, int peer_rank, int channel, int sockets);
+  /// Unregisters it and closes any socket parked for it.
+  void forget(std::uint64_t nonce);
+
+  /// Blocks until every socket of endpoint `nonce` has arrived from the
+  /// connector whose own blob carried `sender_nonce`, or until the deadline.
+  /// Returns the fds in socket-index order (caller owns them), or an empty
+  /// vector on timeout. Sockets from any other connector are closed.
+  std::vector<int> take(std::uint64_t nonce, std::uint64_t sender_nonce, const Deadline& deadline);
+
+ private:
+  struct Incoming;
+  struct Slot {
+    int fd = -1;
+    bool reserved = false;  // a Hello for this index was admitted
+    bool taken = false;     // handed to endpoint_connect
+    std::uint64_t sender_nonce = 0;
+  };
+  struct Expected {
+    int peer_rank = 0;
+    int channel = 0;
+    int sockets = 1;
+    bool sender_known = false;
+    std::uint64_t sender_nonce = 0;
+    std::vector<Slot> slots;
+    int ready = 0;
+  };
+
+  void run() noexcept;
+  void accept_next();
+  void on_accept(asio::ip::tcp::socket socket);
+  void on_hello(const std::shared_ptr<Incoming>& in);
+  void on_proof(const std::shared_ptr<Incoming>& in);
+  void finish(const std::shared_ptr<Incoming>& in);
+  wire::AckStatus admit(const wire::Hello& h);
+  void unreserve(const wire::Hello& h);
+  void deliver(const wire::Hello& h, int fd);
+  void purge_foreign(Expected& e);  // requires mu_
+
+  static constexpr std::size_t kMaxHandshakesInFlight = 256;
+  static constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
+
+  const Config cfg_;
+  const int rank_;
+  const int data_channels_;
+  const auth::Key key_;
+  std::uint16_t port_ = 0;
+
+  asio::io_context io_{1};
+  asio::ip::tcp::acceptor acceptor_;
+  asio::steady_timer backoff_;
+  std::set<Incoming*> live_;  // handshakes in progress; Asio thread only
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::unordered_map<std::uint64_t, Expected> expected_;  // by endpoint nonce
+
+  std::thread thread_;  // last: started after everything above exists
+};
+
+}  // namespace chorus::tcp

@@ -1,0 +1,94 @@
+// Context: one communicator's TCP transport state — listener, completion
+// queue, epoll set and endpoints.
+#pragma once
+
+#include "tcp.h"
+#include "tcp_acceptor.h"
+#include "tcp_config.h"
+#include "tcp_endpoint.h"
+
+#include <chorus/transport.h>
+
+#include <sys/epoll.h>
+
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace chorus::tcp {
+
+/// Progress model (libfabric's "manual progress"): data moves only inside
+/// poll(), wait() and the posts. poll() does one non-blocking epoll_wait and
+/// progresses the endpoints it names; wait() sleeps in epoll_wait on every
+/// data socket plus an eventfd (for interrupt()) and progresses whatever
+/// wakes it. Sockets are edge-triggered, so an idle wait really sleeps.
+///
+/// Threading: one caller thread at a time (the ABI's rule); interrupt() from
+/// any thread. The acceptor runs its own thread and meets the caller only in
+/// Acceptor::take().
+class Context {
+ public:
+  /// Throws Error (INVALID_ARGUMENT for bad info/config, SYSTEM for the OS).
+  explicit Context(const chorus_tp_context_info_t& info);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  int rank() const { return rank_; }
+  const Config& config() const { return cfg_; }
+  /// chorus_tp_context_info_t::data_channels (0: unknown); see chorus/transport_names.hpp.
+  int data_channels() const { return data_channels_; }
+  /// The job key from context_open (empty when the core passed none).
+  const auth::Key& job_key() const { return job_key_; }
+  CompletionQueue& cq() { return cq_; }
+  Acceptor& acceptor() { return *acceptor_; }
+  std::span<std::byte> discard_buffer() { return discard_; }
+  /// "host:port" other ranks connect to, for messages.
+  std::string listen_address() const;
+
+  /// Adds a connected data socket to the epoll set (edge-triggered). Throws.
+  void watch(int fd, Socket* socket);
+  void unwatch(int fd);
+
+  chorus_tp_caps_t caps() const;
+  Endpoint* open_endpoint(int peer_rank, int channel, void* address_out, std::size_t* address_len);
+  void close_endpoint(Endpoint* ep);
+
+  int poll(chorus_tp_completion_t* out, std::size_t max);
+  int read_error(chorus_tp_error_t* out);
+  int wait(int timeout_ms);
+  int interrupt();
+
+ private:
+  /// One epoll_wait (timeout as epoll_wait's) and progress of every endpoint
+  /// it names. Returns true when the interrupt eventfd fired.
+  bool drive(int timeout_ms);
+
+  static constexpr int kMaxEvents = 64;
+
+  int rank_ = 0;
+  int size_ = 1;
+  int data_channels_ = 0;
+  /// More ranks than usable cores: spin passes yield the core.
+  bool oversubscribed_ = false;
+  Config cfg_;
+  auth::Key job_key_;
+  asio::ip::address advertised_;
+  std::vector<std::byte> discard_;
+  CompletionQueue cq_;
+  UniqueFd epoll_fd_;
+  UniqueFd event_fd_;
+  std::vector<epoll_event> events_;
+  std::vector<Endpoint*> to_progress_;
+  std::unique_ptr<Acceptor> acceptor_;
+  std::vector<std::unique_ptr<chorus_tp_endpoint>> endpoints_;
+};
+
+}  // namespace chorus::tcp
+
+/// The ABI's opaque context handle is the Context itself.
+struct chorus_tp_context final : chorus::tcp::Context {
+  using Context::Context;
+};

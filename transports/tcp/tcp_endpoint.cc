@@ -1,0 +1,619 @@
+#include "tcp_endpoint.h"
+
+#include <chorus/transport_names.hpp>
+#include "tcp.h"
+#include "tcp_connector.h"
+#include "tcp_context.h"
+#include "tcp_socket_options.h"
+
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <span>
+
+namespace chorus::tcp {
+
+namespace {
+
+using wire::kFrameHeaderSize;
+
+/// Largest single read/write; keeps every count well inside ssize_t and
+/// below Linux's MAX_RW_COUNT.
+constexpr std::uint64_t kMaxIo = std::uint64_t{1} << 30;
+/// Frames gathered into one sendmsg on socket 0 (two iovecs per frame).
+constexpr int kMaxIov = 64;
+
+}  // namespace
+
+Endpoint::Endpoint(Context& ctx, int peer_rank, int channel, std::uint64_t nonce)
+    : ctx_(ctx),
+      peer_rank_(peer_rank),
+      channel_(channel),
+      nonce_(nonce),
+      nsockets_(ctx.config().sockets),
+      sockets_(static_cast<std::size_t>(nsockets_)),
+      sends_(kMaxOutstanding),
+      recvs_(kMaxOutstanding),
+      stage_(kStageSize) {
+  for (int i = 0; i < nsockets_; ++i) {
+    sockets_[static_cast<std::size_t>(i)].owner = this;
+    sockets_[static_cast<std::size_t>(i)].index = static_cast<unsigned>(i);
+  }
+}
+
+Endpoint::~Endpoint() { release_sockets(); }
+
+std::string Endpoint::who() const {
+  return endpoint_name(peer_rank_, channel_, ctx_.data_channels());
+}
+
+// ---- connection setup -----------------------------------------------------
+
+void Endpoint::connect(const void* peer_blob, std::size_t length, int timeout_ms) {
+  if (connected_)
+    throw Error(CHORUS_ERR_INVALID_ARGUMENT, "endpoint to " + who() + " is already connected");
+  wire::Blob b;
+  if (!wire::decode(peer_blob, length, b)) {
+    throw Error(CHORUS_ERR_INVALID_ARGUMENT,
+                "the peer address (" + std::to_string(length) +
+                    " bytes) is not a TCP transport address blob of this version");
+  }
+  if (b.rank != peer_rank_ || b.peer_rank != ctx_.rank() || b.channel != channel_) {
+    throw Error(CHORUS_ERR_INVALID_ARGUMENT,
+                "address blob mix-up: it is rank " + std::to_string(b.rank) + "'s endpoint for " +
+                    endpoint_name(b.peer_rank, b.channel, ctx_.data_channels()) +
+                    ", but this is rank " + std::to_string(ctx_.rank()) + "'s endpoint for " +
+                    who());
+  }
+  if (b.sockets != nsockets_) {
+    throw Error(CHORUS_ERR_INVALID_ARGUMENT,
+                "transport.tcp.sockets is " + std::to_string(nsockets_) + " on rank " +
+                    std::to_string(ctx_.rank()) + " but " + std::to_string(b.sockets) +
+                    " on rank " + std::to_string(peer_rank_) +
+                    "; every rank must use the same value");
+  }
+  const Deadline deadline = Deadline::after_ms(timeout_ms);
+  std::vector<int> fds;
+  try {
+    if (ctx_.rank() > peer_rank_) {
+      // Active side: connect to the lower rank's listener.
+      asio::ip::address address;
+      if (b.family == 4) {
+        asio::ip::address_v4::bytes_type v4;
+        std::copy_n(b.address.begin(), v4.size(), v4.begin());
+        address = asio::ip::address_v4(v4);
+      } else {
+        asio::ip::address_v6::bytes_type v6;
+        std::copy_n(b.address.begin(), v6.size(), v6.begin());
+        address = asio::ip::address_v6(v6);
+      }
+      const asio::ip::tcp::endpoint remote(address, b.port);
+      for (int i = 0; i < nsockets_; ++i) {
+        wire::Hello h;
+        h.sockets = static_cast<std::uint16_t>(nsockets_);
+        h.rank = ctx_.rank();
+        h.peer_rank = peer_rank_;
+        h.channel = channel_;
+        h.index = static_cast<std::uint16_t>(i);
+        h.target_nonce = b.nonce;
+        h.sender_nonce = nonce_;
+        fds.push_back(connect_socket(remote, h, ctx_.config(), ctx_.data_channels(), ctx_.job_key(),
+                                     deadline));
+      }
+    } else {
+      // Passive side: the acceptor thread has been collecting them.
+      fds = ctx_.acceptor().take(nonce_, b.nonce, deadline);
+      if (fds.empty()) {
+        throw Error(CHORUS_ERR_TIMEOUT, "timed out after " + std::to_string(timeout_ms) +
+                                            " ms waiting for " + who() + " to connect to " +
+                                            ctx_.listen_address());
+      }
+    }
+    attach(fds);
+  } catch (...) {
+    for (int fd : fds) {
+      if (fd >= 0) ::close(fd);
+    }
+    release_sockets();
+    throw;
+  }
+}
+
+void Endpoint::attach(std::vector<int>& fds) {
+  for (int fd : fds) prepare_data_socket(fd, ctx_.config());
+  for (std::size_t i = 0; i < fds.size(); ++i) {
+    Socket& s = sockets_[i];
+    ctx_.watch(fds[i], &s);  // may throw: the caller closes what is left in fds
+    s.fd = fds[i];
+    fds[i] = -1;
+    // Data may have arrived before the socket was watched; with edge
+    // triggering we must look once.
+    s.readable = true;
+    s.writable = true;
+  }
+  connected_ = true;
+  log(CHORUS_LOG_DEBUG, "connected to " + who() + " over " + std::to_string(nsockets_) +
+                            (nsockets_ == 1 ? " socket" : " sockets"));
+  progress();
+}
+
+void Endpoint::release_sockets() {
+  for (Socket& s : sockets_) {
+    if (s.fd < 0) continue;
+    ctx_.unwatch(s.fd);
+    ::close(s.fd);
+    s.fd = -1;
+    s.readable = false;
+    s.writable = false;
+  }
+}
+
+// ---- posting ---------------------------------------------------------------
+
+int Endpoint::post_send(const void* buf, std::size_t length, std::uint64_t wr_id) {
+  if (!connected_) {
+    return set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
+                          "post_send: the endpoint to " + who() + " is not connected");
+  }
+  if (tx_closed_) return set_last_error(tx_status_, tx_error_);
+  if (buf == nullptr && length > 0) {
+    return set_last_error(CHORUS_ERR_INVALID_ARGUMENT, "post_send: NULL buffer with length > 0");
+  }
+  if (length > wire::kMaxMessageSize) {
+    return set_last_error(
+        CHORUS_ERR_INVALID_ARGUMENT,
+        "post_send: " + std::to_string(length) + " bytes exceeds max_message_size (2^40)");
+  }
+  if (sends_outstanding_ >= kMaxOutstanding) {
+    return set_last_error(CHORUS_ERR_AGAIN, "post_send: 1024 sends to " + who() +
+                                                " are outstanding; poll completions and retry");
+  }
+  SendWr& wr = sends_[send_tail_ & kMask];
+  wr.buf = static_cast<const std::byte*>(buf);
+  wr.length = length;
+  wr.wr_id = wr_id;
+  wr.stripes = static_cast<std::uint8_t>(wire::stripes_for(length, nsockets_));
+  wr.parts_left = wr.stripes;
+  wire::FrameHeader h;
+  h.kind = wire::FrameKind::kMessage;
+  h.stripes = wr.stripes;
+  h.index = 0;
+  h.seq = tx_seq_++;
+  h.length = length;
+  wire::encode(h, wr.hdr);
+  ++send_tail_;
+  ++sends_outstanding_;
+  progress_tx();
+  return CHORUS_OK;
+}
+
+int Endpoint::post_recv(void* buf, std::size_t length, std::uint64_t wr_id) {
+  if (!connected_) {
+    return set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
+                          "post_recv: the endpoint to " + who() + " is not connected");
+  }
+  if (rx_ == Rx::kClosed) return set_last_error(rx_status_, rx_error_);
+  if (buf == nullptr && length > 0) {
+    return set_last_error(CHORUS_ERR_INVALID_ARGUMENT, "post_recv: NULL buffer with length > 0");
+  }
+  if (recvs_outstanding_ >= kMaxOutstanding) {
+    return set_last_error(CHORUS_ERR_AGAIN, "post_recv: 1024 receives from " + who() +
+                                                " are outstanding; poll completions and retry");
+  }
+  recvs_[recv_tail_ & kMask] = RecvWr{static_cast<std::byte*>(buf), length, wr_id};
+  ++recv_tail_;
+  ++recvs_outstanding_;
+  if (rx_ == Rx::kAwaitRecv || (rx_ == Rx::kHeader && sockets_[0].readable)) progress_rx();
+  return CHORUS_OK;
+}
+
+void Endpoint::on_reaped(std::uint32_t opcode) {
+  if (opcode == CHORUS_TP_SEND) {
+    --sends_outstanding_;
+  } else {
+    --recvs_outstanding_;
+  }
+}
+
+// ---- progress --------------------------------------------------------------
+
+void Endpoint::on_event(Socket& s, std::uint32_t events) {
+  if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) s.readable = true;
+  if (events & (EPOLLOUT | EPOLLHUP | EPOLLERR)) s.writable = true;
+  if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) s.peer_closed = true;
+  if ((events & EPOLLERR) && s.error == 0 && s.fd >= 0) {
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (::getsockopt(s.fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0) s.error = err;
+  }
+}
+
+void Endpoint::progress() {
+  if (!connected_) return;
+  if (!tx_closed_) {
+    for (const Socket& s : sockets_) {
+      if (s.peer_closed) {
+        // The peer closed its socket: nothing we write will be read. Messages
+        // it sent before closing are still delivered by the receive side.
+        close_tx(CHORUS_ERR_PEER_LOST,
+                 "connection to " + who() + " lost: " +
+                     (s.error != 0 ? errno_text(s.error) : std::string("the peer closed it")));
+        break;
+      }
+    }
+  }
+  if (!tx_closed_) progress_tx();
+  if (rx_ != Rx::kClosed) progress_rx();
+}
+
+void Endpoint::progress_tx() {
+  for (Socket& s : sockets_) {
+    if (tx_closed_) return;
+    if (s.writable) write_socket(s);
+  }
+  retire_sends();
+}
+
+void Endpoint::skip_foreign(Socket& s) {
+  // Sockets > 0 carry only striped messages; step over the others.
+  while (s.tx_wr < send_tail_ && s.index >= sends_[s.tx_wr & kMask].stripes) ++s.tx_wr;
+}
+
+void Endpoint::write_socket(Socket& s) {
+  iovec iov[kMaxIov];
+  for (;;) {
+    skip_foreign(s);
+    if (s.tx_wr == send_tail_) return;
+    int n_iov = 0;
+    std::uint64_t total = 0;
+    std::uint64_t off = s.tx_off;
+    for (std::uint64_t w = s.tx_wr; w < send_tail_ && n_iov + 2 <= kMaxIov && total < kMaxIo; ++w) {
+      SendWr& wr = sends_[w & kMask];
+      if (s.index >= wr.stripes) continue;
+      const wire::Part part = wire::stripe_part(wr.length, wr.stripes, s.index);
+      const std::byte* hdr = wr.hdr.data();
+      if (s.index != 0) {
+        if (off == 0) {
+          wire::FrameHeader h;
+          h.kind = wire::FrameKind::kStripe;
+          h.stripes = wr.stripes;
+          h.index = static_cast<std::uint16_t>(s.index);
+          h.seq = wire::load<std::uint32_t>(wr.hdr.data() + 8);
+          h.length = part.size;
+          wire::encode(h, s.tx_hdr);
+        }
+        hdr = s.tx_hdr.data();
+      }
+      if (off < kFrameHeaderSize) {
+        iov[n_iov++] = {const_cast<std::byte*>(hdr + off), kFrameHeaderSize - off};
+        total += kFrameHeaderSize - off;
+      }
+      const std::uint64_t done = off > kFrameHeaderSize ? off - kFrameHeaderSize : 0;
+      if (part.size > done) {
+        const std::uint64_t chunk = std::min(part.size - done, kMaxIo);
+        iov[n_iov++] = {const_cast<std::byte*>(wr.buf + part.begin + done), chunk};
+        total += chunk;
+      }
+      off = 0;
+      if (s.index != 0) break;  // the stripe header lives in the socket: one frame at a time
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<std::size_t>(n_iov);
+    const ssize_t n = ::sendmsg(s.fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        s.writable = false;
+        return;
+      }
+      lose(errno, "sending");
+      return;
+    }
+    consume_written(s, static_cast<std::uint64_t>(n));
+    if (static_cast<std::uint64_t>(n) < total) {
+      // Short write: the socket buffer is full; EPOLLOUT will say when not.
+      s.writable = false;
+      return;
+    }
+  }
+}
+
+void Endpoint::consume_written(Socket& s, std::uint64_t n) {
+  while (n > 0) {
+    SendWr& wr = sends_[s.tx_wr & kMask];
+    const std::uint64_t frame =
+        kFrameHeaderSize + wire::stripe_part(wr.length, wr.stripes, s.index).size;
+    const std::uint64_t rest = frame - s.tx_off;
+    if (n < rest) {
+      s.tx_off += n;
+      return;
+    }
+    n -= rest;
+    s.tx_off = 0;
+    --wr.parts_left;
+    ++s.tx_wr;
+    skip_foreign(s);
+  }
+}
+
+void Endpoint::retire_sends() {
+  while (send_head_ < send_tail_) {
+    const SendWr& wr = sends_[send_head_ & kMask];
+    if (wr.parts_left != 0) return;
+    ctx_.cq().push(handle(), CHORUS_TP_SEND, wr.wr_id, wr.length);
+    ++send_head_;
+  }
+}
+
+template <class Counter>
+bool Endpoint::read_into(Socket& s, void* dst, std::uint64_t want, Counter& counter) {
+  want = std::min(want, kMaxIo);
+  const ssize_t n = ::read(s.fd, dst, want);
+  if (n > 0) {
+    counter += static_cast<Counter>(n);
+    // A short read means the socket is drained (epoll(7)), unless a FIN is
+    // queued behind the data: then read on until we see it.
+    if (static_cast<std::uint64_t>(n) < want && !s.peer_closed) s.readable = false;
+    return true;
+  }
+  if (n == 0) {
+    on_eof(s);
+    return false;
+  }
+  if (errno == EINTR) return true;
+  if (errno == EAGAIN || errno == EWOULDBLOCK) {
+    s.readable = false;
+    return false;
+  }
+  lose(errno, "receiving");
+  return false;
+}
+
+void Endpoint::progress_rx() {
+  for (;;) {
+    switch (rx_) {
+      case Rx::kClosed:
+        return;
+
+      case Rx::kHeader: {
+        while (staged() < kFrameHeaderSize) {
+          if (!fill_stage()) return;
+        }
+        wire::FrameBytes bytes;
+        std::memcpy(bytes.data(), stage_.data() + stage_begin_, kFrameHeaderSize);
+        stage_begin_ += kFrameHeaderSize;
+        wire::FrameHeader h;
+        if (!wire::decode(bytes, h) || h.kind != wire::FrameKind::kMessage || h.index != 0) {
+          protocol_error("bad message header");
+          return;
+        }
+        if (h.seq != rx_seq_) {
+          protocol_error("message " + std::to_string(h.seq) + " arrived where " +
+                         std::to_string(rx_seq_) + " was due");
+          return;
+        }
+        if (wire::check_message_header(h, rx_seq_, nsockets_) != nullptr) {
+          protocol_error("message header with length " + std::to_string(h.length) + " and " +
+                         std::to_string(h.stripes) + " stripes is out of bounds");
+          return;
+        }
+        rx_len_ = h.length;
+        rx_stripes_ = h.stripes;
+        rx_ = Rx::kAwaitRecv;
+        [[fallthrough]];
+      }
+
+      case Rx::kAwaitRecv: {
+        // Backpressure: the payload stays in the socket until a receive is
+        // posted, and then goes straight into the receive buffer.
+        if (recv_head_ == recv_tail_) return;
+        const RecvWr& r = recvs_[recv_head_ & kMask];
+        rx_discard_ = r.length < rx_len_;
+        rx_dest_ = r.buf;
+        if (rx_discard_) {
+          const std::string msg = "message of " + std::to_string(rx_len_) +
+                                  " bytes arrived for a receive of " + std::to_string(r.length) +
+                                  " bytes from " + who() + "; the message was discarded";
+          ctx_.cq().push_error(handle(), CHORUS_TP_RECV, r.wr_id, CHORUS_ERR_INVALID_ARGUMENT,
+                               peer_rank_, msg);
+          ++recv_head_;
+        }
+        for (unsigned i = 0; i < rx_stripes_; ++i) {
+          Socket& s = sockets_[i];
+          const wire::Part part = wire::stripe_part(rx_len_, rx_stripes_, i);
+          s.rx_active = true;
+          s.rx_begin = part.begin;
+          s.rx_size = part.size;
+          s.rx_off = 0;
+          s.rx_hdr_off = i == 0 ? static_cast<std::uint32_t>(kFrameHeaderSize) : 0;
+        }
+        rx_parts_left_ = rx_stripes_;
+        rx_ = Rx::kPayload;
+        [[fallthrough]];
+      }
+
+      case Rx::kPayload: {
+        if (sockets_[0].rx_active) read_lead_part(sockets_[0]);
+        for (unsigned i = 1; i < rx_stripes_ && rx_ != Rx::kClosed; ++i) {
+          if (sockets_[i].rx_active) read_part(sockets_[i]);
+        }
+        if (rx_ == Rx::kClosed) return;
+        if (rx_parts_left_ > 0) return;
+        if (!rx_discard_) {
+          const RecvWr& r = recvs_[recv_head_ & kMask];
+          ctx_.cq().push(handle(), CHORUS_TP_RECV, r.wr_id, rx_len_);
+          ++recv_head_;
+        }
+        ++rx_seq_;
+        rx_ = Rx::kHeader;
+        break;
+      }
+    }
+  }
+}
+
+bool Endpoint::fill_stage() {
+  Socket& s = sockets_[0];
+  if (!s.readable) return false;
+  if (stage_begin_ == stage_end_) {
+    stage_begin_ = stage_end_ = 0;
+  } else if (stage_end_ == stage_.size()) {
+    std::memmove(stage_.data(), stage_.data() + stage_begin_, staged());
+    stage_end_ -= stage_begin_;
+    stage_begin_ = 0;
+  }
+  if (stage_end_ == stage_.size()) return false;  // full: callers consume before refilling
+  return read_into(s, stage_.data() + stage_end_, stage_.size() - stage_end_, stage_end_);
+}
+
+void Endpoint::read_lead_part(Socket& s) {
+  // Part 0 follows the message header on socket 0: staged bytes first, then
+  // large remainders directly, small ones through the stage.
+  for (;;) {
+    const std::uint64_t left = s.rx_size - s.rx_off;
+    if (left == 0) {
+      s.rx_active = false;
+      --rx_parts_left_;
+      return;
+    }
+    if (staged() > 0) {
+      const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(staged(), left));
+      if (!rx_discard_)
+        std::memcpy(rx_dest_ + s.rx_begin + s.rx_off, stage_.data() + stage_begin_, n);
+      stage_begin_ += n;
+      s.rx_off += n;
+      continue;
+    }
+    if (left < kDirectMin) {
+      if (!fill_stage()) return;
+      continue;
+    }
+    if (!s.readable) return;
+    std::uint64_t want = left;
+    std::byte* dst;
+    if (rx_discard_) {
+      const std::span<std::byte> sink = ctx_.discard_buffer();
+      dst = sink.data();
+      want = std::min<std::uint64_t>(want, sink.size());
+    } else {
+      dst = rx_dest_ + s.rx_begin + s.rx_off;
+    }
+    if (!read_into(s, dst, want, s.rx_off)) return;
+  }
+}
+
+void Endpoint::read_part(Socket& s) {
+  for (;;) {
+    if (s.rx_hdr_off == kFrameHeaderSize && s.rx_off == s.rx_size) {
+      s.rx_active = false;
+      --rx_parts_left_;
+      return;
+    }
+    if (!s.readable) return;
+    if (s.rx_hdr_off < kFrameHeaderSize) {
+      if (!read_into(s, s.rx_hdr.data() + s.rx_hdr_off, kFrameHeaderSize - s.rx_hdr_off,
+                     s.rx_hdr_off)) {
+        return;
+      }
+      if (s.rx_hdr_off < kFrameHeaderSize) continue;
+      wire::FrameHeader h;
+      if (!wire::decode(s.rx_hdr, h) ||
+          !wire::stripe_header_matches(h, s.index, rx_seq_, rx_stripes_, s.rx_size)) {
+        protocol_error("bad stripe header on socket " + std::to_string(s.index));
+        return;
+      }
+      continue;
+    }
+    std::uint64_t want = s.rx_size - s.rx_off;
+    std::byte* dst;
+    if (rx_discard_) {
+      const std::span<std::byte> sink = ctx_.discard_buffer();
+      dst = sink.data();
+      want = std::min<std::uint64_t>(want, sink.size());
+    } else {
+      dst = rx_dest_ + s.rx_begin + s.rx_off;
+    }
+    if (!read_into(s, dst, want, s.rx_off)) return;
+  }
+}
+
+// ---- failure ---------------------------------------------------------------
+
+void Endpoint::on_eof(Socket& s) {
+  const bool at_boundary = rx_ == Rx::kHeader && staged() == 0 && s.index == 0;
+  shut_down(CHORUS_ERR_PEER_LOST,
+            "connection to " + who() + " lost: the peer closed it" +
+                (at_boundary ? std::string() : std::string(" in the middle of a message")));
+}
+
+void Endpoint::lose(int err, const char* while_doing) {
+  // Errors of this process, not of the peer or the network: a posted buffer
+  // that is not valid memory here (EFAULT), or the kernel out of memory. They
+  // are reported as local (CHORUS_ERR_SYSTEM) so nobody blames a healthy
+  // peer; the connection still closes, since its byte stream may now be cut
+  // in the middle of a message.
+  if (err == EFAULT || err == ENOMEM || err == ENOBUFS) {
+    shut_down(CHORUS_ERR_SYSTEM,
+              std::string("local error while ") + while_doing + " (connection to " + who() +
+                  "): " + errno_text(err) +
+                  (err == EFAULT ? "; a posted buffer is not valid memory of this process (check "
+                                   "the pointer and the count)"
+                                 : std::string()));
+    return;
+  }
+  shut_down(CHORUS_ERR_PEER_LOST,
+            "connection to " + who() + " lost while " + while_doing + ": " + errno_text(err));
+}
+
+void Endpoint::protocol_error(const std::string& what) {
+  shut_down(CHORUS_ERR_PEER_LOST,
+            "protocol error on the connection to " + who() + ": " + what + "; connection dropped");
+}
+
+void Endpoint::shut_down(int status, const std::string& message) {
+  // A peer that closes while nothing is in flight is a peer that finished
+  // (its communicator was finalized first): worth a debug line, not a warning.
+  const bool idle = send_head_ == send_tail_ && recv_head_ == recv_tail_;
+  log(idle ? CHORUS_LOG_DEBUG : CHORUS_LOG_WARN, message);
+  if (!tx_closed_) close_tx(status, message);
+  if (rx_ != Rx::kClosed) close_rx(status, message);
+  release_sockets();
+}
+
+void Endpoint::close_tx(int status, const std::string& message) {
+  tx_closed_ = true;
+  tx_status_ = status;
+  tx_error_ = message;
+  // In post order: sends already fully written complete normally, the rest fail.
+  for (; send_head_ < send_tail_; ++send_head_) {
+    const SendWr& wr = sends_[send_head_ & kMask];
+    if (wr.parts_left == 0) {
+      ctx_.cq().push(handle(), CHORUS_TP_SEND, wr.wr_id, wr.length);
+    } else {
+      ctx_.cq().push_error(handle(), CHORUS_TP_SEND, wr.wr_id, status, peer_rank_, message);
+    }
+  }
+  for (Socket& s : sockets_) {
+    s.tx_wr = send_tail_;
+    s.tx_off = 0;
+  }
+}
+
+void Endpoint::close_rx(int status, const std::string& message) {
+  rx_ = Rx::kClosed;
+  rx_status_ = status;
+  rx_error_ = message;
+  for (; recv_head_ < recv_tail_; ++recv_head_) {
+    const RecvWr& r = recvs_[recv_head_ & kMask];
+    ctx_.cq().push_error(handle(), CHORUS_TP_RECV, r.wr_id, status, peer_rank_, message);
+  }
+}
+
+}  // namespace chorus::tcp

@@ -1,0 +1,184 @@
+// Endpoint: one reliable, ordered channel to one peer, over 1..16 TCP
+// connections, with verbs-RC-like send/receive queues.
+#pragma once
+
+#include "tcp_wire.h"
+
+#include <chorus/transport.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace chorus::tcp {
+
+class Context;
+class Endpoint;
+
+/// One TCP connection of an endpoint: its epoll readiness and its share of
+/// the endpoint's send and receive progress. Sockets live in a vector that is
+/// sized once, so epoll keeps a pointer to them.
+struct Socket {
+  Endpoint* owner = nullptr;
+  int fd = -1;
+  unsigned index = 0;
+  // Edge-triggered readiness: set by epoll events, cleared when the kernel
+  // says EAGAIN (or a short read/write shows the buffer is drained/full).
+  bool readable = false;
+  bool writable = false;
+  bool peer_closed = false;  // EPOLLRDHUP/HUP/ERR seen
+  int error = 0;             // SO_ERROR captured on EPOLLERR
+
+  // Send cursor: the send WR (absolute index) whose frame this socket writes
+  // next, and how many bytes of that frame (header first) are already out.
+  std::uint64_t tx_wr = 0;
+  std::uint64_t tx_off = 0;
+  wire::FrameBytes tx_hdr{};  // stripe header (sockets > 0)
+
+  // Receive: this socket's part of the message being received (stripe
+  // header, for sockets > 0, then payload).
+  bool rx_active = false;
+  std::uint32_t rx_hdr_off = 0;
+  wire::FrameBytes rx_hdr{};
+  std::uint64_t rx_begin = 0;
+  std::uint64_t rx_size = 0;
+  std::uint64_t rx_off = 0;
+};
+
+/// Progress happens only inside the context's poll/wait and inside
+/// post_send/post_recv (which try to move data at once). No method blocks
+/// except connect(). Called by the context's single caller thread only.
+///
+/// Failure model: the peer's FIN (EPOLLRDHUP) closes the send side at once
+/// (nothing more will be read there) while complete messages still buffered
+/// here are delivered; EOF, a socket error or a protocol violation closes
+/// both sides. Closing a side turns every outstanding post of that side into
+/// an error completion and makes later posts return PEER_LOST.
+class Endpoint {
+ public:
+  static constexpr std::uint32_t kMaxOutstanding = 1024;  // per direction; a power of two
+
+  Endpoint(Context& ctx, int peer_rank, int channel, std::uint64_t nonce);
+  ~Endpoint();
+  Endpoint(const Endpoint&) = delete;
+  Endpoint& operator=(const Endpoint&) = delete;
+
+  chorus_tp_endpoint_t* handle();
+  Context& context() { return ctx_; }
+  int peer_rank() const { return peer_rank_; }
+  int channel() const { return channel_; }
+  std::uint64_t nonce() const { return nonce_; }
+
+  /// Blocks until every socket is connected or the timeout passes. Throws Error.
+  void connect(const void* peer_blob, std::size_t length, int timeout_ms);
+
+  int post_send(const void* buf, std::size_t length, std::uint64_t wr_id);
+  int post_recv(void* buf, std::size_t length, std::uint64_t wr_id);
+
+  /// Records epoll readiness of one of this endpoint's sockets.
+  void on_event(Socket& s, std::uint32_t events);
+  /// Moves as much data as the sockets allow without blocking.
+  void progress();
+  /// A completion of this endpoint left the completion queue: frees its slot.
+  void on_reaped(std::uint32_t opcode);
+
+  /// Set while queued in the context's per-batch progress list.
+  bool queued_for_progress = false;
+
+ private:
+  struct SendWr {
+    const std::byte* buf = nullptr;
+    std::uint64_t length = 0;
+    std::uint64_t wr_id = 0;
+    std::uint32_t parts_left = 0;  // socket frames not yet fully written
+    std::uint8_t stripes = 1;
+    wire::FrameBytes hdr{};  // the message header, sent on socket 0
+  };
+  struct RecvWr {
+    std::byte* buf = nullptr;
+    std::uint64_t length = 0;
+    std::uint64_t wr_id = 0;
+  };
+  enum class Rx { kHeader, kAwaitRecv, kPayload, kClosed };
+
+  static constexpr std::uint64_t kMask = kMaxOutstanding - 1;
+
+  void attach(std::vector<int>& fds);
+  void progress_tx();
+  void write_socket(Socket& s);
+  void consume_written(Socket& s, std::uint64_t n);
+  void skip_foreign(Socket& s);
+  void retire_sends();
+  void progress_rx();
+  void read_part(Socket& s);
+  void read_lead_part(Socket& s);
+  bool fill_stage();
+  std::size_t staged() const { return stage_end_ - stage_begin_; }
+  template <class Counter>
+  bool read_into(Socket& s, void* dst, std::uint64_t want, Counter& counter);
+  void on_eof(Socket& s);
+  void lose(int err, const char* while_doing);
+  void protocol_error(const std::string& what);
+  void shut_down(int status, const std::string& message);
+  void close_tx(int status, const std::string& message);
+  void close_rx(int status, const std::string& message);
+  void release_sockets();
+  std::string who() const;
+
+  Context& ctx_;
+  const int peer_rank_;
+  const int channel_;
+  const std::uint64_t nonce_;
+  const int nsockets_;
+  std::vector<Socket> sockets_;
+  bool connected_ = false;
+
+  // Send queue: [send_head_, send_tail_) are posted and not yet completed.
+  std::vector<SendWr> sends_;
+  std::uint64_t send_head_ = 0;
+  std::uint64_t send_tail_ = 0;
+  std::uint32_t sends_outstanding_ = 0;  // posted and not yet reaped by poll
+  std::uint32_t tx_seq_ = 0;
+  bool tx_closed_ = false;
+  int tx_status_ = CHORUS_OK;
+  std::string tx_error_;
+
+  // Receive queue: [recv_head_, recv_tail_) are posted and not yet completed.
+  std::vector<RecvWr> recvs_;
+  std::uint64_t recv_head_ = 0;
+  std::uint64_t recv_tail_ = 0;
+  std::uint32_t recvs_outstanding_ = 0;
+  Rx rx_ = Rx::kHeader;
+  std::uint32_t rx_seq_ = 0;
+  std::uint64_t rx_len_ = 0;
+  unsigned rx_stripes_ = 1;
+  unsigned rx_parts_left_ = 0;
+  bool rx_discard_ = false;  // the message is too long for the receive: drop it
+  std::byte* rx_dest_ = nullptr;
+  int rx_status_ = CHORUS_OK;
+  std::string rx_error_;
+
+  // Socket 0 reads through a small staging buffer, so one read() picks up a
+  // header together with a small payload (often several whole frames).
+  // Payload bytes that are not already staged, when at least kDirectMin of
+  // them remain, are read straight into the receive buffer. Staging never
+  // holds more than kStageSize bytes, so an unmatched message still leaves
+  // the rest of the stream in the kernel and backpressure reaches the sender.
+  static constexpr std::size_t kStageSize = 16 * 1024;
+  static constexpr std::uint64_t kDirectMin = 4 * 1024;
+  std::vector<std::byte> stage_;
+  std::size_t stage_begin_ = 0;
+  std::size_t stage_end_ = 0;
+};
+
+}  // namespace chorus::tcp
+
+/// The ABI's opaque endpoint handle is the Endpoint itself.
+struct chorus_tp_endpoint final : chorus::tcp::Endpoint {
+  using Endpoint::Endpoint;
+};
+
+inline chorus_tp_endpoint_t* chorus::tcp::Endpoint::handle() {
+  return static_cast<chorus_tp_endpoint*>(this);
+}
