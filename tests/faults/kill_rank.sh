@@ -22,6 +22,14 @@ for r in $(seq 0 $((n - 1))); do
   pids+=($!)
 done
 sleep "$delay"
+# The kill is meant for the collective, not init: on a loaded machine (ofi's
+# init is the slowest) wait, within a bound, for rank 0's header, which
+# chorus-bench prints once the communicator is up.
+for _ in $(seq 1 600); do
+  grep -q "^# chorus-bench" "$dir/out.0" 2>/dev/null && break
+  kill -0 "${pids[0]}" 2>/dev/null || break
+  sleep 0.1
+done
 for r in $(seq 0 $((n - 1))); do
   if ! kill -0 "${pids[$r]}" 2>/dev/null; then
     echo "FAIL: rank $r ended before the kill:"; cat "$dir/err.$r"; exit 1

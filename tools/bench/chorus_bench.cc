@@ -266,6 +266,8 @@ int main(int argc, char** argv) {
     std::printf("# %12s %12s %10s %10s %9s %9s %7s %10s %9s %9s %7s\n", "size(B)", "count",
                 "algorithm", "time(us)", "algbw", "busbw", "#wrong", "time(us)", "algbw", "busbw",
                 "#wrong");
+    // The header says init is done: out now, also when stdout is a file.
+    std::fflush(stdout);
   }
 
   for (uint64_t bytes : sizes) {
