@@ -235,8 +235,7 @@ CHORUS_API int chorus_comm_init(const chorus_options_t* opts, chorus_comm_t** co
 
 CHORUS_API int chorus_comm_finalize(chorus_comm_t* comm) {
   return guarded([&] {
-    if (comm && !forget(comm))
-      return invalid(std::string("chorus_comm_finalize") + kNotLiveComm);
+    if (comm && !forget(comm)) return invalid(std::string("chorus_comm_finalize") + kNotLiveComm);
     delete comm;
     return int(CHORUS_OK);
   });
@@ -273,10 +272,10 @@ CHORUS_API const char* chorus_comm_transport(const chorus_comm_t* comm) {
   return live(comm) ? comm->impl->transport_name().c_str() : nullptr;
 }
 
-#define CHORUS_COMM_CALL(name, expr)                              \
-  return guarded([&] {                                            \
+#define CHORUS_COMM_CALL(name, expr)                                 \
+  return guarded([&] {                                               \
     if (int rc = check_comm(comm, name); rc != CHORUS_OK) return rc; \
-    return set_error(expr);                                       \
+    return set_error(expr);                                          \
   })
 
 namespace {

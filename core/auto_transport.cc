@@ -454,8 +454,7 @@ int auto_context_open(const chorus_tp_context_info_t* info, chorus_tp_context_t*
     int rc = sub.tp->context_open(&sub_info, &sub.ctx);
     // A bad setting stays an error; only a refusal (resources, permissions)
     // of the default local sub-transport falls back.
-    if (rc != CHORUS_OK && rc != CHORUS_ERR_INVALID_ARGUMENT && slot == kLocal &&
-        !local_explicit) {
+    if (rc != CHORUS_OK && rc != CHORUS_ERR_INVALID_ARGUMENT && slot == kLocal && !local_explicit) {
       sub.ctx = nullptr;
       ctx->local_available = false;
       ctx->warn_local_fallback("could not open a context (" + std::string(sub.tp->last_error()) +

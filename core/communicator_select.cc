@@ -41,8 +41,9 @@ Status Communicator::check_algorithm_settings(const std::vector<std::string>& se
     bool known = false;
     for (const auto& p : algorithms_) known = known || p->name() == name;
     for (const auto& dir : search)
-      known = known || ::access((dir + "/" + plugin_file_name(PluginKind::kAlgorithm, name)).c_str(),
-                                F_OK) == 0;
+      known =
+          known ||
+          ::access((dir + "/" + plugin_file_name(PluginKind::kAlgorithm, name)).c_str(), F_OK) == 0;
     if (known) continue;
     const Setting& s = settings.front();
     std::vector<std::string> keys;

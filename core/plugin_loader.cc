@@ -134,11 +134,11 @@ Status check_table_name(PluginKind kind, const std::string& path, const char* ta
     return Status::ok();
   const std::string file_name = file.substr(prefix.size(), file.size() - prefix.size() - 3);
   if (file_name == table_name) return Status::ok();
-  return {CHORUS_ERR_UNAVAILABLE,
-          "the file is named for " + std::string(kind_word(kind)) + " '" + file_name +
-              "' but its table names itself '" + table_name + "'; rename the file to " +
-              plugin_file_name(kind, table_name) + " or rebuild the plugin with the name '" +
-              file_name + "'"};
+  return {CHORUS_ERR_UNAVAILABLE, "the file is named for " + std::string(kind_word(kind)) + " '" +
+                                      file_name + "' but its table names itself '" + table_name +
+                                      "'; rename the file to " +
+                                      plugin_file_name(kind, table_name) +
+                                      " or rebuild the plugin with the name '" + file_name + "'"};
 }
 
 /// dlopens and validates one file. On failure nothing stays loaded.

@@ -361,12 +361,12 @@ int main(int argc, char** argv) {
   refused(chorus_comm_finalize(comm), "finalize twice", "already finalized");
   // A finalized handle is refused by every call, before anything reads it.
   std::vector<float> after(4, 1.0f);
-  refused(chorus_all_reduce(comm, after.data(), after.data(), after.size(), CHORUS_FLOAT32,
-                            CHORUS_SUM),
-          "all_reduce on a finalized communicator", "not a live communicator");
+  refused(
+      chorus_all_reduce(comm, after.data(), after.data(), after.size(), CHORUS_FLOAT32, CHORUS_SUM),
+      "all_reduce on a finalized communicator", "not a live communicator");
   chorus_request_t* late = nullptr;
-  refused_issue(chorus_iall_reduce(comm, after.data(), after.data(), after.size(),
-                                   CHORUS_FLOAT32, CHORUS_SUM, &late),
+  refused_issue(chorus_iall_reduce(comm, after.data(), after.data(), after.size(), CHORUS_FLOAT32,
+                                   CHORUS_SUM, &late),
                 "iall_reduce on a finalized communicator", "not a live communicator", late);
   int r_after = -1;
   refused(chorus_comm_rank(comm, &r_after), "comm_rank on a finalized communicator",

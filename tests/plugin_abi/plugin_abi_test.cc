@@ -77,10 +77,12 @@ TEST_CASE("a plugin whose table name differs from its file name is refused, sayi
   // and selection, which goes by the table's name, would never find it.
   auto msg = refusal(PluginKind::kTransport, "misnamed");
   CHECK_THAT(msg, Catch::Contains("libchorus-transport-misnamed.so"));
-  CHECK_THAT(msg, Catch::Contains("named for transport 'misnamed' but its table names itself 'tcp'"));
+  CHECK_THAT(msg,
+             Catch::Contains("named for transport 'misnamed' but its table names itself 'tcp'"));
   CHECK_THAT(msg, Catch::Contains("rename the file to libchorus-transport-tcp.so"));
   msg = refusal(PluginKind::kAlgorithm, "misnamed");
-  CHECK_THAT(msg, Catch::Contains("named for algorithm 'misnamed' but its table names itself 'ring'"));
+  CHECK_THAT(msg,
+             Catch::Contains("named for algorithm 'misnamed' but its table names itself 'ring'"));
 }
 
 TEST_CASE("a missing plugin lists every path tried", "[plugin_abi]") {
