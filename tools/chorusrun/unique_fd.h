@@ -1,37 +1,12 @@
-// UniqueFd: sole owner of one file descriptor.
+// UniqueFd: sole owner of one file descriptor. chorusrun uses the provider
+// toolkit's (header-only, no link dependency): every pipe end has exactly one
+// owner and none leaks into a later rank's fork.
 #pragma once
 
-#include <unistd.h>
-
-#include <utility>
+#include <chorus/provider/unique_fd.hpp>
 
 namespace chorus::run {
 
-/// Closes its descriptor on destruction; move-only, so every pipe end has
-/// exactly one owner and none leaks into a later rank's fork.
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  UniqueFd(UniqueFd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  UniqueFd& operator=(UniqueFd&& other) noexcept {
-    if (this != &other) reset(std::exchange(other.fd_, -1));
-    return *this;
-  }
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  ~UniqueFd() { reset(); }
-
-  int get() const { return fd_; }
-  explicit operator bool() const { return fd_ >= 0; }
-
-  void reset(int fd = -1) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = fd;
-  }
-
- private:
-  int fd_ = -1;
-};
+using UniqueFd = chorus::provider::UniqueFd;
 
 }  // namespace chorus::run
