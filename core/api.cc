@@ -294,17 +294,18 @@ Status run_blocking(Communicator& c, const char* what, const Status& checked, Bo
   return c.execute(what, std::move(body));
 }
 
-/// Non-blocking call: argument check on the caller, then queue.
-template <class Body>
+/// Non-blocking call: argument check on the caller, then queue. `check`
+/// runs only once `comm` is known to be a live handle.
+template <class Check, class Body>
 int issue(chorus_comm_t* comm, const char* name, const char* what, chorus_request_t** req_out,
-          const Status& checked, Body body) {
+          Check check, Body body) {
   return guarded([&] {
     if (int rc = check_comm(comm, name); rc != CHORUS_OK) return rc;
     if (!req_out) {
       comm->impl->count_failed();
       return invalid(std::string(name) + ": req_out is NULL");
     }
-    if (!checked.is_ok()) {
+    if (const Status checked = check(); !checked.is_ok()) {
       comm->impl->count_failed();
       return set_error(checked);
     }
@@ -413,9 +414,9 @@ CHORUS_API int chorus_all_to_allv(chorus_comm_t* comm, const void* in, const siz
                                 }));
 }
 
-// The checks below dereference `comm` only when it is not NULL; issue()
-// reports a NULL one.
-#define CHORUS_CHECK(expr) (live(comm) ? comm->impl->expr : Status::ok())
+// The argument check of a non-blocking call, run by issue() once it has
+// found `comm` live.
+#define CHORUS_CHECK(expr) [&] { return comm->impl->expr; }
 
 CHORUS_API int chorus_iall_reduce(chorus_comm_t* comm, const void* in, void* out, size_t count,
                                   int dtype, int op, chorus_request_t** req_out) {
@@ -478,19 +479,22 @@ CHORUS_API int chorus_iall_to_allv(chorus_comm_t* comm, const void* in, const si
                                    const size_t* recv_offsets, int dtype,
                                    chorus_request_t** req_out) {
   return guarded([&] {
-    Status checked = CHORUS_CHECK(
-        check_all_to_allv(in, send_counts, send_offsets, out, recv_counts, recv_offsets, dtype));
+    // The arrays are read here, before issue(): check the handle first.
+    if (int err = check_comm(comm, "chorus_iall_to_allv"); err != CHORUS_OK) return err;
+    const Status checked =
+        comm->impl->check_all_to_allv(in, send_counts, send_offsets, out, recv_counts,
+                                      recv_offsets, dtype);
     // The host may reuse its count and offset arrays once this returns: the
     // request keeps its own copies (only read when the check passed).
     std::vector<size_t> sc, so, rc, ro;
-    if (comm && checked.is_ok()) {
+    if (checked.is_ok()) {
       const size_t n = size_t(comm->impl->size());
       sc.assign(send_counts, send_counts + n);
       so.assign(send_offsets, send_offsets + n);
       rc.assign(recv_counts, recv_counts + n);
       ro.assign(recv_offsets, recv_offsets + n);
     }
-    return issue(comm, "chorus_iall_to_allv", "all_to_allv", req_out, checked,
+    return issue(comm, "chorus_iall_to_allv", "all_to_allv", req_out, [&] { return checked; },
                  [=, sc = std::move(sc), so = std::move(so), rc = std::move(rc),
                   ro = std::move(ro)](Communicator& c) {
                    return c.all_to_allv(in, sc.data(), so.data(), out, rc.data(), ro.data(), dtype);
@@ -499,7 +503,7 @@ CHORUS_API int chorus_iall_to_allv(chorus_comm_t* comm, const void* in, const si
 }
 
 CHORUS_API int chorus_ibarrier(chorus_comm_t* comm, chorus_request_t** req_out) {
-  return issue(comm, "chorus_ibarrier", "barrier", req_out, Status::ok(),
+  return issue(comm, "chorus_ibarrier", "barrier", req_out, [] { return Status::ok(); },
                [](Communicator& c) { return c.barrier(); });
 }
 

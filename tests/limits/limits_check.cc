@@ -368,6 +368,12 @@ int main(int argc, char** argv) {
   refused_issue(chorus_iall_reduce(comm, after.data(), after.data(), after.size(), CHORUS_FLOAT32,
                                    CHORUS_SUM, &late),
                 "iall_reduce on a finalized communicator", "not a live communicator", late);
+  // all_to_allv copies its count arrays before queueing: that, too, must not
+  // read the finalized communicator.
+  const std::vector<size_t> counts(64, 1), offsets(64, 0);
+  refused_issue(chorus_iall_to_allv(comm, after.data(), counts.data(), offsets.data(), after.data(),
+                                    counts.data(), offsets.data(), CHORUS_FLOAT32, &late),
+                "iall_to_allv on a finalized communicator", "not a live communicator", late);
   int r_after = -1;
   refused(chorus_comm_rank(comm, &r_after), "comm_rank on a finalized communicator",
           "not a live communicator");
