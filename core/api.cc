@@ -481,9 +481,8 @@ CHORUS_API int chorus_iall_to_allv(chorus_comm_t* comm, const void* in, const si
   return guarded([&] {
     // The arrays are read here, before issue(): check the handle first.
     if (int err = check_comm(comm, "chorus_iall_to_allv"); err != CHORUS_OK) return err;
-    const Status checked =
-        comm->impl->check_all_to_allv(in, send_counts, send_offsets, out, recv_counts,
-                                      recv_offsets, dtype);
+    const Status checked = comm->impl->check_all_to_allv(in, send_counts, send_offsets, out,
+                                                         recv_counts, recv_offsets, dtype);
     // The host may reuse its count and offset arrays once this returns: the
     // request keeps its own copies (only read when the check passed).
     std::vector<size_t> sc, so, rc, ro;
@@ -494,17 +493,19 @@ CHORUS_API int chorus_iall_to_allv(chorus_comm_t* comm, const void* in, const si
       rc.assign(recv_counts, recv_counts + n);
       ro.assign(recv_offsets, recv_offsets + n);
     }
-    return issue(comm, "chorus_iall_to_allv", "all_to_allv", req_out, [&] { return checked; },
-                 [=, sc = std::move(sc), so = std::move(so), rc = std::move(rc),
-                  ro = std::move(ro)](Communicator& c) {
-                   return c.all_to_allv(in, sc.data(), so.data(), out, rc.data(), ro.data(), dtype);
-                 });
+    return issue(
+        comm, "chorus_iall_to_allv", "all_to_allv", req_out, [&] { return checked; },
+        [=, sc = std::move(sc), so = std::move(so), rc = std::move(rc),
+         ro = std::move(ro)](Communicator& c) {
+          return c.all_to_allv(in, sc.data(), so.data(), out, rc.data(), ro.data(), dtype);
+        });
   });
 }
 
 CHORUS_API int chorus_ibarrier(chorus_comm_t* comm, chorus_request_t** req_out) {
-  return issue(comm, "chorus_ibarrier", "barrier", req_out, [] { return Status::ok(); },
-               [](Communicator& c) { return c.barrier(); });
+  return issue(
+      comm, "chorus_ibarrier", "barrier", req_out, [] { return Status::ok(); },
+      [](Communicator& c) { return c.barrier(); });
 }
 
 CHORUS_API int chorus_isend(chorus_comm_t* comm, const void* buf, size_t count, int dtype, int peer,
