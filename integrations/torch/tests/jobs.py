@@ -1,31 +1,14 @@
 """Starts an N-process torch.distributed job (one process per rank, a
 TCPStore rendezvous on a free port) and collects every rank's output."""
 import os
-import random
-import socket
 import subprocess
 import sys
 import time
 
-
-def free_port():
-    """A free 127.0.0.1 port below the ephemeral range, where no outgoing
-    connection can take it before the store listens (tests/lib/free_port.sh)."""
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            low = int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        low = 32768
-    for port in [random.randrange(20000, low) for _ in range(64)] if low > 21000 else []:
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-                return port
-            except OSError:
-                continue
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+# The port choice shared with the shell tests (tests/lib/free_port.py).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
+                                "tests", "lib"))
+from free_port import free_port  # noqa: E402,F401  (test_backend.py imports it from here)
 
 
 def run_job(script, world, timeout=240, args=(), env=None):
