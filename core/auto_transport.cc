@@ -230,9 +230,6 @@ struct AutoContext {
   int pending_error = -1;  // slot whose poll reported PENDING, until read_error
   int poll_first = 0;      // slot polled first, alternating so neither starves
   std::atomic<bool> interrupted{false};
-  /// False when the local sub-transport could not be loaded or could not open
-  /// a context (and was not set explicitly): every peer goes over the fabric.
-  bool local_available = true;
   bool warned_local = false;  // the fallback warning is logged once per context
   DualWait dual;  // declared last: its thread is joined before the rest goes
 
@@ -249,6 +246,10 @@ struct AutoContext {
     ep.sub[slot] = nullptr;
     --subs[slot].endpoints;
   }
+
+  /// False when the local sub-transport could not be loaded or could not open
+  /// a context (and was not set explicitly): every peer goes over the fabric.
+  bool has_local() const { return subs[kLocal].ctx != nullptr; }
 
   /// Logs, once per context, that peers on this host are reached over the
   /// fabric because the local sub-transport failed, with why and the fix.
@@ -427,7 +428,6 @@ int auto_context_open(const chorus_tp_context_info_t* info, chorus_tp_context_t*
     Sub& sub = ctx->subs[slot];
     auto loaded = load_plugin(PluginKind::kTransport, sub.name, search);
     if (!loaded.is_ok() && slot == kLocal && !local_explicit) {
-      ctx->local_available = false;
       ctx->warn_local_fallback("is not available (" + loaded.status().message() + ")");
       continue;
     }
@@ -456,7 +456,6 @@ int auto_context_open(const chorus_tp_context_info_t* info, chorus_tp_context_t*
     // of the default local sub-transport falls back.
     if (rc != CHORUS_OK && rc != CHORUS_ERR_INVALID_ARGUMENT && slot == kLocal && !local_explicit) {
       sub.ctx = nullptr;
-      ctx->local_available = false;
       ctx->warn_local_fallback("could not open a context (" + std::string(sub.tp->last_error()) +
                                ")");
       continue;
@@ -482,7 +481,7 @@ int auto_context_open(const chorus_tp_context_info_t* info, chorus_tp_context_t*
   auto min_known = [](uint64_t a, uint64_t b) { return a == 0 ? b : b == 0 ? a : std::min(a, b); };
   // Without a local sub-transport the fabric's caps are the composite's.
   const chorus_tp_caps_t& b = ctx->subs[kFabric].caps;
-  const chorus_tp_caps_t& a = ctx->local_available ? ctx->subs[kLocal].caps : b;
+  const chorus_tp_caps_t& a = ctx->has_local() ? ctx->subs[kLocal].caps : b;
   ctx->caps.struct_size = sizeof ctx->caps;
   ctx->caps.max_message_size = min_known(a.max_message_size, b.max_message_size);
   ctx->caps.max_outstanding_sends =
@@ -492,11 +491,11 @@ int auto_context_open(const chorus_tp_context_info_t* info, chorus_tp_context_t*
   ctx->caps.flags = ((a.flags | b.flags) & CHORUS_TP_CAP_NEEDS_REGISTRATION) |
                     (a.flags & b.flags & ~uint32_t(CHORUS_TP_CAP_NEEDS_REGISTRATION));
   uint64_t address = auto_blob_overhead() +
-                     (ctx->local_available ? (a.max_address_size ? a.max_address_size : 1024) : 0) +
+                     (ctx->has_local() ? (a.max_address_size ? a.max_address_size : 1024) : 0) +
                      (b.max_address_size ? b.max_address_size : 1024);
   ctx->caps.max_address_size = uint32_t(address);
   log_host(CHORUS_LOG_DEBUG, "auto: rank " + std::to_string(info->rank) + " opened " +
-                                 (ctx->local_available ? names[kLocal] + " (local) and " : "") +
+                                 (ctx->has_local() ? names[kLocal] + " (local) and " : "") +
                                  names[kFabric] + " (fabric); host identity " + ctx->host_id);
   *ctx_out = reinterpret_cast<chorus_tp_context_t*>(ctx.release());
   return CHORUS_OK;
@@ -546,7 +545,7 @@ int auto_endpoint_open(chorus_tp_context_t* c, int peer_rank, int channel, void*
     std::vector<std::byte>& out = slot == kLocal ? blob.local : blob.fabric;
     // An empty local address tells the peer that this endpoint has no local
     // half: the pair then uses the fabric, whatever the hosts.
-    if (slot == kLocal && !ctx->local_available) continue;
+    if (slot == kLocal && !ctx->has_local()) continue;
     out.resize(sub.caps.max_address_size ? sub.caps.max_address_size : 1024);
     size_t len = out.size();
     int orc = sub.tp->endpoint_open(sub.ctx, peer_rank, channel, out.data(), &len, &ep->sub[slot]);
@@ -791,7 +790,7 @@ int auto_wait(chorus_tp_context_t* c, int timeout_ms) {
   for (int slot : {kLocal, kFabric})
     if (ctx->subs[slot].endpoints > 0) active.push_back(slot);
   if (active.empty())  // nothing can complete; sleep where interrupt reaches
-    active.push_back(ctx->local_available ? kLocal : kFabric);
+    active.push_back(ctx->has_local() ? kLocal : kFabric);
   auto sub_wait = [&](int slot, int ms) {
     Sub& sub = ctx->subs[slot];
     int rc = sub.tp->wait(sub.ctx, ms);

@@ -122,18 +122,23 @@ std::map<std::string, std::weak_ptr<Plugin>>& cache() {
   return c;
 }
 
+/// The <name> of a file named libchorus-<kind>-<name>.so (`file` without
+/// its folder), or "" when the file is not named like a plugin of `kind`.
+std::string name_in_file_name(PluginKind kind, const std::string& file) {
+  const std::string prefix = std::string("libchorus-") + kind_word(kind) + "-";
+  if (file.size() <= prefix.size() + 3 || file.rfind(prefix, 0) != 0 ||
+      file.compare(file.size() - 3, 3, ".so") != 0)
+    return "";
+  return file.substr(prefix.size(), file.size() - prefix.size() - 3);
+}
+
 /// The file name is how a plugin is pinned and listed, the table's name how
 /// it is selected and logged: when they differ, pinning finds the file but
 /// selection never finds the name. A file whose name does not follow
 /// libchorus-<kind>-<name>.so (loaded by an explicit path) makes no claim.
 Status check_table_name(PluginKind kind, const std::string& path, const char* table_name) {
-  const std::string file = path.substr(path.rfind('/') + 1);
-  const std::string prefix = std::string("libchorus-") + kind_word(kind) + "-";
-  if (file.size() <= prefix.size() + 3 || file.rfind(prefix, 0) != 0 ||
-      file.compare(file.size() - 3, 3, ".so") != 0)
-    return Status::ok();
-  const std::string file_name = file.substr(prefix.size(), file.size() - prefix.size() - 3);
-  if (file_name == table_name) return Status::ok();
+  const std::string file_name = name_in_file_name(kind, path.substr(path.rfind('/') + 1));
+  if (file_name.empty() || file_name == table_name) return Status::ok();
   return {CHORUS_ERR_UNAVAILABLE, "the file is named for " + std::string(kind_word(kind)) + " '" +
                                       file_name + "' but its table names itself '" + table_name +
                                       "'; rename the file to " +
@@ -323,11 +328,8 @@ std::vector<PluginListing> list_plugins(const std::vector<std::string>& search_p
     std::sort(names.begin(), names.end());
     for (const auto& file : names) {
       for (PluginKind kind : {PluginKind::kTransport, PluginKind::kAlgorithm}) {
-        std::string prefix = std::string("libchorus-") + kind_word(kind) + "-";
-        if (file.rfind(prefix, 0) != 0 || file.size() <= prefix.size() + 3 ||
-            file.substr(file.size() - 3) != ".so")
-          continue;
-        std::string name = file.substr(prefix.size(), file.size() - prefix.size() - 3);
+        const std::string name = name_in_file_name(kind, file);
+        if (name.empty()) continue;
         std::string path = dir + "/" + file;
         if (seen[real_path(path)]) continue;
         seen[real_path(path)] = true;
