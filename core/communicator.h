@@ -211,6 +211,8 @@ class Communicator {
   Status run(int collective, const char* what, uint64_t bytes, CallSig sig, Call&& call);
   /// A call that starts after a mismatch became known fails with it.
   Status mismatch_pending();
+  /// Tells every peer of the known mismatch, once per communicator.
+  void spread_mismatch();
   /// Point-to-point transfer used by send and recv.
   Status p2p(bool is_send, void* buf, size_t count, int dtype, int peer);
   /// After a failure mid-call: close every endpoint so nothing can still

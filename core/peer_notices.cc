@@ -180,10 +180,7 @@ Status Communicator::settle_failure(Status st) {
     pump_notices(Deadline::after(std::chrono::milliseconds(kNoticeGraceMs)),
                  [&] { return mismatch_known_ || signatures_matched(); });
   if (!mismatch_known_) return st;
-  if (mismatch_via_ < 0 && !mismatch_sent_) {
-    mismatch_sent_ = true;
-    broadcast_notice(kNoticeMismatch, &mismatch_a_, &mismatch_b_);
-  }
+  spread_mismatch();
   return {CHORUS_ERR_MISMATCH, who() + ": " + call_what_ + ": " + mismatch_message()};
 }
 

@@ -99,6 +99,17 @@ void Communicator::note_mismatch(const CallSig& mine, const CallSig& theirs, int
   log(CHORUS_LOG_DEBUG, "mismatched calls: " + mismatch_text_);
 }
 
+void Communicator::spread_mismatch() {
+  if (mismatch_sent_) return;
+  mismatch_sent_ = true;
+  // Relayed by every rank that fails with it, not only the ranks that saw
+  // it: a rank told by a notice may finish and close its connections before
+  // the first notice reaches a neighbour that is still in the call. The
+  // neighbour then sees this rank's notice ahead of the close on the same
+  // connection, and fails with the mismatch instead of a lost peer.
+  broadcast_notice(kNoticeMismatch, &mismatch_a_, &mismatch_b_);
+}
+
 std::string Communicator::mismatch_message() const {
   return "mismatched calls: " + mismatch_text_ +
          (mismatch_via_ >= 0 ? " (reported by rank " + std::to_string(mismatch_via_) + ")" : "") +
@@ -109,10 +120,7 @@ std::string Communicator::mismatch_message() const {
 Status Communicator::mismatch_pending() {
   if (!mismatch_known_) return Status::ok();
   Status st(CHORUS_ERR_MISMATCH, who() + ": " + call_what_ + ": " + mismatch_message());
-  if (mismatch_via_ < 0 && !mismatch_sent_) {
-    mismatch_sent_ = true;
-    broadcast_notice(kNoticeMismatch, &mismatch_a_, &mismatch_b_);
-  }
+  spread_mismatch();
   mark_broken(st);
   return st;
 }
