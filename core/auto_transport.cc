@@ -896,6 +896,13 @@ std::pair<std::string, std::string> auto_transport_names(const Config& cfg) {
   return names;
 }
 
+bool auto_local_is_explicit(const Config& cfg) {
+  auto it = cfg.transport_settings.find(kAutoTransportName);
+  return it != cfg.transport_settings.end() &&
+         std::any_of(it->second.begin(), it->second.end(),
+                     [](const Setting& s) { return s.key == "local"; });
+}
+
 std::vector<Setting> auto_transport_settings(const Config& cfg) {
   std::vector<Setting> out;
   if (auto it = cfg.transport_settings.find(kAutoTransportName); it != cfg.transport_settings.end())

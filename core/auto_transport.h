@@ -54,6 +54,11 @@ std::vector<Setting> auto_transport_settings(const Config& cfg);
 /// The sub-transport names `cfg` selects: {local, fabric}.
 std::pair<std::string, std::string> auto_transport_names(const Config& cfg);
 
+/// Whether `cfg` sets transport.auto.local. When it does not, a local
+/// sub-transport that is missing or refused makes every peer go over the
+/// fabric (with a warning) instead of failing init.
+bool auto_local_is_explicit(const Config& cfg);
+
 /// For a context of the composite: which sub-transport serves which peers,
 /// by connected endpoint. Entries in order local, fabric; a peer with several
 /// channels is listed once. Never blocks; call it from the context's thread.

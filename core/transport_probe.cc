@@ -38,11 +38,15 @@ Status probe_transport(const Config& cfg, const std::string& name) {
   const auto search = plugin_search_path(cfg.plugin_path);
   if (name != kAutoTransportName) return probe_plugin(name, search);
   const auto [local, fabric] = auto_transport_names(cfg);
-  for (const auto& [role, sub] : {std::pair{"local", local}, std::pair{"fabric", fabric}}) {
-    if (auto st = probe_plugin(sub, search); !st.is_ok())
-      return st.with_context("transport 'auto' needs its " + std::string(role) +
-                             " sub-transport '" + sub + "' (transport.auto." + role + ")");
-  }
+  if (auto st = probe_plugin(fabric, search); !st.is_ok())
+    return st.with_context("transport 'auto' needs its fabric sub-transport '" + fabric +
+                           "' (transport.auto.fabric)");
+  // The default local sub-transport that is missing or unusable sends every
+  // peer over the fabric (with a warning at init); a named one must work.
+  if (!auto_local_is_explicit(cfg)) return Status::ok();
+  if (auto st = probe_plugin(local, search); !st.is_ok())
+    return st.with_context("transport 'auto' needs its local sub-transport '" + local +
+                           "' (transport.auto.local)");
   return Status::ok();
 }
 

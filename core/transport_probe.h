@@ -25,7 +25,8 @@ struct TransportInventory {
 /// as the op does (it needs no context; libfabric and verbs query devices).
 TransportInventory describe_transport(const Plugin& plugin);
 
-/// Whether transport `name` ("auto": both of its sub-transports) loads from
+/// Whether transport `name` ("auto": its fabric, and its local sub-transport
+/// when transport.auto.local names one) loads from
 /// `cfg`'s plugin path and, where it has a describe op, finds something
 /// usable here. OK, or UNAVAILABLE naming the transport and the reason.
 /// Opens no context and no connection; the plugins stay loaded only while

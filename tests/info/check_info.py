@@ -12,6 +12,7 @@ forms of the same. Prints "N passed, M failed".
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -125,6 +126,39 @@ try:
           str(doc["configuration"]))
     rc, out, err = run(["--bogus"], {})
     check("unknown option: exit 2", rc == 2, f"(exit {rc})")
+
+    # An installation without shm (a copy of chorus-info beside a plugin
+    # folder holding tcp only): the default auto still works, every peer
+    # over tcp; a transport.auto.local that names shm makes it unusable.
+    with tempfile.TemporaryDirectory() as tree:
+        os.makedirs(f"{tree}/bin")
+        os.makedirs(f"{tree}/lib/chorus")
+        shutil.copy(info, f"{tree}/bin/chorus-info")
+        tcp = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(info))),
+                           "lib", "chorus", "libchorus-transport-tcp.so")
+        shutil.copy(tcp, f"{tree}/lib/chorus/")
+        lone = f"{tree}/bin/chorus-info"
+        p = subprocess.run([lone, "--json"], env={}, capture_output=True, text=True, timeout=50)
+        doc = json.loads(p.stdout)
+        auto = doc["builtin_transports"][0]
+        check("no shm: auto usable, local falls back to tcp",
+              auto["loads"] and auto["usable"] and auto["local_falls_back"], str(auto))
+        check("no shm: default transport auto usable",
+              doc["default_transport"]["usable"] is True, str(doc["default_transport"]))
+        p = subprocess.run([lone], env={}, capture_output=True, text=True, timeout=50)
+        check("no shm: text says every peer goes over tcp",
+              "shm is missing or not usable here, so every peer goes over tcp" in p.stdout,
+              p.stdout[-600:])
+        p = subprocess.run([lone, "--json"], env={"CHORUS_TRANSPORT_AUTO_LOCAL": "shm"},
+                           capture_output=True, text=True, timeout=50)
+        doc = json.loads(p.stdout)
+        auto = doc["builtin_transports"][0]
+        check("no shm, transport.auto.local = shm: auto not usable",
+              not auto["usable"] and not auto["local_falls_back"], str(auto))
+        check("no shm, transport.auto.local = shm: default transport names the missing shm",
+              doc["default_transport"]["usable"] is False
+              and "local sub-transport 'shm'" in doc["default_transport"]["reason"],
+              str(doc["default_transport"]))
 finally:
     os.unlink(cfg_path)
 

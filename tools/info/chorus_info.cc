@@ -153,6 +153,9 @@ struct Report {
   /// The composite "auto" transport built into the core.
   std::string auto_local, auto_fabric;
   bool auto_loads = false, auto_usable = false;
+  /// The local sub-transport is the default one and missing or unusable:
+  /// auto still works, with every peer over the fabric.
+  bool auto_local_falls_back = false;
   std::string default_transport;
   Verdict configured;  // the configured transport
   std::vector<Verdict> checked;
@@ -256,9 +259,12 @@ Report gather(const std::vector<std::string>& names, bool plugins_too) {
   const auto found = list_plugins(rep.search_path);
   for (const auto& item : found) rep.plugins.push_back(gather_plugin(item));
 
-  // "auto" loads when both of its sub-transports load, and is usable here
-  // when both are (docs/configuration.md, transport.auto.*).
-  const auto [local, fabric] = auto_transport_names(cfg.is_ok() ? *cfg : Config{});
+  // "auto" needs its fabric. It needs its local sub-transport too when
+  // transport.auto.local names one; the default local one (shm) that is
+  // missing or unusable only sends every peer over the fabric, as a
+  // communicator does (docs/configuration.md, transport.auto.*).
+  const Config& auto_cfg = cfg.is_ok() ? *cfg : Config{};
+  const auto [local, fabric] = auto_transport_names(auto_cfg);
   rep.auto_local = local;
   rep.auto_fabric = fabric;
   auto find = [&](const std::string& name) -> const PluginReport* {
@@ -268,8 +274,11 @@ Report gather(const std::vector<std::string>& names, bool plugins_too) {
   };
   const PluginReport* l = find(local);
   const PluginReport* f = find(fabric);
-  rep.auto_loads = l && f;
-  rep.auto_usable = rep.auto_loads && l->usable && f->usable;
+  const bool local_ok = l && l->usable;
+  const bool local_needed = auto_local_is_explicit(auto_cfg);
+  rep.auto_loads = f && (l || !local_needed);
+  rep.auto_usable = rep.auto_loads && f->usable && (local_ok || !local_needed);
+  rep.auto_local_falls_back = rep.auto_usable && !local_ok;
 
   if (!cfg.is_ok()) return rep;
   const Status configured = probe_transport(*cfg, cfg->transport);
@@ -361,14 +370,18 @@ void print_plugins(const Report& rep) {
     }
     if (n == 0) std::printf("  (none found)\n");
   }
+  const std::string fallback_text = "; " + rep.auto_local + " is missing or not usable here, so " +
+                                    "every peer goes over " + rep.auto_fabric +
+                                    " (set transport.auto.local to make that an error)";
   std::printf(
       "Built-in transport:\n  %-12s %-6s %-7s %-6s %s within a host "
       "(transport.auto.local), %s across hosts (transport.auto.fabric)%s\n",
       "auto", rep.auto_loads ? "yes" : "no", rep.auto_usable ? "yes" : "no", "-",
       rep.auto_local.c_str(), rep.auto_fabric.c_str(),
-      !rep.auto_loads    ? "; one of them does not load (see above)"
-      : !rep.auto_usable ? "; one of them is not usable here (see above)"
-                         : "");
+      !rep.auto_loads             ? "; one of them does not load (see above)"
+      : !rep.auto_usable          ? "; one of them is not usable here (see above)"
+      : rep.auto_local_falls_back ? fallback_text.c_str()
+                                  : "");
 }
 
 void print_text(const Report& rep) {
@@ -453,11 +466,13 @@ nlohmann::ordered_json to_json(const Report& rep, bool config_only, int exit_sta
       plugins.push_back(std::move(e));
     }
     j["plugins"] = std::move(plugins);
-    j["builtin_transports"] = nlohmann::ordered_json::array({{{"name", "auto"},
-                                                              {"loads", rep.auto_loads},
-                                                              {"usable", rep.auto_usable},
-                                                              {"local", rep.auto_local},
-                                                              {"fabric", rep.auto_fabric}}});
+    j["builtin_transports"] =
+        nlohmann::ordered_json::array({{{"name", "auto"},
+                                        {"loads", rep.auto_loads},
+                                        {"usable", rep.auto_usable},
+                                        {"local_falls_back", rep.auto_local_falls_back},
+                                        {"local", rep.auto_local},
+                                        {"fabric", rep.auto_fabric}}});
     if (rep.config_ok) {
       j["default_transport"] = {{"name", rep.configured.name},
                                 {"usable", rep.configured.ok},
