@@ -4,6 +4,7 @@
 add_library(chorus_core STATIC
   algorithm_env.cc
   api.cc
+  api_calls.cc
   auto_transport.cc
   call_signature.cc
   communicator.cc

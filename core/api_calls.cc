@@ -1,0 +1,315 @@
+// The C API's calls that move data: every collective and point-to-point
+// call, blocking and non-blocking, and the calls on their requests. The
+// handle and error plumbing they share is in api_internal.h.
+#include "core/api_internal.h"
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <vector>
+
+using namespace chorus::core::api;
+
+namespace {
+
+using chorus::core::Communicator;
+using chorus::core::Status;
+
+/// Blocking call: argument check on the caller, then the operation in issue
+/// order behind every earlier request.
+template <class Body>
+Status run_blocking(Communicator& c, const char* what, const Status& checked, Body body) {
+  if (!checked.is_ok()) {
+    c.count_failed();
+    return checked;
+  }
+  return c.execute(what, std::move(body));
+}
+
+/// Non-blocking call: argument check on the caller, then queue. `check`
+/// runs only once `comm` is known to be a live handle.
+template <class Check, class Body>
+int issue(chorus_comm_t* comm, const char* name, const char* what, chorus_request_t** req_out,
+          Check check, Body body) {
+  return guarded([&] {
+    if (int rc = check_comm(comm, name); rc != CHORUS_OK) return rc;
+    if (!req_out) {
+      comm->impl->count_failed();
+      return invalid(std::string(name) + ": req_out is NULL");
+    }
+    if (const Status checked = check(); !checked.is_ok()) {
+      comm->impl->count_failed();
+      return set_error(checked);
+    }
+    auto* handle =
+        new chorus_request{nullptr, comm->impl.get(), comm->impl->request_wait_counter()};
+    handle->impl = comm->impl->submit(what, std::move(body));
+    *req_out = live_requests().remember(handle);
+    return int(CHORUS_OK);
+  });
+}
+
+}  // namespace
+
+CHORUS_API int chorus_all_reduce(chorus_comm_t* comm, const void* in, void* out, size_t count,
+                                 int dtype, int op) {
+  CHORUS_COMM_CALL(
+      "chorus_all_reduce",
+      run_blocking(*comm->impl, "all_reduce",
+                   comm->impl->check_all_reduce(in, out, count, dtype, op),
+                   [=](Communicator& c) { return c.all_reduce(in, out, count, dtype, op); }));
+}
+
+CHORUS_API int chorus_all_gather(chorus_comm_t* comm, const void* in, void* out, size_t count,
+                                 int dtype) {
+  CHORUS_COMM_CALL(
+      "chorus_all_gather",
+      run_blocking(*comm->impl, "all_gather", comm->impl->check_all_gather(in, out, count, dtype),
+                   [=](Communicator& c) { return c.all_gather(in, out, count, dtype); }));
+}
+
+CHORUS_API int chorus_reduce_scatter(chorus_comm_t* comm, const void* in, void* out, size_t count,
+                                     int dtype, int op) {
+  CHORUS_COMM_CALL(
+      "chorus_reduce_scatter",
+      run_blocking(*comm->impl, "reduce_scatter",
+                   comm->impl->check_reduce_scatter(in, out, count, dtype, op),
+                   [=](Communicator& c) { return c.reduce_scatter(in, out, count, dtype, op); }));
+}
+
+CHORUS_API int chorus_broadcast(chorus_comm_t* comm, void* buf, size_t count, int dtype, int root) {
+  CHORUS_COMM_CALL(
+      "chorus_broadcast",
+      run_blocking(*comm->impl, "broadcast", comm->impl->check_broadcast(buf, count, dtype, root),
+                   [=](Communicator& c) { return c.broadcast(buf, count, dtype, root); }));
+}
+
+CHORUS_API int chorus_barrier(chorus_comm_t* comm) {
+  CHORUS_COMM_CALL("chorus_barrier", run_blocking(*comm->impl, "barrier", Status::ok(),
+                                                  [](Communicator& c) { return c.barrier(); }));
+}
+
+CHORUS_API int chorus_send(chorus_comm_t* comm, const void* buf, size_t count, int dtype,
+                           int peer) {
+  CHORUS_COMM_CALL(
+      "chorus_send",
+      run_blocking(*comm->impl, "send", comm->impl->check_p2p("send", buf, count, dtype, peer),
+                   [=](Communicator& c) { return c.send(buf, count, dtype, peer); }));
+}
+
+CHORUS_API int chorus_recv(chorus_comm_t* comm, void* buf, size_t count, int dtype, int peer) {
+  CHORUS_COMM_CALL(
+      "chorus_recv",
+      run_blocking(*comm->impl, "recv", comm->impl->check_p2p("recv", buf, count, dtype, peer),
+                   [=](Communicator& c) { return c.recv(buf, count, dtype, peer); }));
+}
+
+CHORUS_API int chorus_reduce(chorus_comm_t* comm, const void* in, void* out, size_t count,
+                             int dtype, int op, int root) {
+  CHORUS_COMM_CALL(
+      "chorus_reduce",
+      run_blocking(*comm->impl, "reduce", comm->impl->check_reduce(in, out, count, dtype, op, root),
+                   [=](Communicator& c) { return c.reduce(in, out, count, dtype, op, root); }));
+}
+
+CHORUS_API int chorus_gather(chorus_comm_t* comm, const void* in, void* out, size_t count,
+                             int dtype, int root) {
+  CHORUS_COMM_CALL(
+      "chorus_gather",
+      run_blocking(*comm->impl, "gather", comm->impl->check_gather(in, out, count, dtype, root),
+                   [=](Communicator& c) { return c.gather(in, out, count, dtype, root); }));
+}
+
+CHORUS_API int chorus_scatter(chorus_comm_t* comm, const void* in, void* out, size_t count,
+                              int dtype, int root) {
+  CHORUS_COMM_CALL(
+      "chorus_scatter",
+      run_blocking(*comm->impl, "scatter", comm->impl->check_scatter(in, out, count, dtype, root),
+                   [=](Communicator& c) { return c.scatter(in, out, count, dtype, root); }));
+}
+
+CHORUS_API int chorus_all_to_all(chorus_comm_t* comm, const void* in, void* out, size_t count,
+                                 int dtype) {
+  CHORUS_COMM_CALL(
+      "chorus_all_to_all",
+      run_blocking(*comm->impl, "all_to_all", comm->impl->check_all_to_all(in, out, count, dtype),
+                   [=](Communicator& c) { return c.all_to_all(in, out, count, dtype); }));
+}
+
+CHORUS_API int chorus_all_to_allv(chorus_comm_t* comm, const void* in, const size_t* send_counts,
+                                  const size_t* send_offsets, void* out, const size_t* recv_counts,
+                                  const size_t* recv_offsets, int dtype) {
+  CHORUS_COMM_CALL("chorus_all_to_allv",
+                   run_blocking(*comm->impl, "all_to_allv",
+                                comm->impl->check_all_to_allv(in, send_counts, send_offsets, out,
+                                                              recv_counts, recv_offsets, dtype),
+                                [=](Communicator& c) {
+                                  return c.all_to_allv(in, send_counts, send_offsets, out,
+                                                       recv_counts, recv_offsets, dtype);
+                                }));
+}
+
+// The argument check of a non-blocking call, run by issue() once it has
+// found `comm` live.
+#define CHORUS_CHECK(expr) [&] { return comm->impl->expr; }
+
+CHORUS_API int chorus_iall_reduce(chorus_comm_t* comm, const void* in, void* out, size_t count,
+                                  int dtype, int op, chorus_request_t** req_out) {
+  return issue(comm, "chorus_iall_reduce", "all_reduce", req_out,
+               CHORUS_CHECK(check_all_reduce(in, out, count, dtype, op)),
+               [=](Communicator& c) { return c.all_reduce(in, out, count, dtype, op); });
+}
+
+CHORUS_API int chorus_iall_gather(chorus_comm_t* comm, const void* in, void* out, size_t count,
+                                  int dtype, chorus_request_t** req_out) {
+  return issue(comm, "chorus_iall_gather", "all_gather", req_out,
+               CHORUS_CHECK(check_all_gather(in, out, count, dtype)),
+               [=](Communicator& c) { return c.all_gather(in, out, count, dtype); });
+}
+
+CHORUS_API int chorus_ireduce_scatter(chorus_comm_t* comm, const void* in, void* out, size_t count,
+                                      int dtype, int op, chorus_request_t** req_out) {
+  return issue(comm, "chorus_ireduce_scatter", "reduce_scatter", req_out,
+               CHORUS_CHECK(check_reduce_scatter(in, out, count, dtype, op)),
+               [=](Communicator& c) { return c.reduce_scatter(in, out, count, dtype, op); });
+}
+
+CHORUS_API int chorus_ibroadcast(chorus_comm_t* comm, void* buf, size_t count, int dtype, int root,
+                                 chorus_request_t** req_out) {
+  return issue(comm, "chorus_ibroadcast", "broadcast", req_out,
+               CHORUS_CHECK(check_broadcast(buf, count, dtype, root)),
+               [=](Communicator& c) { return c.broadcast(buf, count, dtype, root); });
+}
+
+CHORUS_API int chorus_ireduce(chorus_comm_t* comm, const void* in, void* out, size_t count,
+                              int dtype, int op, int root, chorus_request_t** req_out) {
+  return issue(comm, "chorus_ireduce", "reduce", req_out,
+               CHORUS_CHECK(check_reduce(in, out, count, dtype, op, root)),
+               [=](Communicator& c) { return c.reduce(in, out, count, dtype, op, root); });
+}
+
+CHORUS_API int chorus_igather(chorus_comm_t* comm, const void* in, void* out, size_t count,
+                              int dtype, int root, chorus_request_t** req_out) {
+  return issue(comm, "chorus_igather", "gather", req_out,
+               CHORUS_CHECK(check_gather(in, out, count, dtype, root)),
+               [=](Communicator& c) { return c.gather(in, out, count, dtype, root); });
+}
+
+CHORUS_API int chorus_iscatter(chorus_comm_t* comm, const void* in, void* out, size_t count,
+                               int dtype, int root, chorus_request_t** req_out) {
+  return issue(comm, "chorus_iscatter", "scatter", req_out,
+               CHORUS_CHECK(check_scatter(in, out, count, dtype, root)),
+               [=](Communicator& c) { return c.scatter(in, out, count, dtype, root); });
+}
+
+CHORUS_API int chorus_iall_to_all(chorus_comm_t* comm, const void* in, void* out, size_t count,
+                                  int dtype, chorus_request_t** req_out) {
+  return issue(comm, "chorus_iall_to_all", "all_to_all", req_out,
+               CHORUS_CHECK(check_all_to_all(in, out, count, dtype)),
+               [=](Communicator& c) { return c.all_to_all(in, out, count, dtype); });
+}
+
+CHORUS_API int chorus_iall_to_allv(chorus_comm_t* comm, const void* in, const size_t* send_counts,
+                                   const size_t* send_offsets, void* out, const size_t* recv_counts,
+                                   const size_t* recv_offsets, int dtype,
+                                   chorus_request_t** req_out) {
+  return guarded([&] {
+    // The arrays are read here, before issue(): check the handle first.
+    if (int err = check_comm(comm, "chorus_iall_to_allv"); err != CHORUS_OK) return err;
+    const Status checked = comm->impl->check_all_to_allv(in, send_counts, send_offsets, out,
+                                                         recv_counts, recv_offsets, dtype);
+    // The host may reuse its count and offset arrays once this returns: the
+    // request keeps its own copies (only read when the check passed).
+    std::vector<size_t> sc, so, rc, ro;
+    if (checked.is_ok()) {
+      const size_t n = size_t(comm->impl->size());
+      sc.assign(send_counts, send_counts + n);
+      so.assign(send_offsets, send_offsets + n);
+      rc.assign(recv_counts, recv_counts + n);
+      ro.assign(recv_offsets, recv_offsets + n);
+    }
+    return issue(
+        comm, "chorus_iall_to_allv", "all_to_allv", req_out, [&] { return checked; },
+        [=, sc = std::move(sc), so = std::move(so), rc = std::move(rc),
+         ro = std::move(ro)](Communicator& c) {
+          return c.all_to_allv(in, sc.data(), so.data(), out, rc.data(), ro.data(), dtype);
+        });
+  });
+}
+
+CHORUS_API int chorus_ibarrier(chorus_comm_t* comm, chorus_request_t** req_out) {
+  return issue(
+      comm, "chorus_ibarrier", "barrier", req_out, [] { return Status::ok(); },
+      [](Communicator& c) { return c.barrier(); });
+}
+
+CHORUS_API int chorus_isend(chorus_comm_t* comm, const void* buf, size_t count, int dtype, int peer,
+                            chorus_request_t** req_out) {
+  return issue(comm, "chorus_isend", "send", req_out,
+               CHORUS_CHECK(check_p2p("send", buf, count, dtype, peer)),
+               [=](Communicator& c) { return c.send(buf, count, dtype, peer); });
+}
+
+CHORUS_API int chorus_irecv(chorus_comm_t* comm, void* buf, size_t count, int dtype, int peer,
+                            chorus_request_t** req_out) {
+  return issue(comm, "chorus_irecv", "recv", req_out,
+               CHORUS_CHECK(check_p2p("recv", buf, count, dtype, peer)),
+               [=](Communicator& c) { return c.recv(buf, count, dtype, peer); });
+}
+
+CHORUS_API int chorus_test(chorus_request_t* req, int* done_out) {
+  return guarded([&] {
+    if (!req || !done_out) return invalid("chorus_test: NULL argument");
+    if (!live(req)) return invalid(std::string("chorus_test") + kNotLiveRequest);
+    if (!req->impl->done()) {
+      *done_out = 0;
+      return int(CHORUS_OK);
+    }
+    *done_out = 1;
+    return set_error(req->impl->status());
+  });
+}
+
+CHORUS_API int chorus_wait(chorus_request_t* req, int timeout_ms) {
+  return guarded([&] {
+    if (!req) return invalid("chorus_wait: req is NULL");
+    if (!live(req)) return invalid(std::string("chorus_wait") + kNotLiveRequest);
+    auto t0 = std::chrono::steady_clock::now();
+    bool done = req->impl->wait_for(timeout_ms);
+    uint64_t ns = uint64_t(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+            .count());
+    // Counted through the shared counter: a done request's communicator may
+    // already be finalized.
+    req->wait_ns->fetch_add(ns, std::memory_order_relaxed);
+    if (!done) {
+      last_error() = "chorus_wait: " + req->impl->what() + " still pending after " +
+                     std::to_string(timeout_ms) + " ms";
+      return int(CHORUS_ERR_AGAIN);
+    }
+    return set_error(req->impl->status());
+  });
+}
+
+CHORUS_API int chorus_request_free(chorus_request_t* req) {
+  return guarded([&] {
+    if (req && !live_requests().forget(req))
+      return invalid(std::string("chorus_request_free") + kNotLiveRequest);
+    delete req;
+    return int(CHORUS_OK);
+  });
+}
+
+CHORUS_API int chorus_cancel(chorus_request_t* req) {
+  return guarded([&] {
+    if (!req) return invalid("chorus_cancel: req is NULL");
+    if (!live(req)) return invalid(std::string("chorus_cancel") + kNotLiveRequest);
+    // A done request may belong to a finalized communicator: do not touch it.
+    if (req->impl->done())
+      return set_error(
+          {CHORUS_ERR_NOT_SUPPORTED,
+           "chorus_cancel: " + req->impl->what() +
+               " already complete; only a request that has not started can be cancelled"});
+    return set_error(req->comm->cancel(req->impl));
+  });
+}
