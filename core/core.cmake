@@ -15,6 +15,7 @@ add_library(chorus_core STATIC
   communicator_split.cc
   communicator_wireup.cc
   config.cc
+  config_entry.cc
   config_keys.cc
   elf_check.cc
   job_identity.cc
