@@ -394,6 +394,8 @@ class Communicator {
 
   std::vector<std::shared_ptr<Plugin>> algorithms_;  // every algorithm that may be chosen
   std::array<std::vector<const Plugin*>, CHORUS_COLL_COUNT> candidates_;
+  /// Per collective, the size classes whose `auto` choice was logged.
+  mutable std::array<std::atomic<uint64_t>, CHORUS_COLL_COUNT> choice_logged_{};
   std::vector<chorus_kv_t> no_settings_;
   std::vector<std::vector<chorus_kv_t>> algorithm_kv_;  // parallel to algorithms_
 

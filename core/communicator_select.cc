@@ -1,6 +1,6 @@
 // Algorithm selection: the transport plugin to load, the algorithm plugin
-// for each collective (configured, pinned or `auto` among the built-ins), the
-// choice per call by size, and the init fingerprint that every rank must
+// for each collective (pinned, or `auto` among every algorithm it can load),
+// the choice per call by size, and the init fingerprint that every rank must
 // share.
 
 #include "core/communicator.h"
@@ -13,6 +13,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <set>
@@ -73,15 +74,26 @@ Status Communicator::select_algorithms() {
     else
       pinned.insert(name);
   }
-  auto add = [&](const std::string& name, bool required) -> Status {
+  // Pinned plugins must load; a built-in or a plugin found on the path that
+  // does not is left out of `auto` (a broken third-party file is worth a
+  // warning, a missing built-in only a debug line).
+  enum class Source { kPinned, kBuiltin, kFound };
+  auto add = [&](const std::string& name, Source source) -> Status {
     for (const auto& p : algorithms_)
       if (p->name() == name) return Status::ok();
     auto loaded = load_plugin(PluginKind::kAlgorithm, name, search);
     if (!loaded.is_ok()) {
-      if (required) return loaded.status().with_context("rank " + std::to_string(rank_));
-      CHORUS_LOGF(
-          CHORUS_LOG_DEBUG, rank_,
-          "built-in algorithm '" << name << "' not available: " << loaded.status().message());
+      if (source == Source::kPinned)
+        return loaded.status().with_context("rank " + std::to_string(rank_));
+      if (source == Source::kBuiltin)
+        CHORUS_LOGF(
+            CHORUS_LOG_DEBUG, rank_,
+            "built-in algorithm '" << name << "' not available: " << loaded.status().message());
+      else
+        CHORUS_LOGF(CHORUS_LOG_WARN, rank_,
+                    "algorithm plugin '" << name << "' on the plugin path is left out of auto: "
+                                         << loaded.status().message()
+                                         << "; fix or remove the file to silence this");
       return Status::ok();
     }
     algorithms_.push_back(*loaded);
@@ -93,10 +105,15 @@ Status Communicator::select_algorithms() {
     return Status::ok();
   };
   for (const auto& name : pinned)
-    if (auto st = add(name, true); !st.is_ok()) return st;
-  if (any_auto)
+    if (auto st = add(name, Source::kPinned); !st.is_ok()) return st;
+  // `auto` weighs every algorithm it can load: the built-ins first, then each
+  // plugin on the path by name. The order is the tie-break (choose()).
+  if (any_auto) {
     for (const char* name : kBuiltinAlgorithms)
-      if (auto st = add(name, false); !st.is_ok()) return st;
+      if (auto st = add(name, Source::kBuiltin); !st.is_ok()) return st;
+    for (const auto& name : plugin_names(PluginKind::kAlgorithm, search))
+      if (auto st = add(name, Source::kFound); !st.is_ok()) return st;
+  }
   if (auto st = check_algorithm_settings(search); !st.is_ok()) return st;
 
   // The op's slot is read only when the table is long enough to hold it: a
@@ -182,20 +199,33 @@ const chorus_algorithm_plugin_v1_t* Communicator::choose(int collective, uint64_
   // (best for 1 GiB); the configured size picks between those two.
   uint64_t probe = bytes;
   if (cfg_.switch_bytes > 0) probe = bytes < cfg_.switch_bytes ? 1 : (1ull << 30);
+  // The highest preference wins; a tie goes to the earlier candidate (the
+  // built-ins, then plugins by name); a negative answer means "never".
   const chorus_algorithm_plugin_v1_t* best = list.front()->algorithm();
   int best_score = std::numeric_limits<int>::min();
+  std::string scores;
   for (const Plugin* p : list) {
     const auto* a = p->algorithm();
     bool has_pref =
         a->struct_size >= offsetof(chorus_algorithm_plugin_v1_t, preference) + sizeof(void*) &&
         a->preference != nullptr;
     int score = has_pref ? a->preference(collective, size_, probe) : 0;
+    scores += (scores.empty() ? "" : ", ") + p->name() + " " + std::to_string(score);
     if (score < 0) continue;
     if (score > best_score) {
       best_score = score;
       best = a;
     }
   }
+  // Once per (collective, size class): sizes in [2^(k-1), 2^k) share class k.
+  const int size_class = bytes == 0 ? 0 : std::min(63, 64 - __builtin_clzll(bytes));
+  const uint64_t bit = uint64_t(1) << size_class;
+  if (log_enabled(CHORUS_LOG_INFO) &&
+      !(choice_logged_[size_t(collective)].fetch_or(bit, std::memory_order_relaxed) & bit))
+    log(CHORUS_LOG_INFO, std::string("auto: ") + chorus_collective_name(collective) + " of " +
+                             std::to_string(bytes) + " bytes (size class " +
+                             std::to_string(size_class) + ") runs '" + best->name +
+                             "' (preferences: " + scores + ")");
   return best;
 }
 

@@ -21,6 +21,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
 
 namespace chorus::core {
 namespace {
@@ -314,6 +315,20 @@ Result<std::shared_ptr<Plugin>> load_plugin(PluginKind kind, const std::string& 
                     "; searched:" + tried +
                     "\nSet CHORUS_PLUGIN_PATH or plugin_path to the folder holding it, or check "
                     "the name (chorus-info lists the plugins found)");
+}
+
+std::vector<std::string> plugin_names(PluginKind kind,
+                                      const std::vector<std::string>& search_path) {
+  std::set<std::string> names;
+  for (const auto& dir : search_path) {
+    DIR* d = ::opendir(dir.c_str());
+    if (!d) continue;
+    while (dirent* ent = ::readdir(d))
+      if (std::string name = name_in_file_name(kind, ent->d_name); !name.empty())
+        names.insert(name);
+    ::closedir(d);
+  }
+  return {names.begin(), names.end()};
 }
 
 std::vector<PluginListing> list_plugins(const std::vector<std::string>& search_path) {

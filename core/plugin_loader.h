@@ -73,6 +73,11 @@ struct PluginListing {
 };
 std::vector<PluginListing> list_plugins(const std::vector<std::string>& search_path);
 
+/// The names of the plugins of `kind` whose files (libchorus-<kind>-<name>.so)
+/// are in the folders of `search_path`, sorted, each once. Reads folders
+/// only: nothing is opened or loaded.
+std::vector<std::string> plugin_names(PluginKind kind, const std::vector<std::string>& search_path);
+
 /// The host callback table handed to every plugin's init.
 const chorus_host_v1_t* plugin_host();
 

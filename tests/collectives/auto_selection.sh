@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
-# auto_selection.sh CHORUSRUN CHORUS_BENCH — `auto` picks mesh for small and
-# ring for large messages at the documented thresholds, switch_bytes moves the
-# switch point, and chorus-bench reports the pick. Results are checked (-c).
+# auto_selection.sh CHORUSRUN CHORUS_BENCH PREFERRED_DIR — `auto` picks mesh
+# for small and ring for large messages at the documented thresholds,
+# switch_bytes moves the switch point, and chorus-bench reports the pick.
+# PREFERRED_DIR holds libchorus-algorithm-preferred.so, a third-party plugin
+# that answers 1000 for all_reduce and "never" otherwise: on the plugin path,
+# `auto` must choose it for all_reduce and nothing else, a broken file beside
+# it must only cost a warning, and CHORUS_LOG=info must show each choice once
+# per rank and size class. Results are checked (-c).
 set -euo pipefail
 run="$1"
 bench="$2"
+preferred_dir="$3"
 
 # pick COLL BYTES [ENV...] -> the algorithm chorus-bench reports for that size
 pick() {
@@ -47,4 +53,33 @@ expect ring all_reduce 64 CHORUS_ALGORITHM_ALL_REDUCE=ring
 # Both built-ins are deterministic, so deterministic=true keeps the same picks.
 expect mesh all_reduce 64 CHORUS_ALGORITHM_DETERMINISTIC=true
 expect ring all_reduce 16777216 CHORUS_ALGORITHM_DETERMINISTIC=true
+
+# A plugin on the plugin path takes part in auto.
+expect preferred all_reduce 64 CHORUS_PLUGIN_PATH="$preferred_dir"
+expect preferred all_reduce 16777216 CHORUS_PLUGIN_PATH="$preferred_dir"
+expect mesh all_gather 4194304 CHORUS_PLUGIN_PATH="$preferred_dir"
+expect ring all_reduce 64 CHORUS_PLUGIN_PATH="$preferred_dir" CHORUS_ALGORITHM_ALL_REDUCE=ring
+
+# A broken algorithm file beside it: still chosen, every rank warns naming it.
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cp "$preferred_dir/libchorus-algorithm-preferred.so" "$tmp/"
+head -c 200 "$tmp/libchorus-algorithm-preferred.so" >"$tmp/libchorus-algorithm-broken.so"
+expect preferred all_reduce 64 CHORUS_PLUGIN_PATH="$tmp"
+CHORUS_PLUGIN_PATH="$tmp" CHORUS_LOG=info "$run" -n 4 --timeout 120 -- \
+  "$bench" --coll all_reduce -c -b 64 -e 64 -n 5 -w 2 --no-inplace >"$tmp/out" 2>&1 || {
+  echo "FAIL: the run with a broken plugin beside 'preferred' failed:"
+  cat "$tmp/out"
+  fails=$((fails + 1))
+}
+count() { grep -c -- "$1" "$tmp/out" || true; }
+warned=$(count "algorithm plugin 'broken' on the plugin path is left out of auto")
+chose=$(count "auto: all_reduce of 64 bytes (size class 7) runs 'preferred' (preferences: ring 50, mesh")
+if [ "$warned" = 4 ] && [ "$chose" = 4 ]; then
+  echo "ok: 4 ranks warn about 'broken' and log the all_reduce choice once each"
+else
+  echo "FAIL: expected 4 warnings and 4 choice lines, got $warned and $chose:"
+  cat "$tmp/out"
+  fails=$((fails + 1))
+fi
 [ "$fails" -eq 0 ]
