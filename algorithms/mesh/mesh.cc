@@ -202,7 +202,6 @@ class Executor {
     save_own_ = in_place && rank != 0;
     gate_reduce_on_sends_ = in_place && call_.kind == Kind::kAllReduceOneShot;
     gate_gather_on_sends_ = in_place;
-    if (save_own_) own_copy_.resize(piece_bytes_);
 
     send_window_ = std::max<size_t>(1, env_->caps->max_outstanding_sends);
     recv_window_ = std::max<size_t>(1, env_->caps->max_outstanding_recvs);
@@ -242,6 +241,14 @@ class Executor {
                       "mesh: no endpoint to rank " + std::to_string(p) + " on channel " +
                           std::to_string(l) + "; the mesh needs every pair of ranks connected");
       }
+    }
+    if (save_own_) {
+      // One piece of the own contribution at a time, at most a lane's
+      // result: an 8-byte call must not allocate (let alone clear) a whole
+      // staging slot.
+      size_t largest = 0;
+      for (const Lane& lane : lanes_) largest = std::max(largest, lane.result.count * esize);
+      own_copy_ = std::make_unique_for_overwrite<std::byte[]>(std::min(piece_bytes_, largest));
     }
     return CHORUS_OK;
   }
@@ -369,8 +376,8 @@ class Executor {
       const std::byte* mine = call_.src + own.offset * es;
       size_t bytes = res.count * es;
       if (save_own_) {
-        std::memcpy(own_copy_.data(), mine, bytes);
-        mine = own_copy_.data();
+        std::memcpy(own_copy_.get(), mine, bytes);
+        mine = own_copy_.get();
       }
       auto contribution = [&](int j) -> const std::byte* {
         if (j == rank) return mine;
@@ -403,7 +410,7 @@ class Executor {
   std::vector<Lane> lanes_;
   std::unique_ptr<std::byte[]> temp_;
   chorus_tp_mr_t* temp_mr_ = nullptr;
-  std::vector<std::byte> own_copy_;
+  std::unique_ptr<std::byte[]> own_copy_;
 };
 
 int mesh_all_reduce(const chorus_algo_env_v1_t* env, const void* in, void* out, size_t count,
