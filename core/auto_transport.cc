@@ -740,7 +740,10 @@ int auto_poll(chorus_tp_context_t* c, chorus_tp_completion_t* out, size_t max) {
   for (int k = 0; k < 2 && n < max; ++k) {
     const int slot = first ^ k;
     Sub& sub = ctx->subs[slot];
-    if (!sub.ctx) continue;
+    // A sub-context with no endpoint has nothing to report (a closed
+    // endpoint's completions are dropped): skip its poll, which for tcp is a
+    // system call, on every poll of a job that has no peer over it.
+    if (!sub.ctx || sub.endpoints == 0) continue;
     int got = sub.tp->poll(sub.ctx, out + n, max - n);
     if (got == CHORUS_ERR_PENDING) {
       ctx->pending_error = slot;
