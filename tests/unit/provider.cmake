@@ -1,6 +1,7 @@
 # The provider toolkit (provider/, include/chorus/provider/), without a transport.
 add_executable(provider_test
   provider/completion_queue_test.cc
+  provider/context_base_test.cc
   provider/little_endian_test.cc
   provider/plugin_helpers_test.cc
   provider/settings_test.cc)
