@@ -1,6 +1,8 @@
 # The provider toolkit (provider/, include/chorus/provider/), without a transport.
 add_executable(provider_test
   provider/completion_queue_test.cc
+  provider/context_base_test.cc
+  provider/little_endian_test.cc
   provider/plugin_helpers_test.cc
   provider/settings_test.cc)
 target_link_libraries(provider_test PRIVATE chorus_catch_main chorus_provider)

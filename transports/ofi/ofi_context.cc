@@ -36,20 +36,6 @@ constexpr int kCqRounds = 16;
 /// receives to come back before it closes the fi endpoints.
 constexpr std::chrono::milliseconds kCloseDrain{200};
 
-const chorus_tp_context_info_t& checked(const chorus_tp_context_info_t& info) {
-  if (info.struct_size < offsetof(chorus_tp_context_info_t, config_count) + sizeof(size_t)) {
-    throw Error(CHORUS_ERR_INVALID_ARGUMENT, "context info struct_size " +
-                                                 std::to_string(info.struct_size) +
-                                                 " is too small for ABI minor 0");
-  }
-  if (info.size < 1 || info.rank < 0 || info.rank >= info.size) {
-    throw Error(CHORUS_ERR_INVALID_ARGUMENT, "rank " + std::to_string(info.rank) +
-                                                 " is out of range for size " +
-                                                 std::to_string(info.size));
-  }
-  return info;
-}
-
 std::uint32_t fnv1a(std::string_view text, std::uint32_t h = 2166136261u) {
   for (const char c : text) {
     h ^= static_cast<unsigned char>(c);
@@ -70,11 +56,7 @@ void close_fid(T*& object, const char* what) {
 }  // namespace
 
 Context::Context(const chorus_tp_context_info_t& info)
-    : rank_(checked(info).rank),
-      size_(info.size),
-      data_channels_(data_channels_of(info)),
-      cfg_(Config::parse(info.config, info.config_count)),
-      entries_(kCqBatch) {
+    : ContextBase(info), cfg_(Config::parse(info.config, info.config_count)), entries_(kCqBatch) {
   // Members hold raw libfabric objects: if construction fails half way,
   // release what was opened before the exception leaves.
   try {
@@ -87,7 +69,7 @@ Context::Context(const chorus_tp_context_info_t& info)
 
 void Context::init(const chorus_tp_context_info_t& info) {
   const std::string bind = info.bind_address != nullptr ? info.bind_address : "";
-  apply_fi_env(cfg_, size_);
+  apply_fi_env(cfg_, size());
   info_ = select_provider(cfg_, bind);
   provider_ = info_->fabric_attr->prov_name;
   fingerprint_ = fnv1a(provider_, static_cast<std::uint32_t>(info_->addr_format));
@@ -118,13 +100,13 @@ void Context::init(const chorus_tp_context_info_t& info) {
   if (liveness == Liveness::kAuto && provider_ == "shm") liveness = Liveness::kPid;
   std::string watch_bind = bind;
   if (!cfg_.node.empty()) watch_bind = cfg_.node;
-  watch_ = std::make_unique<PeerWatch>(rank_, size_, liveness, watch_bind);
+  watch_ = std::make_unique<PeerWatch>(rank(), size(), liveness, watch_bind);
   if (cq_fd_ < 0) open_doorbell();
 
   std::string mr_text = fi_tostr(&info_->domain_attr->mr_mode, FI_TYPE_MR_MODE);
   if (mr_text.empty()) mr_text = "none";
   log(CHORUS_LOG_INFO,
-      "rank " + std::to_string(rank_) + ": libfabric " + std::to_string(FI_MAJOR(fi_version())) +
+      "rank " + std::to_string(rank()) + ": libfabric " + std::to_string(FI_MAJOR(fi_version())) +
           "." + std::to_string(FI_MINOR(fi_version())) + " provider " + provider_label(*info_) +
           ", fabric " + info_->fabric_attr->name + ", domain " + info_->domain_attr->name +
           ", mr_mode [" + mr_text + "]" + (mr_policy_.required ? " (registering buffers)" : "") +
@@ -289,39 +271,22 @@ std::uint32_t Context::new_key() {
 
 Endpoint* Context::open_endpoint(int peer_rank, int channel, void* address_out,
                                  std::size_t* address_len) {
-  if (address_out == nullptr || address_len == nullptr) {
-    throw Error(CHORUS_ERR_INVALID_ARGUMENT, "endpoint_open: NULL address buffer or length");
-  }
-  if (peer_rank < 0 || peer_rank >= size_) {
-    throw Error(CHORUS_ERR_INVALID_ARGUMENT,
-                "endpoint_open: peer rank " + std::to_string(peer_rank) +
-                    " is out of range for size " + std::to_string(size_));
-  }
-  if (peer_rank == rank_) {
-    throw Error(CHORUS_ERR_INVALID_ARGUMENT, "endpoint_open: rank " + std::to_string(rank_) +
-                                                 " cannot open an endpoint to itself");
-  }
-  if (channel < 0) {
-    throw Error(CHORUS_ERR_INVALID_ARGUMENT,
-                "endpoint_open: channel " + std::to_string(channel) + " is negative");
-  }
+  check_endpoint_open(peer_rank, channel, address_out, address_len);
   for (const auto& ep : endpoints_) {
     if (ep->peer_rank() == peer_rank && ep->channel() == channel) {
-      throw Error(CHORUS_ERR_INVALID_ARGUMENT,
-                  "endpoint_open: an endpoint to " +
-                      endpoint_name(peer_rank, channel, data_channels_) + " is already open");
+      throw already_open(peer_rank, channel);
     }
   }
   if (*address_len < wire::kBlobHeaderSize) {
     throw Error(CHORUS_ERR_INVALID_ARGUMENT,
-                "endpoint_open: the address buffer holds " + std::to_string(*address_len) +
+                "the address buffer holds " + std::to_string(*address_len) +
                     " bytes; the ofi transport needs up to " + std::to_string(wire::kMaxBlobSize) +
                     " (max_address_size)");
   }
   auto ep = std::make_unique<chorus_tp_endpoint>(*this, peer_rank, channel, new_key());
   ep->open();
   wire::Blob blob;
-  blob.rank = rank_;
+  blob.rank = rank();
   blob.peer_rank = peer_rank;
   blob.channel = channel;
   blob.key = ep->key();
@@ -332,7 +297,7 @@ Endpoint* Context::open_endpoint(int peer_rank, int channel, void* address_out,
             blob.name.begin());
   if (*address_len < blob.size()) {
     throw Error(CHORUS_ERR_INVALID_ARGUMENT,
-                "endpoint_open: the address buffer holds " + std::to_string(*address_len) +
+                "the address buffer holds " + std::to_string(*address_len) +
                     " bytes; this blob needs " + std::to_string(blob.size()) +
                     " (max_address_size is " + std::to_string(wire::kMaxBlobSize) + ")");
   }

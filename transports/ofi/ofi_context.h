@@ -15,6 +15,7 @@
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_eq.h>
+#include <chorus/provider/context_base.hpp>
 
 #include <poll.h>
 
@@ -58,18 +59,13 @@ struct Spill {
 /// Threading: one caller thread at a time (the ABI's rule), so the domain is
 /// opened FI_THREAD_DOMAIN; interrupt() from any thread only writes the
 /// eventfd.
-class Context {
+class Context : public provider::ContextBase {
  public:
   /// Throws Error (INVALID_ARGUMENT for bad info/config, UNAVAILABLE when the
   /// provider is missing or unfit, SYSTEM for libfabric or the OS).
   explicit Context(const chorus_tp_context_info_t& info);
   ~Context();
-  Context(const Context&) = delete;
-  Context& operator=(const Context&) = delete;
 
-  int rank() const { return rank_; }
-  /// chorus_tp_context_info_t::data_channels (0: unknown); see chorus/transport_names.hpp.
-  int data_channels() const { return data_channels_; }
   const Config& config() const { return cfg_; }
   const fi_info& info() const { return *info_; }
   fid_domain* domain() const { return domain_; }
@@ -157,9 +153,6 @@ class Context {
   void peer_gone(int rank, const std::string& why);
   std::uint32_t new_key();
 
-  int rank_ = 0;
-  int size_ = 1;
-  int data_channels_ = 0;
   Config cfg_;
   FiInfoPtr info_;
   std::string provider_;

@@ -56,7 +56,7 @@ int status_of(int code) {
 }  // namespace
 
 Endpoint::Endpoint(Context& ctx, int peer_rank, int channel, std::uint32_t key)
-    : ctx_(ctx), peer_rank_(peer_rank), channel_(channel), key_(key) {
+    : EndpointBase(ctx, peer_rank, channel), key_(key) {
   tx_.ring.resize(kMaxOutstanding);
   rx_.ring.resize(kMaxOutstanding);
   for (std::uint32_t i = 0; i < kMaxOutstanding; ++i) {

@@ -9,6 +9,7 @@
 #include <chorus/transport.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_endpoint.h>
+#include <chorus/provider/endpoint_base.hpp>
 
 #include <array>
 #include <chrono>
@@ -52,19 +53,14 @@ struct OpHeader {
 /// peer's death (noticed by the context) fails the sends at once and the
 /// receives after a short grace, in which messages already delivered still
 /// land; a provider error or a short receive fails the whole endpoint.
-class Endpoint {
+class Endpoint : public provider::EndpointBase<Context> {
  public:
   static constexpr std::uint32_t kMaxOutstanding = 1024;  // per direction; a power of two
 
   Endpoint(Context& ctx, int peer_rank, int channel, std::uint32_t key);
   ~Endpoint();
-  Endpoint(const Endpoint&) = delete;
-  Endpoint& operator=(const Endpoint&) = delete;
 
   chorus_tp_endpoint_t* handle();
-  Context& context() { return ctx_; }
-  int peer_rank() const { return peer_rank_; }
-  int channel() const { return channel_; }
   std::uint32_t key() const { return key_; }
 
   bool closing() const { return closing_; }
@@ -172,9 +168,6 @@ class Endpoint {
   std::string who() const;
   std::string op_text(OpKind kind) const;
 
-  Context& ctx_;
-  const int peer_rank_;
-  const int channel_;
   const std::uint32_t key_;
   fid_ep* ep_ = nullptr;  // the context's, until it closes it
 

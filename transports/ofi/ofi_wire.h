@@ -4,45 +4,19 @@
 // every decoder checks magic, version and bounds before a value is used.
 #pragma once
 
+#include <chorus/provider/little_endian.hpp>
+
 #include <array>
-#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <optional>
 #include <span>
-#include <type_traits>
 
 namespace chorus::ofi::wire {
 
-// ---- byte order ---------------------------------------------------------
-
-template <class T>
-constexpr T byteswap_if_big(T v) {
-  static_assert(std::is_integral_v<T>);
-  if constexpr (std::endian::native == std::endian::little || sizeof(T) == 1) {
-    return v;
-  } else if constexpr (sizeof(T) == 2) {
-    return static_cast<T>(__builtin_bswap16(static_cast<std::uint16_t>(v)));
-  } else if constexpr (sizeof(T) == 4) {
-    return static_cast<T>(__builtin_bswap32(static_cast<std::uint32_t>(v)));
-  } else {
-    return static_cast<T>(__builtin_bswap64(static_cast<std::uint64_t>(v)));
-  }
-}
-
-template <class T>
-inline void store(std::byte* p, T v) {
-  v = byteswap_if_big(v);
-  std::memcpy(p, &v, sizeof v);
-}
-
-template <class T>
-inline T load(const std::byte* p) {
-  T v;
-  std::memcpy(&v, p, sizeof v);
-  return byteswap_if_big(v);
-}
+using provider::little_endian::load;
+using provider::little_endian::store;
 
 // ---- tags ------------------------------------------------------------------
 //

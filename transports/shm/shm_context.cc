@@ -34,17 +34,11 @@ inline void cpu_relax() noexcept {
 }  // namespace
 
 Context::Context(const chorus_tp_context_info_t& info)
-    : cfg_(Config::parse(info.config, info.config_count)),
-      rank_(info.rank),
-      size_(info.size),
-      data_channels_(data_channels_of(info)),
+    : ContextBase(info),
+      cfg_(Config::parse(info.config, info.config_count)),
       // The communicator's size bounds the ranks on this host (they are all
       // here when shm carries every pair; fewer under the auto transport).
       oversubscribed_(info.size > usable_cores()) {
-  if (info.size < 1 || info.rank < 0 || info.rank >= info.size) {
-    throw Error(CHORUS_ERR_INVALID_ARGUMENT, "rank " + std::to_string(info.rank) + " of " +
-                                                 std::to_string(info.size) + " is out of range");
-  }
   if (const int removed = sweep_stale_segments(); removed > 0) {
     log(CHORUS_LOG_INFO,
         "removed " + std::to_string(removed) + " segment(s) left in /dev/shm by exited processes");
@@ -68,32 +62,14 @@ chorus_tp_caps_t Context::caps() const {
 
 Endpoint* Context::open_endpoint(int peer, int channel, void* address_out,
                                  std::size_t* address_len) {
-  if (address_out == nullptr || address_len == nullptr) {
-    throw Error(CHORUS_ERR_INVALID_ARGUMENT, "NULL address buffer or length");
-  }
-  if (peer < 0 || peer >= size_) {
-    throw Error(CHORUS_ERR_INVALID_ARGUMENT, "peer rank " + std::to_string(peer) +
-                                                 " is outside the communicator (size " +
-                                                 std::to_string(size_) + ")");
-  }
-  if (peer == rank_) {
-    throw Error(CHORUS_ERR_INVALID_ARGUMENT,
-                "an endpoint to one's own rank (" + std::to_string(rank_) + ") is not supported");
-  }
-  if (channel < 0) {
-    throw Error(CHORUS_ERR_INVALID_ARGUMENT, "channel " + std::to_string(channel) + " is negative");
-  }
+  check_endpoint_open(peer, channel, address_out, address_len);
   if (*address_len < sizeof(Blob)) {
     throw Error(CHORUS_ERR_INVALID_ARGUMENT, "address buffer of " + std::to_string(*address_len) +
                                                  " bytes is too small; the shm transport needs " +
                                                  std::to_string(sizeof(Blob)));
   }
   for (const auto& e : endpoints_) {
-    if (e->peer() == peer && e->channel() == channel) {
-      throw Error(
-          CHORUS_ERR_INVALID_ARGUMENT,
-          "an endpoint to " + endpoint_name(peer, channel, data_channels_) + " is already open");
-    }
+    if (e->peer() == peer && e->channel() == channel) throw already_open(peer, channel);
   }
   auto ep = std::make_unique<Endpoint>(*this, peer, channel);
   const Blob b = ep->blob();

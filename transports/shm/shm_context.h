@@ -8,6 +8,7 @@
 #include "shm_futex.h"
 
 #include <chorus/transport.h>
+#include <chorus/provider/context_base.hpp>
 
 #include <atomic>
 #include <cstddef>
@@ -19,22 +20,16 @@ namespace chorus::shm {
 
 /// One thread at a time calls a context's ops (the core serialises them);
 /// only interrupt() may run concurrently, from any thread.
-class Context {
+class Context : public provider::ContextBase {
  public:
   /// Parses the configuration and sweeps stale segments. Throws Error.
   explicit Context(const chorus_tp_context_info_t& info);
   ~Context();
-  Context(const Context&) = delete;
-  Context& operator=(const Context&) = delete;
 
   chorus_tp_context_t* handle() { return reinterpret_cast<chorus_tp_context_t*>(this); }
   static Context* from(chorus_tp_context_t* h) { return reinterpret_cast<Context*>(h); }
 
   const Config& config() const { return cfg_; }
-  int rank() const { return rank_; }
-  /// chorus_tp_context_info_t::data_channels (0: unknown); see chorus/transport_names.hpp.
-  int data_channels() const { return data_channels_; }
-  int size() const { return size_; }
   CompletionQueue& cq() { return cq_; }
   chorus_tp_caps_t caps() const;
 
@@ -61,9 +56,6 @@ class Context {
   void reap(chorus_tp_endpoint_t* ep, std::uint32_t opcode) noexcept;
 
   Config cfg_;
-  int rank_;
-  int size_;
-  int data_channels_;
   /// More ranks than usable cores: spin passes yield the core (the rank we
   /// wait for may need it) instead of pausing on it.
   bool oversubscribed_;

@@ -25,9 +25,6 @@ struct ShmPlugin {
   static Endpoint* endpoint(chorus_tp_endpoint_t* ep) { return Endpoint::from(ep); }
 
   static chorus_tp_context_t* open_context(const chorus_tp_context_info_t& info) {
-    if (info.struct_size < offsetof(chorus_tp_context_info_t, config_count) + sizeof(size_t)) {
-      throw chorus::shm::Error(CHORUS_ERR_INVALID_ARGUMENT, "info struct_size too small");
-    }
     return (new Context(info))->handle();
   }
   /// Never waits: the peer's segment exists from its endpoint_open on.
@@ -54,12 +51,4 @@ struct ShmPlugin {
 
 }  // namespace
 
-extern "C" {
-
-__attribute__((
-    visibility("default"))) extern const chorus_transport_plugin_v1_t chorus_transport_plugin_v1;
-
-const chorus_transport_plugin_v1_t chorus_transport_plugin_v1 =
-    chorus::provider::TransportPlugin<ShmPlugin>::table();
-
-}  // extern "C"
+CHORUS_PROVIDER_EXPORT_TRANSPORT(ShmPlugin);

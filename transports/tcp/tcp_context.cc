@@ -72,26 +72,14 @@ std::uint64_t random_nonce() {
 
 }  // namespace
 
-Context::Context(const chorus_tp_context_info_t& info) : discard_(64 * 1024), events_(kMaxEvents) {
-  if (info.struct_size < offsetof(chorus_tp_context_info_t, config_count) + sizeof(size_t)) {
-    throw Error(CHORUS_ERR_INVALID_ARGUMENT, "context info struct_size " +
-                                                 std::to_string(info.struct_size) +
-                                                 " is too small for ABI minor 0");
-  }
-  if (info.size < 1 || info.rank < 0 || info.rank >= info.size) {
-    throw Error(CHORUS_ERR_INVALID_ARGUMENT, "rank " + std::to_string(info.rank) +
-                                                 " is out of range for size " +
-                                                 std::to_string(info.size));
-  }
-  rank_ = info.rank;
-  size_ = info.size;
-  data_channels_ = data_channels_of(info);
+Context::Context(const chorus_tp_context_info_t& info)
+    : ContextBase(info), discard_(64 * 1024), events_(kMaxEvents) {
   {
     // The communicator's size bounds the ranks on this host.
     cpu_set_t set;
     CPU_ZERO(&set);
     const int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
-    oversubscribed_ = size_ > std::max(1, cores);
+    oversubscribed_ = size() > std::max(1, cores);
   }
   cfg_ = Config::parse(info.config, info.config_count);
   // Minor 2 appended the job key; an older caller's info is shorter.
@@ -121,8 +109,8 @@ Context::Context(const chorus_tp_context_info_t& info) : discard_(64 * 1024), ev
     throw Error(CHORUS_ERR_SYSTEM, "epoll_ctl(eventfd): " + errno_text(errno));
   }
   to_progress_.reserve(kMaxEvents);
-  acceptor_ = std::make_unique<Acceptor>(bind_address, cfg_, rank_, data_channels_, job_key_);
-  log(CHORUS_LOG_DEBUG, "rank " + std::to_string(rank_) + " listening on " + listen_address() +
+  acceptor_ = std::make_unique<Acceptor>(bind_address, cfg_, rank(), data_channels(), job_key_);
+  log(CHORUS_LOG_DEBUG, "rank " + std::to_string(rank()) + " listening on " + listen_address() +
                             " (sockets=" + std::to_string(cfg_.sockets) +
                             ", nodelay=" + (cfg_.nodelay ? "true" : "false") +
                             ", spin_us=" + std::to_string(cfg_.spin_us) + ")");
@@ -166,33 +154,16 @@ chorus_tp_caps_t Context::caps() const {
 
 Endpoint* Context::open_endpoint(int peer_rank, int channel, void* address_out,
                                  std::size_t* address_len) {
-  if (address_out == nullptr || address_len == nullptr) {
-    throw Error(CHORUS_ERR_INVALID_ARGUMENT, "endpoint_open: NULL address buffer or length");
-  }
-  if (peer_rank < 0 || peer_rank >= size_) {
-    throw Error(CHORUS_ERR_INVALID_ARGUMENT,
-                "endpoint_open: peer rank " + std::to_string(peer_rank) +
-                    " is out of range for size " + std::to_string(size_));
-  }
-  if (peer_rank == rank_) {
-    throw Error(CHORUS_ERR_INVALID_ARGUMENT, "endpoint_open: rank " + std::to_string(rank_) +
-                                                 " cannot open an endpoint to itself");
-  }
-  if (channel < 0) {
-    throw Error(CHORUS_ERR_INVALID_ARGUMENT,
-                "endpoint_open: channel " + std::to_string(channel) + " is negative");
-  }
+  check_endpoint_open(peer_rank, channel, address_out, address_len);
   if (*address_len < wire::kBlobSize) {
     throw Error(CHORUS_ERR_INVALID_ARGUMENT,
-                "endpoint_open: the address buffer holds " + std::to_string(*address_len) +
+                "the address buffer holds " + std::to_string(*address_len) +
                     " bytes; the tcp transport needs " + std::to_string(wire::kBlobSize) +
                     " (max_address_size is " + std::to_string(wire::kMaxBlobSize) + ")");
   }
   for (const auto& ep : endpoints_) {
     if (ep->peer_rank() == peer_rank && ep->channel() == channel) {
-      throw Error(CHORUS_ERR_INVALID_ARGUMENT,
-                  "endpoint_open: an endpoint to " +
-                      endpoint_name(peer_rank, channel, data_channels_) + " is already open");
+      throw already_open(peer_rank, channel);
     }
   }
   auto ep = std::make_unique<chorus_tp_endpoint>(*this, peer_rank, channel, random_nonce());
@@ -200,7 +171,7 @@ Endpoint* Context::open_endpoint(int peer_rank, int channel, void* address_out,
 
   wire::Blob blob;
   blob.sockets = static_cast<std::uint16_t>(cfg_.sockets);
-  blob.rank = rank_;
+  blob.rank = rank();
   blob.peer_rank = peer_rank;
   blob.channel = channel;
   blob.port = acceptor_->port();
@@ -215,7 +186,7 @@ Endpoint* Context::open_endpoint(int peer_rank, int channel, void* address_out,
   }
   blob.nonce = ep->nonce();
   // Only the lower rank of a pair is connected to; the higher one dials out.
-  if (rank_ < peer_rank) acceptor_->expect(ep->nonce(), peer_rank, channel, cfg_.sockets);
+  if (rank() < peer_rank) acceptor_->expect(ep->nonce(), peer_rank, channel, cfg_.sockets);
   wire::encode(blob, static_cast<std::byte*>(address_out));
   *address_len = wire::kBlobSize;
   endpoints_.push_back(std::move(ep));

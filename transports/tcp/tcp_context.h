@@ -8,6 +8,7 @@
 #include "tcp_endpoint.h"
 
 #include <chorus/transport.h>
+#include <chorus/provider/context_base.hpp>
 
 #include <sys/epoll.h>
 
@@ -28,18 +29,13 @@ namespace chorus::tcp {
 /// Threading: one caller thread at a time (the ABI's rule); interrupt() from
 /// any thread. The acceptor runs its own thread and meets the caller only in
 /// Acceptor::take().
-class Context {
+class Context : public provider::ContextBase {
  public:
   /// Throws Error (INVALID_ARGUMENT for bad info/config, SYSTEM for the OS).
   explicit Context(const chorus_tp_context_info_t& info);
   ~Context();
-  Context(const Context&) = delete;
-  Context& operator=(const Context&) = delete;
 
-  int rank() const { return rank_; }
   const Config& config() const { return cfg_; }
-  /// chorus_tp_context_info_t::data_channels (0: unknown); see chorus/transport_names.hpp.
-  int data_channels() const { return data_channels_; }
   /// The job key from context_open (empty when the core passed none).
   const auth::Key& job_key() const { return job_key_; }
   CompletionQueue& cq() { return cq_; }
@@ -68,9 +64,6 @@ class Context {
 
   static constexpr int kMaxEvents = 64;
 
-  int rank_ = 0;
-  int size_ = 1;
-  int data_channels_ = 0;
   /// More ranks than usable cores: spin passes yield the core.
   bool oversubscribed_ = false;
   Config cfg_;

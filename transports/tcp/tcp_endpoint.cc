@@ -32,9 +32,7 @@ constexpr int kMaxIov = 64;
 }  // namespace
 
 Endpoint::Endpoint(Context& ctx, int peer_rank, int channel, std::uint64_t nonce)
-    : ctx_(ctx),
-      peer_rank_(peer_rank),
-      channel_(channel),
+    : EndpointBase(ctx, peer_rank, channel),
       nonce_(nonce),
       nsockets_(ctx.config().sockets),
       sockets_(static_cast<std::size_t>(nsockets_)),

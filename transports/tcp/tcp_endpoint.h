@@ -5,6 +5,7 @@
 #include "tcp_wire.h"
 
 #include <chorus/transport.h>
+#include <chorus/provider/endpoint_base.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -55,19 +56,14 @@ struct Socket {
 /// here are delivered; EOF, a socket error or a protocol violation closes
 /// both sides. Closing a side turns every outstanding post of that side into
 /// an error completion and makes later posts return PEER_LOST.
-class Endpoint {
+class Endpoint : public provider::EndpointBase<Context> {
  public:
   static constexpr std::uint32_t kMaxOutstanding = 1024;  // per direction; a power of two
 
   Endpoint(Context& ctx, int peer_rank, int channel, std::uint64_t nonce);
   ~Endpoint();
-  Endpoint(const Endpoint&) = delete;
-  Endpoint& operator=(const Endpoint&) = delete;
 
   chorus_tp_endpoint_t* handle();
-  Context& context() { return ctx_; }
-  int peer_rank() const { return peer_rank_; }
-  int channel() const { return channel_; }
   std::uint64_t nonce() const { return nonce_; }
 
   /// Blocks until every socket is connected or the timeout passes. Throws Error.
@@ -126,9 +122,6 @@ class Endpoint {
   void release_sockets();
   std::string who() const;
 
-  Context& ctx_;
-  const int peer_rank_;
-  const int channel_;
   const std::uint64_t nonce_;
   const int nsockets_;
   std::vector<Socket> sockets_;

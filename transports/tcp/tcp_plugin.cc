@@ -22,12 +22,4 @@ struct TcpPlugin {
 
 }  // namespace
 
-extern "C" {
-
-__attribute__((
-    visibility("default"))) extern const chorus_transport_plugin_v1_t chorus_transport_plugin_v1;
-
-const chorus_transport_plugin_v1_t chorus_transport_plugin_v1 =
-    chorus::provider::TransportPlugin<TcpPlugin>::table();
-
-}  // extern "C"
+CHORUS_PROVIDER_EXPORT_TRANSPORT(TcpPlugin);

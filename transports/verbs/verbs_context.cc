@@ -55,36 +55,23 @@ ibv_device* first_active_device(const DeviceList& list) {
 
 }  // namespace
 
-Context::Context(const chorus_tp_context_info_t& info) : wcs_(32) {
-  if (info.struct_size < offsetof(chorus_tp_context_info_t, config_count) + sizeof(size_t)) {
-    throw Error(CHORUS_ERR_INVALID_ARGUMENT, "context info struct_size " +
-                                                 std::to_string(info.struct_size) +
-                                                 " is too small for ABI minor 0");
-  }
-  if (info.size < 1 || info.rank < 0 || info.rank >= info.size) {
-    throw Error(CHORUS_ERR_INVALID_ARGUMENT, "rank " + std::to_string(info.rank) +
-                                                 " is out of range for size " +
-                                                 std::to_string(info.size));
-  }
-  rank_ = info.rank;
-  size_ = info.size;
-  data_channels_ = data_channels_of(info);
+Context::Context(const chorus_tp_context_info_t& info) : ContextBase(info), wcs_(32) {
   // Configuration first: a wrong key is reported even on a host without RDMA.
   cfg_ = Config::parse(info.config, info.config_count);
   if (!cfg_.devices_file.empty()) {
-    matrix_ = DeviceMatrix::load(cfg_.devices_file, cfg_.devices_file_origin, size_);
+    matrix_ = DeviceMatrix::load(cfg_.devices_file, cfg_.devices_file_origin, size());
   }
 
   DeviceList list;
   if (list.size() == 0) throw Error(CHORUS_ERR_UNAVAILABLE, no_device_message(list.error()));
   std::vector<ibv_device*> devices;
   if (matrix_) {
-    for (const auto& name : matrix_->names_used_by(rank_)) {
+    for (const auto& name : matrix_->names_used_by(rank())) {
       ibv_device* dev = list.find(name);
       if (dev == nullptr) {
         throw Error(
             CHORUS_ERR_INVALID_ARGUMENT,
-            "device '" + name + "' named in row " + std::to_string(rank_) + " of " +
+            "device '" + name + "' named in row " + std::to_string(rank()) + " of " +
                 describe_setting("devices_file", cfg_.devices_file, cfg_.devices_file_origin) +
                 " does not exist on this host; RDMA devices here: " + list.names());
       }
@@ -110,7 +97,7 @@ Context::Context(const chorus_tp_context_info_t& info) : wcs_(32) {
     nic.set_index(nics_.size() - 1);
     max_wr = std::min(max_wr, nic.max_qp_wr());
     max_message_size_ = std::min(max_message_size_, nic.max_message_size());
-    log(CHORUS_LOG_INFO, "rank " + std::to_string(rank_) + " uses " + nic.summary());
+    log(CHORUS_LOG_INFO, "rank " + std::to_string(rank()) + " uses " + nic.summary());
   }
   // One slot of each send queue is kept for the keepalive probe.
   depth_ = std::min<std::uint32_t>(static_cast<std::uint32_t>(cfg_.queue_depth), max_wr - 1);
@@ -148,17 +135,7 @@ std::string Context::matrix_entry_text(int from, int to) const {
 
 Endpoint* Context::open_endpoint(int peer_rank, int channel, void* address_out,
                                  std::size_t* address_len) {
-  if (address_len == nullptr || (address_out == nullptr && *address_len > 0)) {
-    throw Error(CHORUS_ERR_INVALID_ARGUMENT, "NULL address buffer");
-  }
-  if (peer_rank < 0 || peer_rank >= size_ || peer_rank == rank_) {
-    throw Error(CHORUS_ERR_INVALID_ARGUMENT,
-                "peer rank " + std::to_string(peer_rank) + " is not another rank of " +
-                    std::to_string(size_) + " (this is rank " + std::to_string(rank_) + ")");
-  }
-  if (channel < 0) {
-    throw Error(CHORUS_ERR_INVALID_ARGUMENT, "channel " + std::to_string(channel) + " < 0");
-  }
+  check_endpoint_open(peer_rank, channel, address_out, address_len);
   if (*address_len < Blob::kSize) {
     throw Error(CHORUS_ERR_INVALID_ARGUMENT, "address buffer of " + std::to_string(*address_len) +
                                                  " bytes is too small; need " +
@@ -166,14 +143,12 @@ Endpoint* Context::open_endpoint(int peer_rank, int channel, void* address_out,
   }
   for (const auto& ep : endpoints_) {
     if (ep->peer_rank() == peer_rank && ep->channel() == channel) {
-      throw Error(CHORUS_ERR_INVALID_ARGUMENT,
-                  "an endpoint to " + endpoint_name(peer_rank, channel, data_channels_) +
-                      " is already open");
+      throw already_open(peer_rank, channel);
     }
   }
   Nic* nic = nics_.empty() ? nullptr : nics_.front().get();
   if (matrix_) {
-    const auto& names = matrix_->entry(rank_, peer_rank);
+    const auto& names = matrix_->entry(rank(), peer_rank);
     nic = nullptr;
     if (!names.empty()) {
       const std::string& name = names[static_cast<std::size_t>(channel) % names.size()];
@@ -211,12 +186,12 @@ void Context::connect(Endpoint& ep, const void* peer_address, std::size_t length
                     "the same Chorus version?");
   }
   const Blob& b = *blob;
-  if (b.rank != ep.peer_rank() || b.peer_rank != rank_ || b.channel != ep.channel()) {
+  if (b.rank != ep.peer_rank() || b.peer_rank != rank() || b.channel != ep.channel()) {
     throw Error(CHORUS_ERR_INVALID_ARGUMENT,
                 "the peer address is rank " + std::to_string(b.rank) + "'s endpoint toward " +
-                    endpoint_name(b.peer_rank, b.channel, data_channels_) +
-                    ", but this endpoint is rank " + std::to_string(rank_) + "'s toward " +
-                    endpoint_name(ep.peer_rank(), ep.channel(), data_channels_));
+                    endpoint_name(b.peer_rank, b.channel, data_channels()) +
+                    ", but this endpoint is rank " + std::to_string(rank()) + "'s toward " +
+                    endpoint_name(ep.peer_rank(), ep.channel(), data_channels()));
   }
   const bool theirs_no_link = (b.flags & Blob::kNoLink) != 0;
   if (ep.no_link() || theirs_no_link) {
@@ -224,7 +199,7 @@ void Context::connect(Endpoint& ep, const void* peer_address, std::size_t length
       ep.connect_no_link();
       return;
     }
-    const int i = rank_, j = ep.peer_rank();
+    const int i = rank(), j = ep.peer_rank();
     const std::string file =
         matrix_ ? "devices_file '" + cfg_.devices_file + "'" : std::string("its configuration");
     throw Error(
@@ -315,7 +290,7 @@ void Context::on_handshake(Nic& nic, const unsigned char* data, std::size_t len)
   // The sender must know this endpoint's nonce (from its blob) and be the
   // rank and channel the endpoint is for; anything else is not this job's.
   if (ep == nullptr || ep->nonce() != h->target_nonce || s.rank != ep->peer_rank() ||
-      s.peer_rank != rank_ || s.channel != ep->channel() || (s.flags & Blob::kNoLink) != 0) {
+      s.peer_rank != rank() || s.channel != ep->channel() || (s.flags & Blob::kNoLink) != 0) {
     log(CHORUS_LOG_DEBUG, nic.where() + ": dropped a handshake from rank " +
                               std::to_string(s.rank) + " for no endpoint of this job");
     return;

@@ -11,6 +11,7 @@
 #include "verbs_nic.h"
 
 #include <chorus/transport.h>
+#include <chorus/provider/context_base.hpp>
 
 #include <cstddef>
 #include <memory>
@@ -33,18 +34,13 @@ namespace chorus::verbs {
 ///
 /// Threading: one caller thread at a time (the ABI's rule); interrupt() from
 /// any thread. No helper threads.
-class Context {
+class Context : public provider::ContextBase {
  public:
   /// Throws Error: INVALID_ARGUMENT for bad info or configuration (naming the
   /// key and origin), UNAVAILABLE when there is no usable device.
   explicit Context(const chorus_tp_context_info_t& info);
   ~Context();
-  Context(const Context&) = delete;
-  Context& operator=(const Context&) = delete;
 
-  int rank() const { return rank_; }
-  /// chorus_tp_context_info_t::data_channels (0: unknown); see chorus/transport_names.hpp.
-  int data_channels() const { return data_channels_; }
   const Config& config() const { return cfg_; }
   CompletionQueue& cq() { return cq_; }
   const std::vector<std::unique_ptr<Nic>>& nics() const { return nics_; }
@@ -79,9 +75,6 @@ class Context {
   bool sleep(int timeout_ms, bool interruptible);
   std::string matrix_entry_text(int from, int to) const;
 
-  int rank_ = 0;
-  int size_ = 1;
-  int data_channels_ = 0;
   Config cfg_;
   std::optional<DeviceMatrix> matrix_;
   std::uint32_t depth_ = 0;

@@ -53,10 +53,8 @@ std::uint32_t random_psn() {
 
 Endpoint::Endpoint(Context& ctx, Nic* nic, int peer_rank, int channel, std::uint32_t depth,
                    std::uint64_t nonce)
-    : ctx_(ctx),
+    : EndpointBase(ctx, peer_rank, channel),
       nic_(nic),
-      peer_rank_(peer_rank),
-      channel_(channel),
       depth_(depth),
       nonce_(nonce),
       sends_(depth + 1),

@@ -5,6 +5,7 @@
 #include "verbs_wire.h"
 
 #include <chorus/transport.h>
+#include <chorus/provider/endpoint_base.hpp>
 
 #include <infiniband/verbs.h>
 
@@ -71,7 +72,7 @@ class WorkRing {
 /// waiting for ever.
 ///
 /// Threading: the context's caller thread only.
-class Endpoint {
+class Endpoint : public provider::EndpointBase<Context> {
  public:
   enum class State { Open, Connected, Failed };
 
@@ -79,14 +80,9 @@ class Endpoint {
   Endpoint(Context& ctx, Nic* nic, int peer_rank, int channel, std::uint32_t depth,
            std::uint64_t nonce);
   ~Endpoint();
-  Endpoint(const Endpoint&) = delete;
-  Endpoint& operator=(const Endpoint&) = delete;
 
-  Context& context() const { return ctx_; }
   chorus_tp_endpoint* handle();
   Nic* nic() const { return nic_; }
-  int peer_rank() const { return peer_rank_; }
-  int channel() const { return channel_; }
   bool no_link() const { return nic_ == nullptr; }
   State state() const { return state_; }
   std::uint64_t nonce() const { return nonce_; }
@@ -130,10 +126,7 @@ class Endpoint {
   void fail(const std::string& why);
   std::string completion_message(const ibv_wc& wc, const WorkRequest& w, bool recv) const;
 
-  Context& ctx_;
   Nic* nic_;
-  int peer_rank_;
-  int channel_;
   std::uint32_t depth_;
   std::uint64_t nonce_;
   std::uint32_t psn_ = 0;

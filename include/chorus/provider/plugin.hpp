@@ -234,3 +234,14 @@ class TransportPlugin {
 };
 
 }  // namespace chorus::provider
+
+/// Defines the plugin's one exported symbol, `chorus_transport_plugin_v1`, as
+/// `TransportPlugin<Impl>::table()`, with default visibility and C linkage
+/// (the plugin's version script hides everything else). Use it once per
+/// plugin, at global scope, after `Impl` is complete:
+///
+///     CHORUS_PROVIDER_EXPORT_TRANSPORT(MynetPlugin);
+#define CHORUS_PROVIDER_EXPORT_TRANSPORT(Impl)                    \
+  extern "C" __attribute__((visibility("default")))               \
+  const chorus_transport_plugin_v1_t chorus_transport_plugin_v1 = \
+      ::chorus::provider::TransportPlugin<Impl>::table()
