@@ -513,10 +513,20 @@ static int poison_describe(char* buf, size_t len) {
   return CHORUS_OK;
 }
 
+/* In the slot of minor 4's wait_fd: a core that took it for this plugin's
+ * wait object would sleep on stdin. */
+static int poison_wait_fd(chorus_tp_context_t* ctx, int* fd_out) {
+  (void)ctx;
+  ++chorus_fixture_poison_calls;
+  if (fd_out) *fd_out = 0;
+  return CHORUS_OK;
+}
+
 /* The 1.0 table, followed by what a reader past struct_size would find. */
 struct fixture_transport_export {
   chorus_transport_plugin_v1_0_t table;
   int (*beyond_describe)(char* buf, size_t len);
+  int (*beyond_wait_fd)(chorus_tp_context_t* ctx, int* fd_out);
 };
 
 EXPORT const struct fixture_transport_export chorus_transport_plugin_v1 = {
@@ -543,6 +553,7 @@ EXPORT const struct fixture_transport_export chorus_transport_plugin_v1 = {
         lb_interrupt,
     },
     poison_describe,
+    poison_wait_fd,
 };
 
 #else /* FIXTURE_OLD_MINOR_ALGORITHM */
