@@ -312,7 +312,7 @@ struct AutoContext {
   int poll_first = 0;      // slot polled first, alternating so neither starves
   std::atomic<bool> interrupted{false};
   bool warned_local = false;  // the fallback warning is logged once per context
-  FdWait fds;     // active when both sub-contexts have a wait object
+  FdWait fds;                 // active when both sub-contexts have a wait object
   DualWait dual;  // declared last: its thread is joined before the rest goes
 
   ~AutoContext() {

@@ -155,8 +155,8 @@ TEST_CASE("wait_fd: readable on arrival and after interrupt, quiet when drained"
   REQUIRE_OK(tp().post_send(p.eb[0].ep, out.data(), out.size(), nullptr, 12));
   // Only rank 1's side is driven here: rank 0 learns of the message through
   // its fd alone.
-  REQUIRE(pump_until({&p.b}, [&] { return p.b.count(p.eb[0].ep, CHORUS_TP_SEND) == 1; },
-                     10000));
+  REQUIRE(pump_until(
+      {&p.b}, [&] { return p.b.count(p.eb[0].ep, CHORUS_TP_SEND) == 1; }, 10000));
   CHECK(readable(fd, 10000));
   const auto t0 = Clock::now();
   while (p.a.count(p.ea[0].ep, CHORUS_TP_RECV) == 0 && ms_since(t0) < 10000) {

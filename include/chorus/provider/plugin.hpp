@@ -226,7 +226,7 @@ class TransportPlugin {
   using Context = std::remove_pointer_t<decltype(context(std::declval<chorus_tp_context_t*>()))>;
   static constexpr auto wait_fd_op() {
     using Op = int (*)(chorus_tp_context_t*, int*);
-    if constexpr (requires(Context& c, int* fd) { c.wait_fd(fd); }) {
+    if constexpr (requires(Context & c, int* fd) { c.wait_fd(fd); }) {
       return Op{&wait_fd};
     } else {
       return Op{nullptr};
@@ -234,7 +234,7 @@ class TransportPlugin {
   }
   static int wait_fd(chorus_tp_context_t* ctx, int* fd_out) {
     if (ctx == nullptr || fd_out == nullptr) return null_argument("wait_fd");
-    if constexpr (requires(Context& c, int* fd) { c.wait_fd(fd); }) {
+    if constexpr (requires(Context & c, int* fd) { c.wait_fd(fd); }) {
       return guarded("wait_fd", [&] { return context(ctx)->wait_fd(fd_out); });
     } else {
       return set_last_error(CHORUS_ERR_NOT_SUPPORTED, "wait_fd: no wait object");
