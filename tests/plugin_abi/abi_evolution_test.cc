@@ -99,7 +99,8 @@ uint16_t free_port() {
 /// A Config from API settings only (the test's own environment is ignored).
 chorus::core::Result<chorus::core::Config> config(std::vector<std::string> settings) {
   chorus::core::ConfigInputs in;
-  settings.push_back("plugin_path=[\"" + kDir + "\", \"" CHORUS_BUILD_PLUGIN_DIR "\"]");
+  settings.push_back("plugin_path=[\"" + kDir +
+                     "\", \"" CHORUS_WAITFD_FIXTURE_DIR "\", \"" CHORUS_BUILD_PLUGIN_DIR "\"]");
   settings.push_back("timeout.init=30");
   settings.push_back("timeout.collective=30");
   in.api_settings = std::move(settings);
@@ -252,18 +253,15 @@ TEST_CASE("a communicator of two thread ranks runs collectives over a minor-0 tr
   CHECK(poison.calls() == 0);
 }
 
-TEST_CASE("auto with a sub-transport older than wait_fd runs, waiting through its helper thread",
-          "[plugin_abi][evolution]") {
-  PoisonCounter poison(kOldTransport);
-  REQUIRE(poison.ok());
-  const int threads_before = chorus::core::auto_transport_helper_threads();
+/// Three thread ranks of auto over `local` (the local sub-transport) and tcp.
+/// Ranks 0 and 1 share a "host" and talk over `local`; rank 2 is on another,
+/// reached over tcp. So ranks 0 and 1 have peers on both sub-transports and
+/// sleep on both in wait(). Returns each rank's error text ("" when fine).
+std::vector<std::string> run_auto_three_ranks(const std::string& local) {
   const std::string coordinator = "127.0.0.1:" + std::to_string(free_port());
-  std::string errors[3];
-  // Ranks 0 and 1 share a "host" and talk over the local sub-transport (the
-  // minor-0 fixture); rank 2 is on another and reached over tcp. So ranks 0
-  // and 1 have peers on both sub-transports and sleep on both in wait().
+  std::vector<std::string> errors(3);
   auto rank = [&](int r) {
-    auto cfg = config({"transport.name=\"auto\"", "transport.auto.local=\"old-minor\"",
+    auto cfg = config({"transport.name=\"auto\"", "transport.auto.local=\"" + local + "\"",
                        "transport.auto.fabric=\"tcp\"",
                        std::string("transport.auto.host_id=\"") + (r < 2 ? "A" : "B") + "\"",
                        "bootstrap.rank=" + std::to_string(r), "bootstrap.world_size=3",
@@ -300,6 +298,15 @@ TEST_CASE("auto with a sub-transport older than wait_fd runs, waiting through it
   std::thread others[2] = {std::thread(rank, 1), std::thread(rank, 2)};
   rank(0);
   for (auto& t : others) t.join();
+  return errors;
+}
+
+TEST_CASE("auto with a sub-transport older than wait_fd runs, waiting through its helper thread",
+          "[plugin_abi][evolution]") {
+  PoisonCounter poison(kOldTransport);
+  REQUIRE(poison.ok());
+  const int threads_before = chorus::core::auto_transport_helper_threads();
+  const auto errors = run_auto_three_ranks("old-minor");
   CHECK(errors[0] == "");
   CHECK(errors[1] == "");
   CHECK(errors[2] == "");
@@ -310,6 +317,16 @@ TEST_CASE("auto with a sub-transport older than wait_fd runs, waiting through it
   const int started = chorus::core::auto_transport_helper_threads() - threads_before;
   CHECK(started >= 1);
   CHECK(started <= 2);
+}
+
+TEST_CASE("auto over two sub-transports with wait objects starts no helper thread",
+          "[plugin_abi][evolution]") {
+  const int threads_before = chorus::core::auto_transport_helper_threads();
+  const auto errors = run_auto_three_ranks("fd-loopback");
+  CHECK(errors[0] == "");
+  CHECK(errors[1] == "");
+  CHECK(errors[2] == "");
+  CHECK(chorus::core::auto_transport_helper_threads() == threads_before);
 }
 
 TEST_CASE("an algorithm table that ends after init is accepted; the ops it lacks are absent",
