@@ -5,6 +5,8 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -39,6 +41,7 @@ constexpr uint8_t kVersion = 1;
 constexpr size_t kMaxName = 255;
 
 thread_local std::string t_error;
+std::atomic<int> g_helper_threads{0};  // DualWait threads started, ever
 const chorus_host_v1_t* g_host = nullptr;
 
 int fail(int rc, std::string message) {
@@ -67,6 +70,15 @@ struct Sub {
   bool can_interrupt() const {
     return has_op(tp, offsetof(chorus_transport_plugin_v1_t, interrupt),
                   reinterpret_cast<const void*>(tp->interrupt));
+  }
+  /// The sub-context's wait object (transport.h, minor 4), or -1: absent
+  /// from an older table, NULL, or NOT_SUPPORTED for this context.
+  int wait_fd() const {
+    if (!ctx || !has_op(tp, offsetof(chorus_transport_plugin_v1_t, wait_fd),
+                        reinterpret_cast<const void*>(tp->wait_fd)))
+      return -1;
+    int fd = -1;
+    return tp->wait_fd(ctx, &fd) == CHORUS_OK && fd >= 0 ? fd : -1;
   }
   /// Records the sub-transport's last_error (named) as ours and returns rc.
   int pass_on(int rc, const std::string& what) const {
@@ -102,7 +114,10 @@ class DualWait {
   /// either woke, TIMEOUT if both timed out, else the first error.
   int wait(Sub& first, Sub& second, int timeout_ms) {
     if (broken_) return fail(CHORUS_ERR_INTERNAL, broken_message_);
-    if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+    if (!thread_.joinable()) {
+      thread_ = std::thread([this] { run(); });
+      g_helper_threads.fetch_add(1, std::memory_order_relaxed);
+    }
     uint64_t gen = 0;
     {
       std::lock_guard lock(mu_);
@@ -201,6 +216,72 @@ class DualWait {
   std::string broken_message_;
 };
 
+/// Both sub-contexts have a wait object: one epoll set holds both fds plus an
+/// eventfd that interrupt() rings, and wait() sleeps in it on the caller's
+/// thread, so no helper thread is needed. The set is also the composite's own
+/// wait object. Level-triggered: a sub fd stays ready until that sub's poll
+/// drains it, the eventfd until drain_wake().
+class FdWait {
+ public:
+  FdWait() = default;
+  FdWait(const FdWait&) = delete;
+  FdWait& operator=(const FdWait&) = delete;
+  ~FdWait() {
+    if (epoll_ >= 0) ::close(epoll_);
+    if (wake_ >= 0) ::close(wake_);
+  }
+
+  /// Builds the set over `fds`; false (with t_error set) on a system error.
+  bool open(const int (&fds)[2]) {
+    epoll_ = ::epoll_create1(EPOLL_CLOEXEC);
+    wake_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (epoll_ < 0 || wake_ < 0) return system_error("epoll_create1/eventfd");
+    for (int fd : {fds[0], fds[1], wake_}) {
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.fd = fd;
+      if (::epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &ev) != 0) return system_error("epoll_ctl");
+    }
+    return true;
+  }
+  bool active() const { return epoll_ >= 0; }
+  int fd() const { return epoll_; }
+
+  /// Rings the eventfd (any thread). Written before the flag is set, so a
+  /// drain that sees the flag always finds the count it has to clear.
+  void wake() {
+    const uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = ::write(wake_, &one, sizeof one);
+    wake_pending_.store(true, std::memory_order_release);
+  }
+  /// Clears the eventfd if wake() rang it; one atomic load otherwise.
+  void drain_wake() {
+    if (!wake_pending_.load(std::memory_order_relaxed)) return;
+    wake_pending_.store(false, std::memory_order_relaxed);
+    uint64_t value;
+    [[maybe_unused]] ssize_t n = ::read(wake_, &value, sizeof value);
+  }
+  /// Sleeps until a fd of the set is readable or `timeout_ms` passes
+  /// (epoll_wait's convention). True when something is readable.
+  bool sleep(int timeout_ms) {
+    epoll_event ev[3];
+    const int n = ::epoll_wait(epoll_, ev, 3, timeout_ms);
+    return n != 0;  // EINTR counts as a (spurious) wake-up
+  }
+
+ private:
+  bool system_error(const char* what) {
+    fail(CHORUS_ERR_SYSTEM, std::string(what) + ": " + std::strerror(errno));
+    if (epoll_ >= 0) ::close(epoll_);
+    if (wake_ >= 0) ::close(wake_);
+    epoll_ = wake_ = -1;
+    return false;
+  }
+  int epoll_ = -1;
+  int wake_ = -1;
+  std::atomic<bool> wake_pending_{false};
+};
+
 struct AutoContext;
 
 struct AutoEndpoint {
@@ -231,6 +312,7 @@ struct AutoContext {
   int poll_first = 0;      // slot polled first, alternating so neither starves
   std::atomic<bool> interrupted{false};
   bool warned_local = false;  // the fallback warning is logged once per context
+  FdWait fds;                 // active when both sub-contexts have a wait object
   DualWait dual;  // declared last: its thread is joined before the rest goes
 
   ~AutoContext() {
@@ -497,6 +579,13 @@ int auto_context_open(const chorus_tp_context_info_t* info, chorus_tp_context_t*
   log_host(CHORUS_LOG_DEBUG, "auto: rank " + std::to_string(info->rank) + " opened " +
                                  (ctx->has_local() ? names[kLocal] + " (local) and " : "") +
                                  names[kFabric] + " (fabric); host identity " + ctx->host_id);
+  // Both sub-contexts have a wait object: wait() sleeps on both with one
+  // epoll and never starts the helper thread. Failing that, the thread.
+  const int sub_fds[2] = {ctx->subs[kLocal].wait_fd(), ctx->subs[kFabric].wait_fd()};
+  if (sub_fds[0] >= 0 && sub_fds[1] >= 0 && !ctx->fds.open(sub_fds))
+    log_host(CHORUS_LOG_WARN, "auto: rank " + std::to_string(info->rank) +
+                                  ": no epoll over the wait objects (" + t_error +
+                                  "); waits use a helper thread");
   *ctx_out = reinterpret_cast<chorus_tp_context_t*>(ctx.release());
   return CHORUS_OK;
 }
@@ -730,6 +819,7 @@ int auto_post_recv(chorus_tp_endpoint_t* e, void* buf, size_t length, chorus_tp_
 int auto_poll(chorus_tp_context_t* c, chorus_tp_completion_t* out, size_t max) {
   if (!c || (!out && max > 0)) return fail(CHORUS_ERR_INVALID_ARGUMENT, "poll: NULL argument");
   AutoContext* ctx = from(c);
+  if (ctx->fds.active()) ctx->fds.drain_wake();
   if (ctx->pending_error >= 0) return CHORUS_ERR_PENDING;
   // Each endpoint lives in one sub-context, so merging the two streams keeps
   // every endpoint's completions in post order. Which sub-context goes first
@@ -799,6 +889,21 @@ int auto_wait(chorus_tp_context_t* c, int timeout_ms) {
     int rc = sub.tp->wait(sub.ctx, ms);
     return rc == CHORUS_OK || rc == CHORUS_ERR_TIMEOUT ? rc : sub.pass_on(rc, "wait");
   };
+  // Both sub-contexts have a wait object: one epoll over both on this
+  // thread. A sub-context may hold completions its fd no longer shows (taken
+  // off the wire by a post or an earlier wait), so each gets a non-blocking
+  // wait first; only then is sleeping on the fds safe.
+  if (ctx->fds.active()) {
+    for (int slot : {kLocal, kFabric})
+      if (int rc = sub_wait(slot, 0); rc != CHORUS_ERR_TIMEOUT) return rc;
+    if (ctx->interrupted.exchange(false)) return CHORUS_OK;
+    const bool woke = ctx->fds.sleep(timeout_ms);
+    ctx->fds.drain_wake();
+    ctx->interrupted.store(false);  // the interrupt, if any, has woken this wait
+    if (woke) return CHORUS_OK;
+    return fail(CHORUS_ERR_TIMEOUT,
+                "wait: no completion within " + std::to_string(timeout_ms) + " ms");
+  }
   // One sub-transport in use: its own wait is exact.
   if (active.size() == 1 && ctx->subs[active[0]].can_interrupt())
     return sub_wait(active[0], timeout_ms);
@@ -843,8 +948,25 @@ int auto_interrupt(chorus_tp_context_t* c) {
   if (!c) return fail(CHORUS_ERR_INVALID_ARGUMENT, "interrupt: NULL context");
   AutoContext* ctx = from(c);
   ctx->interrupted.store(true);
+  if (ctx->fds.active()) {
+    ctx->fds.wake();
+    return CHORUS_OK;
+  }
   for (Sub& sub : ctx->subs)
     if (sub.ctx && sub.can_interrupt()) sub.tp->interrupt(sub.ctx);
+  return CHORUS_OK;
+}
+
+/// The composite's wait object: its epoll set, when both sub-contexts have
+/// one. auto_poll drains both sub-contexts and the interrupt eventfd, so the
+/// set obeys the drain rule as its members do.
+int auto_wait_fd(chorus_tp_context_t* c, int* fd_out) {
+  if (!c || !fd_out) return fail(CHORUS_ERR_INVALID_ARGUMENT, "wait_fd: NULL argument");
+  AutoContext* ctx = from(c);
+  if (!ctx->fds.active())
+    return fail(CHORUS_ERR_NOT_SUPPORTED,
+                "wait_fd: a sub-transport of this context has no wait object");
+  *fd_out = ctx->fds.fd();
   return CHORUS_OK;
 }
 
@@ -870,11 +992,14 @@ const chorus_transport_plugin_v1_t kTable = {
     auto_wait,
     auto_interrupt,
     nullptr,
+    auto_wait_fd,
 };
 
 }  // namespace
 
 const chorus_transport_plugin_v1_t* auto_transport_table() { return &kTable; }
+
+int auto_transport_helper_threads() { return g_helper_threads.load(std::memory_order_relaxed); }
 
 std::shared_ptr<Plugin> auto_transport_plugin() {
   static const std::shared_ptr<Plugin> plugin = [] {

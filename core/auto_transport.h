@@ -42,6 +42,11 @@ inline constexpr const char* kAutoTransportName = "auto";
 /// as `<key>`. Anything else is refused by name.
 const chorus_transport_plugin_v1_t* auto_transport_table();
 
+/// How many wait helper threads auto contexts of this process have started
+/// (one per context that ever slept on two sub-contexts of which one has no
+/// wait object). For tests.
+int auto_transport_helper_threads();
+
 /// A Plugin object for the composite (no shared object behind it). Shared by
 /// every communicator of the process.
 std::shared_ptr<Plugin> auto_transport_plugin();

@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 #define CHORUS_TRANSPORT_ABI_MAJOR 1
-#define CHORUS_TRANSPORT_ABI_MINOR 3
+#define CHORUS_TRANSPORT_ABI_MINOR 4
 /** Name of the symbol every v1 transport plugin exports. */
 #define CHORUS_TRANSPORT_SYMBOL_V1 "chorus_transport_plugin_v1"
 
@@ -217,6 +217,34 @@ typedef struct chorus_transport_plugin_v1 {
    * CHORUS_ERR_UNAVAILABLE with the reason in `buf` when nothing is usable.
    */
   int (*describe)(char* buf, size_t len);
+
+  /* --- minor 4 --- */
+  /**
+   * Optional. A wait object for `ctx` (like fi_cq_attr.wait_obj =
+   * FI_WAIT_FD): a file descriptor the caller may poll()/epoll for
+   * readability instead of calling `wait`, e.g. to sleep on several
+   * contexts at once. Writes it to `*fd_out` and returns CHORUS_OK, or
+   * returns CHORUS_ERR_NOT_SUPPORTED (and leaves `*fd_out` alone) when this
+   * context has none; a caller then uses `wait`. Never blocks.
+   *
+   * Contract:
+   *  - The context owns the fd; it stays the same and valid until
+   *    context_close. The caller only watches it for readability (POLLIN):
+   *    it never reads, writes, closes or changes its flags.
+   *  - It becomes readable when `poll` may return something (a completion or
+   *    a pending error) and after `interrupt`. Spurious readiness is allowed.
+   *  - It is level-style only across a drain: before sleeping on it again
+   *    the caller must call `poll` until it returns 0. A transport makes sure
+   *    that once `poll` has returned 0 and nothing new happened, the fd is no
+   *    longer readable (or becomes readable again only spuriously, not in a
+   *    loop); and that everything that can make a completion appear, that
+   *    is all progress, happens inside `poll` (or is driven by the kernel or
+   *    device behind the fd). A transport that needs timed work while idle
+   *    (keep-alives) must not expose one.
+   *  - Same threading as `wait`: watched by the thread that drives the
+   *    context; `interrupt` may come from any thread.
+   */
+  int (*wait_fd)(chorus_tp_context_t* ctx, int* fd_out);
 } chorus_transport_plugin_v1_t;
 
 #ifdef __cplusplus

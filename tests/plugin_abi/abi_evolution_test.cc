@@ -7,6 +7,7 @@
 // chorus_algorithm_plugin_v3) cover that.
 #include <catch2/catch.hpp>
 
+#include "core/auto_transport.h"
 #include "core/communicator.h"
 #include "core/config.h"
 #include "core/plugin_loader.h"
@@ -98,7 +99,8 @@ uint16_t free_port() {
 /// A Config from API settings only (the test's own environment is ignored).
 chorus::core::Result<chorus::core::Config> config(std::vector<std::string> settings) {
   chorus::core::ConfigInputs in;
-  settings.push_back("plugin_path=[\"" + kDir + "\", \"" CHORUS_BUILD_PLUGIN_DIR "\"]");
+  settings.push_back("plugin_path=[\"" + kDir +
+                     "\", \"" CHORUS_WAITFD_FIXTURE_DIR "\", \"" CHORUS_BUILD_PLUGIN_DIR "\"]");
   settings.push_back("timeout.init=30");
   settings.push_back("timeout.collective=30");
   in.api_settings = std::move(settings);
@@ -249,6 +251,82 @@ TEST_CASE("a communicator of two thread ranks runs collectives over a minor-0 tr
   CHECK(errors[0] == "");
   CHECK(errors[1] == "");
   CHECK(poison.calls() == 0);
+}
+
+/// Three thread ranks of auto over `local` (the local sub-transport) and tcp.
+/// Ranks 0 and 1 share a "host" and talk over `local`; rank 2 is on another,
+/// reached over tcp. So ranks 0 and 1 have peers on both sub-transports and
+/// sleep on both in wait(). Returns each rank's error text ("" when fine).
+std::vector<std::string> run_auto_three_ranks(const std::string& local) {
+  const std::string coordinator = "127.0.0.1:" + std::to_string(free_port());
+  std::vector<std::string> errors(3);
+  auto rank = [&](int r) {
+    auto cfg = config({"transport.name=\"auto\"", "transport.auto.local=\"" + local + "\"",
+                       "transport.auto.fabric=\"tcp\"",
+                       std::string("transport.auto.host_id=\"") + (r < 2 ? "A" : "B") + "\"",
+                       "bootstrap.rank=" + std::to_string(r), "bootstrap.world_size=3",
+                       "bootstrap.coordinator=\"" + coordinator + "\""});
+    if (!cfg.is_ok()) {
+      errors[r] = cfg.status().message();
+      return;
+    }
+    auto comm = chorus::core::Communicator::create(std::move(*cfg));
+    if (!comm.is_ok()) {
+      errors[r] = comm.status().message();
+      return;
+    }
+    std::vector<float> x(4096, float(r + 1));
+    for (int round = 0; round < 5; ++round) {
+      // The late rank makes the others sleep in wait().
+      if (r == round % 3) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      if (auto st = (*comm)->barrier(); !st.is_ok()) {
+        errors[r] = st.message();
+        return;
+      }
+    }
+    if (auto st = (*comm)->all_reduce(x.data(), x.data(), x.size(), CHORUS_FLOAT32, CHORUS_SUM);
+        !st.is_ok()) {
+      errors[r] = st.message();
+      return;
+    }
+    for (float v : x)
+      if (v != 6.0f) {
+        errors[r] = "all_reduce: wrong value";
+        return;
+      }
+  };
+  std::thread others[2] = {std::thread(rank, 1), std::thread(rank, 2)};
+  rank(0);
+  for (auto& t : others) t.join();
+  return errors;
+}
+
+TEST_CASE("auto with a sub-transport older than wait_fd runs, waiting through its helper thread",
+          "[plugin_abi][evolution]") {
+  PoisonCounter poison(kOldTransport);
+  REQUIRE(poison.ok());
+  const int threads_before = chorus::core::auto_transport_helper_threads();
+  const auto errors = run_auto_three_ranks("old-minor");
+  CHECK(errors[0] == "");
+  CHECK(errors[1] == "");
+  CHECK(errors[2] == "");
+  CHECK(poison.calls() == 0);  // its wait_fd slot lies beyond struct_size
+  // The fixture has no wait object, so a wait over both sub-contexts took the
+  // helper thread: ranks 0 and 1 started one each, rank 2 (tcp peers only)
+  // none.
+  const int started = chorus::core::auto_transport_helper_threads() - threads_before;
+  CHECK(started >= 1);
+  CHECK(started <= 2);
+}
+
+TEST_CASE("auto over two sub-transports with wait objects starts no helper thread",
+          "[plugin_abi][evolution]") {
+  const int threads_before = chorus::core::auto_transport_helper_threads();
+  const auto errors = run_auto_three_ranks("fd-loopback");
+  CHECK(errors[0] == "");
+  CHECK(errors[1] == "");
+  CHECK(errors[2] == "");
+  CHECK(chorus::core::auto_transport_helper_threads() == threads_before);
 }
 
 TEST_CASE("an algorithm table that ends after init is accepted; the ops it lacks are absent",

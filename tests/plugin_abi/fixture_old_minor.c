@@ -9,6 +9,11 @@
  * straight into the peer's oldest posted receive, or parked until one is
  * posted. One lock guards every context, so ranks may run on threads.
  *
+ * FIXTURE_WAIT_FD: the same loopback built against the current minor, with
+ * a wait object (an eventfd rung with every completion and interrupt,
+ * cleared by a poll that finds the queue empty), named "fd-loopback". It is
+ * what lets tests run auto with two sub-transports that both have one.
+ *
  * FIXTURE_OLD_MINOR_ALGORITHM: an algorithm plugin whose table is a
  * hypothetical shorter minor 0 that ends right after `init`.
  *
@@ -26,6 +31,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef FIXTURE_WAIT_FD
+#include <sys/eventfd.h>
+#endif
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -103,7 +111,19 @@ struct chorus_tp_context {
   int interrupted;
   struct lb_entry *head, *tail;
   struct chorus_tp_endpoint* endpoints;
+  int efd; /* FIXTURE_WAIT_FD only */
 };
+
+/* Rings the context's wait object; callers hold g_lock. */
+static void lb_ring(struct chorus_tp_context* ctx) {
+#ifdef FIXTURE_WAIT_FD
+  uint64_t one = 1;
+  if (write(ctx->efd, &one, sizeof one) < 0) { /* EAGAIN: already readable */
+  }
+#else
+  (void)ctx;
+#endif
+}
 
 struct chorus_tp_endpoint {
   struct chorus_tp_context* ctx;
@@ -138,6 +158,7 @@ static void lb_push(struct chorus_tp_context* ctx, struct lb_entry* e) {
     ctx->head = e;
   ctx->tail = e;
   pthread_cond_broadcast(&ctx->cond);
+  lb_ring(ctx);
 }
 
 static void lb_complete(struct chorus_tp_endpoint* ep, uint32_t opcode, uint64_t wr_id,
@@ -224,6 +245,15 @@ static int lb_context_open(const chorus_tp_context_info_t* info, chorus_tp_conte
   pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
   pthread_cond_init(&ctx->cond, &attr);
   pthread_condattr_destroy(&attr);
+  ctx->efd = -1;
+#ifdef FIXTURE_WAIT_FD
+  ctx->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (ctx->efd < 0) {
+    pthread_cond_destroy(&ctx->cond);
+    free(ctx);
+    return lb_fail(CHORUS_ERR_SYSTEM, "context_open: eventfd failed");
+  }
+#endif
   *ctx_out = ctx;
   return CHORUS_OK;
 }
@@ -295,6 +325,7 @@ static int lb_context_close(chorus_tp_context_t* ctx) {
   lb_drop_queue(ctx, NULL);
   pthread_mutex_unlock(&g_lock);
   pthread_cond_destroy(&ctx->cond);
+  if (ctx->efd >= 0) close(ctx->efd);
   free(ctx);
   return CHORUS_OK;
 }
@@ -450,6 +481,13 @@ static int lb_poll(chorus_tp_context_t* ctx, chorus_tp_completion_t* out, size_t
     free(e);
   }
   if (n == 0 && ctx->head) n = CHORUS_ERR_PENDING;
+#ifdef FIXTURE_WAIT_FD
+  if (n == 0 && !ctx->head) { /* drained: the wait object goes quiet */
+    uint64_t value;
+    if (read(ctx->efd, &value, sizeof value) < 0) { /* EAGAIN: it was */
+    }
+  }
+#endif
   pthread_mutex_unlock(&g_lock);
   return n;
 }
@@ -503,13 +541,55 @@ static int lb_interrupt(chorus_tp_context_t* ctx) {
   pthread_mutex_lock(&g_lock);
   ctx->interrupted = 1;
   pthread_cond_broadcast(&ctx->cond);
+  lb_ring(ctx);
   pthread_mutex_unlock(&g_lock);
   return CHORUS_OK;
 }
 
+#ifdef FIXTURE_WAIT_FD
+static int lb_wait_fd(chorus_tp_context_t* ctx, int* fd_out) {
+  if (!ctx || !fd_out) return lb_fail(CHORUS_ERR_INVALID_ARGUMENT, "wait_fd: NULL");
+  *fd_out = ctx->efd;
+  return CHORUS_OK;
+}
+
+EXPORT const chorus_transport_plugin_v1_t chorus_transport_plugin_v1 = {
+    sizeof(chorus_transport_plugin_v1_t),
+    CHORUS_TRANSPORT_ABI_MINOR,
+    "fd-loopback",
+    lb_init,
+    NULL,
+    lb_last_error,
+    lb_context_open,
+    lb_context_close,
+    lb_get_caps,
+    lb_endpoint_open,
+    lb_endpoint_connect,
+    lb_endpoint_close,
+    lb_mem_register,
+    lb_mem_deregister,
+    lb_post_send,
+    lb_post_recv,
+    lb_poll,
+    lb_read_error,
+    lb_wait,
+    lb_interrupt,
+    NULL,
+    lb_wait_fd,
+};
+#else
 static int poison_describe(char* buf, size_t len) {
   ++chorus_fixture_poison_calls;
   if (buf && len) snprintf(buf, len, "POISON: describe called beyond struct_size");
+  return CHORUS_OK;
+}
+
+/* In the slot of minor 4's wait_fd: a core that took it for this plugin's
+ * wait object would sleep on stdin. */
+static int poison_wait_fd(chorus_tp_context_t* ctx, int* fd_out) {
+  (void)ctx;
+  ++chorus_fixture_poison_calls;
+  if (fd_out) *fd_out = 0;
   return CHORUS_OK;
 }
 
@@ -517,6 +597,7 @@ static int poison_describe(char* buf, size_t len) {
 struct fixture_transport_export {
   chorus_transport_plugin_v1_0_t table;
   int (*beyond_describe)(char* buf, size_t len);
+  int (*beyond_wait_fd)(chorus_tp_context_t* ctx, int* fd_out);
 };
 
 EXPORT const struct fixture_transport_export chorus_transport_plugin_v1 = {
@@ -543,7 +624,9 @@ EXPORT const struct fixture_transport_export chorus_transport_plugin_v1 = {
         lb_interrupt,
     },
     poison_describe,
+    poison_wait_fd,
 };
+#endif /* FIXTURE_WAIT_FD */
 
 #else /* FIXTURE_OLD_MINOR_ALGORITHM */
 

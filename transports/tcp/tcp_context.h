@@ -56,6 +56,14 @@ class Context : public provider::ContextBase {
   int read_error(chorus_tp_error_t* out);
   int wait(int timeout_ms);
   int interrupt();
+  /// The wait object (transport.h, minor 4): the epoll set wait() sleeps
+  /// in. Every socket event and the interrupt eventfd make it readable, and
+  /// poll() drains it (drive(0)) whenever its queue runs empty, so it obeys
+  /// the drain rule without any work of its own.
+  int wait_fd(int* fd_out) {
+    *fd_out = epoll_fd_.get();
+    return CHORUS_OK;
+  }
 
  private:
   /// One epoll_wait (timeout as epoll_wait's) and progress of every endpoint

@@ -12,6 +12,8 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 
 namespace chorus::provider {
 
@@ -42,6 +44,8 @@ void copy_text(std::string_view text, char* buf, std::size_t len);
 /// address_len) returning an endpoint with handle(), poll, read_error, wait
 /// and interrupt (statuses as in the ABI); an endpoint has context() with
 /// close_endpoint(ep), and post_send/post_recv with or without the mr.
+/// A context that has a wait object (transport.h, minor 4) also has
+/// `int wait_fd(int* fd_out)`; without it the table's wait_fd is NULL.
 template <class Impl>
 class TransportPlugin {
  public:
@@ -69,6 +73,7 @@ class TransportPlugin {
         &wait,
         &interrupt,
         &describe,
+        wait_fd_op(),
     };
   }
 
@@ -216,6 +221,24 @@ class TransportPlugin {
   static int interrupt(chorus_tp_context_t* ctx) {
     if (ctx == nullptr) return null_argument("interrupt");
     return guarded("interrupt", [&] { return context(ctx)->interrupt(); });
+  }
+
+  using Context = std::remove_pointer_t<decltype(context(std::declval<chorus_tp_context_t*>()))>;
+  static constexpr auto wait_fd_op() {
+    using Op = int (*)(chorus_tp_context_t*, int*);
+    if constexpr (requires(Context & c, int* fd) { c.wait_fd(fd); }) {
+      return Op{&wait_fd};
+    } else {
+      return Op{nullptr};
+    }
+  }
+  static int wait_fd(chorus_tp_context_t* ctx, int* fd_out) {
+    if (ctx == nullptr || fd_out == nullptr) return null_argument("wait_fd");
+    if constexpr (requires(Context & c, int* fd) { c.wait_fd(fd); }) {
+      return guarded("wait_fd", [&] { return context(ctx)->wait_fd(fd_out); });
+    } else {
+      return set_last_error(CHORUS_ERR_NOT_SUPPORTED, "wait_fd: no wait object");
+    }
   }
 
   /// The describe text is written even on failure (it then says what is
