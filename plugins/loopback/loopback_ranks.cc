@@ -5,9 +5,12 @@
 // ring and then the mesh algorithm, and checks every element of its result
 // against a reference computed here from the inputs alone.
 //
-// usage: loopback_ranks N HOST:PORT
-//   N          ranks (threads), 1 or more
-//   HOST:PORT  where rank 0's bootstrap listens (a free port)
+// usage: loopback_ranks N RING_HOST:PORT MESH_HOST:PORT
+//   N               ranks (threads), 1 or more
+//   RING_HOST:PORT  where rank 0's bootstrap listens for the ring communicator
+//   MESH_HOST:PORT  the same for the mesh communicator; a different free port,
+//                   because a fast rank may join the second job while rank 0
+//                   still serves the first one on its port
 // The transport plugin is found through CHORUS_PLUGIN_PATH like any other.
 // Exits 0 when every rank checked every element; prints each failure.
 #include <chorus/chorus.h>
@@ -64,9 +67,11 @@ std::size_t compare(int rank, const std::string& what, const std::vector<std::in
 
 /// One rank: a communicator per algorithm, every collective at every count.
 /// Returns the number of failed checks.
-int run_rank(int rank, int size, const char* coordinator, const std::string& token) {
+int run_rank(int rank, int size, const char* const coordinators[], const std::string& token) {
   int failures = 0;
-  for (const char* algorithm : kAlgorithms) {
+  for (std::size_t a = 0; a < std::size(kAlgorithms); ++a) {
+    const char* algorithm = kAlgorithms[a];
+    const char* coordinator = coordinators[a];
     // Every wait has a deadline: joining, and each collective.
     std::vector<std::string> settings = {"transport.name=\"loopback\"", "timeout.init=60",
                                          "timeout.collective=120",
@@ -172,12 +177,12 @@ int run_rank(int rank, int size, const char* coordinator, const std::string& tok
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3 || std::atoi(argv[1]) < 1) {
-    std::fprintf(stderr, "usage: %s N HOST:PORT\n", argv[0]);
+  if (argc != 4 || std::atoi(argv[1]) < 1) {
+    std::fprintf(stderr, "usage: %s N RING_HOST:PORT MESH_HOST:PORT\n", argv[0]);
     return 2;
   }
   const int size = std::atoi(argv[1]);
-  const char* coordinator = argv[2];
+  const char* const coordinators[] = {argv[2], argv[3]};
   // The job token admits only this job's ranks to the bootstrap; all ranks
   // are in this process, so any value unique to the run will do.
   const std::string token =
@@ -186,7 +191,7 @@ int main(int argc, char** argv) {
   std::atomic<int> failures{0};
   std::vector<std::thread> ranks;
   for (int r = 0; r < size; ++r) {
-    ranks.emplace_back([&, r] { failures += run_rank(r, size, coordinator, token); });
+    ranks.emplace_back([&, r] { failures += run_rank(r, size, coordinators, token); });
   }
   for (auto& t : ranks) t.join();
   const int checks = size * int(std::size(kAlgorithms)) * int(std::size(kCounts)) * 4;

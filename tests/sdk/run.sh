@@ -221,9 +221,12 @@ check "conformance: loopback (process-local: [process] cases not run)" 300 confo
 # The ranks-as-threads program, built out of tree above, against the
 # installed libchorus.
 loopback_ranks() {
-  local n="$1"
+  local n="$1" ring_port mesh_port
+  ring_port=$(chorus_free_port)
+  mesh_port=$(chorus_free_port)
+  while [ "$mesh_port" = "$ring_port" ]; do mesh_port=$(chorus_free_port); done
   env CHORUS_PLUGIN_PATH="$loopback_dir" "$loopback_dir/loopback_ranks" "$n" \
-    "127.0.0.1:$(chorus_free_port)" >"$logs/loopback_ranks.$n.out" 2>&1
+    "127.0.0.1:$ring_port" "127.0.0.1:$mesh_port" >"$logs/loopback_ranks.$n.out" 2>&1
   local rc=$?
   cat "$logs/loopback_ranks.$n.out"
   [ "$rc" -eq 0 ] && grep -q "^loopback_ranks: $n ranks as threads, .* 0 failures$" \
