@@ -62,6 +62,13 @@ enum {
   CHORUS_TP_CAP_RMA_WRITE = 1u << 1,
   /** Registration of CHORUS_MEM_CUDA memory is supported. */
   CHORUS_TP_CAP_MEM_CUDA = 1u << 2,
+  /**
+   * Endpoints reach only endpoints of the same process (ranks are threads),
+   * so a job whose ranks are separate processes cannot use this transport.
+   * A blob from another process fails endpoint_connect. Declaring it needs
+   * no newer minor: an older core ignores the bit.
+   */
+  CHORUS_TP_CAP_PROCESS_LOCAL = 1u << 3,
 };
 
 /** Capabilities and limits of an open context. Frozen: append only. */

@@ -134,3 +134,33 @@ TEST_CASE("connect with a blob that is not an address fails cleanly", "[connect]
   INFO("endpoint_connect(blob of channel 1 for a channel-0 endpoint) -> " << status_name(rc2));
   CHECK(rc2 != CHORUS_OK);
 }
+
+TEST_CASE("a process-local transport refuses a blob from another process", "[connect][local]") {
+  CONFORMANCE_NEEDS_TRANSPORT();
+  if (!transport_is_process_local()) {
+    WARN("transport '" << Plugin::get().transport()
+                       << "' reaches other processes (no CHORUS_TP_CAP_PROCESS_LOCAL), "
+                          "case not run: the [process] cases cover it");
+    return;
+  }
+  // The peer process opens rank 1's endpoint and hands over its blob; rank 0
+  // here must refuse it (the blob names an endpoint it cannot reach), within
+  // the timeout and without touching the peer's memory.
+  ChildProcess child([](Control& ctl) {
+    Context ctx(1, 2);
+    Endpoint ep = open_endpoint(ctx, 0, 0);
+    ctl.send("blob", ep.blob);
+    ctl.expect("exit");
+  });
+  Context a(0, 2);
+  Endpoint ea = open_endpoint(a, 1, 0);
+  const Bytes theirs = child.control().expect("blob");
+  constexpr int kTimeoutMs = 1000;
+  const auto t0 = Clock::now();
+  const int rc = connect_endpoint(ea, theirs, kTimeoutMs);
+  INFO("endpoint_connect(blob of another process) -> " << status_name(rc) << ": " << last_error());
+  CHECK(rc != CHORUS_OK);
+  CHECK(ms_since(t0) < 10 * kTimeoutMs);
+  child.control().send("exit");
+  REQUIRE(child.join() == 0);
+}

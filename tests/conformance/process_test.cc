@@ -96,6 +96,7 @@ std::vector<std::size_t> echo_sizes(std::uint64_t max_message_size) {
 
 TEST_CASE("a peer process echoes messages of every size", "[process][sizes]") {
   CONFORMANCE_NEEDS_TRANSPORT();
+  CONFORMANCE_NEEDS_OTHER_PROCESSES();
   ChildProcess child([&](Control& ctl) {
     PeerSide me = peer_connect(ctl, 1, 2, 1);
     const std::vector<std::size_t> sizes = echo_sizes(me.ctx->caps().max_message_size);
@@ -149,6 +150,7 @@ TEST_CASE("a peer process echoes messages of every size", "[process][sizes]") {
 
 TEST_CASE("a peer that fails produces errors, never a hang", "[process][failure]") {
   CONFORMANCE_NEEDS_TRANSPORT();
+  CONFORMANCE_NEEDS_OTHER_PROCESSES();
 
   SECTION("the peer process exits while receives are posted") {
     ChildProcess child([](Control& ctl) {
@@ -249,6 +251,7 @@ TEST_CASE("a peer that fails produces errors, never a hang", "[process][failure]
 
 TEST_CASE("wait sleeps until a message from another process arrives", "[process][wait]") {
   CONFORMANCE_NEEDS_TRANSPORT();
+  CONFORMANCE_NEEDS_OTHER_PROCESSES();
   // The peer sends this long after "go": long enough that a spinning wait
   // would burn far more CPU than the bound below allows.
   static constexpr int kPeerDelayMs = 1000;

@@ -85,6 +85,7 @@ void echo_peer(Control& ctl, int rank) {
 
 TEST_CASE("8 peers x 2 channels are served through one context", "[scale][process]") {
   CONFORMANCE_NEEDS_TRANSPORT();
+  CONFORMANCE_NEEDS_OTHER_PROCESSES();
   // Fork every peer before this process opens anything.
   std::vector<std::unique_ptr<ChildProcess>> peers;
   for (int r = 1; r <= kPeers; ++r) {

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
 
 namespace chorus::conformance {
@@ -49,7 +50,37 @@ inline bool transport_available(std::string& why) {
   return state == 1;
 }
 
+/// Whether the transport declares CHORUS_TP_CAP_PROCESS_LOCAL (its endpoints
+/// reach only endpoints of the same process). Asked once, of a context that
+/// a forked probe opens: the test process itself must not open one before
+/// the [process] cases fork their peers (see transport_available).
+inline bool transport_is_process_local() {
+  static int state = -1;
+  if (state < 0) {
+    ChildProcess probe([](Control& ctl) {
+      Context ctx(0, 2);
+      const bool local = (ctx.caps().flags & CHORUS_TP_CAP_PROCESS_LOCAL) != 0;
+      ctl.send("flags", Bytes{static_cast<unsigned char>(local ? 1 : 0)});
+    });
+    const Bytes flags = probe.control().expect("flags");
+    if (probe.join() != 0) throw std::runtime_error("the capability probe process failed");
+    state = flags.at(0);
+  }
+  return state == 1;
+}
+
 }  // namespace chorus::conformance
+
+/// Second statement (after CONFORMANCE_NEEDS_TRANSPORT) of every case whose
+/// peers are other processes. A transport that declares itself process-local
+/// cannot take part; the case says so and does not run.
+#define CONFORMANCE_NEEDS_OTHER_PROCESSES()                                      \
+  do {                                                                           \
+    if (::chorus::conformance::transport_is_process_local()) {                   \
+      WARN("not run: transport is process-local (CHORUS_TP_CAP_PROCESS_LOCAL)"); \
+      return;                                                                    \
+    }                                                                            \
+  } while (0)
 
 /// First statement of every case that needs a working transport.
 #define CONFORMANCE_NEEDS_TRANSPORT()                                                     \

@@ -4,11 +4,14 @@
 # usage: tests/sdk/run.sh BUILD_DIR
 #
 # Installs BUILD_DIR (a built Chorus tree) into a temporary prefix, builds the
-# example plugins plugins/halving_doubling and plugins/faulty out of tree
-# against that installation (find_package(Chorus) + chorus_add_plugin), then:
+# example plugins plugins/halving_doubling, plugins/faulty and plugins/loopback
+# out of tree against that installation (find_package(Chorus) +
+# chorus_add_plugin), then:
 #   - checks the installed chorus-info finds the installed plugins with an
 #     empty environment, and that each example exports one symbol only;
-#   - runs the transport conformance suite against faulty (faults off);
+#   - runs the transport conformance suite against faulty (faults off) and
+#     against loopback (its [process] cases must say they did not run), and
+#     loopback's ranks-as-threads collective check at 2, 3 and 4 ranks;
 #   - runs the collective correctness matrix with halving_doubling pinned for
 #     all_reduce and all_gather, at 1, 2, 3, 4, 5 and 8 ranks, and the
 #     call-signature mismatch matrix with it at 4 ranks;
@@ -110,9 +113,12 @@ check "install the build into a temporary prefix" 120 cmake --install "$build" -
 plugin_dir=$(dirname "$(find "$tmp" -name libchorus-transport-tcp.so -print -quit)")
 hd_dir="$tmp/build-hd"
 faulty_dir="$tmp/build-faulty"
+loopback_dir="$tmp/build-loopback"
 check "build plugins/halving_doubling against the installed package" 300 \
   build_plugin halving_doubling "$hd_dir"
 check "build plugins/faulty against the installed package" 300 build_plugin faulty "$faulty_dir"
+check "build plugins/loopback against the installed package" 300 \
+  build_plugin loopback "$loopback_dir"
 check "halving_doubling schedule unit test" 120 ctest --test-dir "$hd_dir" --output-on-failure
 
 exports_only() {
@@ -126,6 +132,8 @@ check "halving_doubling exports only chorus_algorithm_plugin_v1" 10 \
   exports_only "$hd_dir/libchorus-algorithm-halving_doubling.so" chorus_algorithm_plugin_v1
 check "faulty exports only chorus_transport_plugin_v1" 10 \
   exports_only "$faulty_dir/libchorus-transport-faulty.so" chorus_transport_plugin_v1
+check "loopback exports only chorus_transport_plugin_v1" 10 \
+  exports_only "$loopback_dir/libchorus-transport-loopback.so" chorus_transport_plugin_v1
 
 info_lists_installed() {
   env -i "$tmp/bin/chorus-info" | tee "$logs/chorus-info.out"
@@ -193,6 +201,41 @@ check "conformance [data]~[sizes]: faulty, inner.sockets=2, delay_us=300, seed=5
   env CHORUS_PLUGIN_PATH="$faulty_dir:$plugin_dir" CHORUS_CONFORMANCE_TRANSPORT=faulty \
   CHORUS_CONFORMANCE_CONFIG="inner=tcp,inner.sockets=2,delay_us=300,seed=5" \
   CHORUS_CONFORMANCE_REQUIRE_AVAILABLE=1 "$build/bin/chorus-conformance" "[data]~[sizes]"
+
+# ---- the worked example: loopback -------------------------------------------------
+
+# Every case runs and passes, except the four [process] cases, which must each
+# announce that they did not run because the transport is process-local.
+conformance_loopback() {
+  env CHORUS_PLUGIN_PATH="$loopback_dir" CHORUS_CONFORMANCE_TRANSPORT=loopback \
+    CHORUS_CONFORMANCE_REQUIRE_AVAILABLE=1 "$build/bin/chorus-conformance" \
+    >"$logs/conformance.loopback.out" 2>&1
+  local rc=$? not_run
+  cat "$logs/conformance.loopback.out"
+  not_run=$(grep -c "not run: transport is process-local" "$logs/conformance.loopback.out")
+  echo "[process] cases reported as not run: $not_run (expected 4)"
+  [ "$rc" -eq 0 ] && [ "$not_run" -eq 4 ]
+}
+check "conformance: loopback (process-local: [process] cases not run)" 300 conformance_loopback
+
+# The ranks-as-threads program, built out of tree above, against the
+# installed libchorus.
+loopback_ranks() {
+  local n="$1" ring_port mesh_port
+  ring_port=$(chorus_free_port)
+  mesh_port=$(chorus_free_port)
+  while [ "$mesh_port" = "$ring_port" ]; do mesh_port=$(chorus_free_port); done
+  env CHORUS_PLUGIN_PATH="$loopback_dir" "$loopback_dir/loopback_ranks" "$n" \
+    "127.0.0.1:$ring_port" "127.0.0.1:$mesh_port" >"$logs/loopback_ranks.$n.out" 2>&1
+  local rc=$?
+  cat "$logs/loopback_ranks.$n.out"
+  [ "$rc" -eq 0 ] && grep -q "^loopback_ranks: $n ranks as threads, .* 0 failures$" \
+    "$logs/loopback_ranks.$n.out"
+}
+for n in 2 3 4; do
+  check "loopback_ranks $n: ring and mesh collectives, ranks as threads, every element" 120 \
+    loopback_ranks "$n"
+done
 
 # ---- the collective matrix with halving_doubling --------------------------------
 
