@@ -590,4 +590,7 @@ const chorus_transport_plugin_v1_t chorus_transport_plugin_v1 = {
     chorus::faulty::faulty_wait,
     chorus::faulty::faulty_interrupt,
     chorus::faulty::faulty_describe,
+    // wait_fd (minor 4): none. Delays are injected in poll and wait; a caller
+    // sleeping on the inner transport's fd instead would bypass them.
+    nullptr,
 };

@@ -171,7 +171,9 @@ build_with_pkg_config() {
   g++ -std=c++20 -Wall -Wextra -o "$tmp/consumer-pc" "$src/tests/sdk/consumer/main.cc" $flags \
     -Wl,-rpath,"$moved/lib" || return 1
   ldd "$tmp/consumer-pc" | grep libchorus
-  ldd "$tmp/consumer-pc" | grep -q "$moved/lib/libchorus.so" && env -i "$tmp/consumer-pc"
+  # grep without -q reads all of ldd's output: with pipefail, grep -q leaving
+  # at the first match could fail the check through ldd's SIGPIPE.
+  ldd "$tmp/consumer-pc" | grep "$moved/lib/libchorus.so" >/dev/null && env -i "$tmp/consumer-pc"
 }
 build_with_find_package() {
   cmake -S "$src/tests/sdk/consumer" -B "$tmp/build-consumer" -DCMAKE_PREFIX_PATH="$moved" \

@@ -259,18 +259,11 @@ int Context::wait(int timeout_ms) {
     const int left = deadline.remaining_ms();
     if (drive(left) || !cq_.empty()) return CHORUS_OK;
     if (left == 0 || deadline.expired()) {
-      return set_last_error(CHORUS_ERR_TIMEOUT,
-                            "wait: nothing completed within " + std::to_string(timeout_ms) + " ms");
+      return provider::wait_timed_out(timeout_ms);
     }
   }
 }
 
-int Context::interrupt() {
-  const std::uint64_t one = 1;
-  if (::write(event_fd_.get(), &one, sizeof one) < 0 && errno != EAGAIN) {
-    return set_last_error(CHORUS_ERR_SYSTEM, "interrupt: eventfd write: " + errno_text(errno));
-  }
-  return CHORUS_OK;
-}
+int Context::interrupt() { return provider::wake_eventfd(event_fd_.get()); }
 
 }  // namespace chorus::tcp

@@ -456,20 +456,13 @@ int Context::wait(int timeout_ms) {
     if (arm_all() && !cq_.empty()) return CHORUS_OK;
     int left = deadline.remaining_ms();
     if (left == 0) {
-      return set_last_error(CHORUS_ERR_TIMEOUT,
-                            "wait: nothing completed within " + std::to_string(timeout_ms) + " ms");
+      return provider::wait_timed_out(timeout_ms);
     }
     if (keepalive_in >= 0 && (left < 0 || keepalive_in < left)) left = keepalive_in;
     if (sleep(left, true)) return CHORUS_OK;  // interrupted
   }
 }
 
-int Context::interrupt() {
-  const std::uint64_t one = 1;
-  if (::write(event_fd_.get(), &one, sizeof one) < 0 && errno != EAGAIN) {
-    return set_last_error(CHORUS_ERR_SYSTEM, "interrupt: eventfd write: " + errno_text(errno));
-  }
-  return CHORUS_OK;
-}
+int Context::interrupt() { return provider::wake_eventfd(event_fd_.get()); }
 
 }  // namespace chorus::verbs

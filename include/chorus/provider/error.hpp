@@ -35,6 +35,15 @@ const char* last_error_text();
 /// strerror() text for `err`, thread-safe.
 std::string errno_text(int err);
 
+/// The ABI's `interrupt` for a context that sleeps on an eventfd: adds one
+/// to `event_fd` (a full counter already wakes the sleeper). OK, or SYSTEM
+/// with the reason as the last error.
+int wake_eventfd(int event_fd);
+
+/// The ABI's `wait` result when nothing completed: TIMEOUT, with "wait:
+/// nothing completed within <timeout_ms> ms" as the last error.
+int wait_timed_out(int timeout_ms);
+
 /// Sets "<op>: NULL argument" as the last error; returns INVALID_ARGUMENT.
 int null_argument(const char* op);
 
