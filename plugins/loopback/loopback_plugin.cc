@@ -24,12 +24,5 @@ struct LoopbackPlugin {
 
 }  // namespace
 
-extern "C" {
-
-__attribute__((
-    visibility("default"))) extern const chorus_transport_plugin_v1_t chorus_transport_plugin_v1;
-
-const chorus_transport_plugin_v1_t chorus_transport_plugin_v1 =
-    chorus::provider::TransportPlugin<LoopbackPlugin>::table();
-
-}  // extern "C"
+// Defines the one exported symbol, chorus_transport_plugin_v1.
+CHORUS_PROVIDER_EXPORT_TRANSPORT(LoopbackPlugin);

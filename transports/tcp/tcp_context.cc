@@ -194,11 +194,7 @@ Endpoint* Context::open_endpoint(int peer_rank, int channel, void* address_out,
 }
 
 void Context::close_endpoint(Endpoint* ep) {
-  auto it = std::find_if(endpoints_.begin(), endpoints_.end(),
-                         [ep](const auto& p) { return p.get() == ep; });
-  if (it == endpoints_.end()) {
-    throw Error(CHORUS_ERR_INVALID_ARGUMENT, "endpoint_close: unknown endpoint");
-  }
+  auto it = owned_endpoint(endpoints_, ep);
   acceptor_->forget(ep->nonce());
   // Outstanding posts vanish with the endpoint, as do completions not yet polled.
   cq_.forget(ep->handle());

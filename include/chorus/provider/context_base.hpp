@@ -8,6 +8,7 @@
 #include <chorus/transport.h>
 #include <chorus/provider/error.hpp>
 
+#include <algorithm>
 #include <cstddef>
 
 namespace chorus::provider {
@@ -39,6 +40,17 @@ class ContextBase {
   /// The error endpoint_open throws when the context already has an
   /// endpoint to `peer_rank` on `channel`.
   Error already_open(int peer_rank, int channel) const;
+  /// The position of `ep` among the endpoints a context owns (a container of
+  /// owning pointers); throws Error(INVALID_ARGUMENT, "endpoint_close:
+  /// unknown endpoint") when it is not there.
+  template <class Owned, class Endpoint>
+  static auto owned_endpoint(Owned& endpoints, const Endpoint* ep) {
+    auto it = std::find_if(endpoints.begin(), endpoints.end(),
+                           [ep](const auto& p) { return p.get() == ep; });
+    if (it == endpoints.end())
+      throw Error(CHORUS_ERR_INVALID_ARGUMENT, "endpoint_close: unknown endpoint");
+    return it;
+  }
 
  private:
   int rank_;
