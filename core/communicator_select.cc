@@ -201,31 +201,36 @@ const chorus_algorithm_plugin_v1_t* Communicator::choose(int collective, uint64_
   if (cfg_.switch_bytes > 0) probe = bytes < cfg_.switch_bytes ? 1 : (1ull << 30);
   // The highest preference wins; a tie goes to the earlier candidate (the
   // built-ins, then plugins by name); a negative answer means "never".
-  const chorus_algorithm_plugin_v1_t* best = list.front()->algorithm();
-  int best_score = std::numeric_limits<int>::min();
-  std::string scores;
-  for (const Plugin* p : list) {
+  auto score_of = [&](const Plugin* p) {
     const auto* a = p->algorithm();
     bool has_pref =
         a->struct_size >= offsetof(chorus_algorithm_plugin_v1_t, preference) + sizeof(void*) &&
         a->preference != nullptr;
-    int score = has_pref ? a->preference(collective, size_, probe) : 0;
-    scores += (scores.empty() ? "" : ", ") + p->name() + " " + std::to_string(score);
-    if (score < 0) continue;
-    if (score > best_score) {
+    return has_pref ? a->preference(collective, size_, probe) : 0;
+  };
+  const chorus_algorithm_plugin_v1_t* best = list.front()->algorithm();
+  int best_score = std::numeric_limits<int>::min();
+  for (const Plugin* p : list) {
+    const int score = score_of(p);
+    if (score >= 0 && score > best_score) {
       best_score = score;
-      best = a;
+      best = p->algorithm();
     }
   }
   // Once per (collective, size class): sizes in [2^(k-1), 2^k) share class k.
+  // The text is built only then, off the per-call path.
   const int size_class = bytes == 0 ? 0 : std::min(63, 64 - __builtin_clzll(bytes));
   const uint64_t bit = uint64_t(1) << size_class;
   if (log_enabled(CHORUS_LOG_INFO) &&
-      !(choice_logged_[size_t(collective)].fetch_or(bit, std::memory_order_relaxed) & bit))
+      !(choice_logged_[size_t(collective)].fetch_or(bit, std::memory_order_relaxed) & bit)) {
+    std::string scores;
+    for (const Plugin* p : list)
+      scores += (scores.empty() ? "" : ", ") + p->name() + " " + std::to_string(score_of(p));
     log(CHORUS_LOG_INFO, std::string("auto: ") + chorus_collective_name(collective) + " of " +
                              std::to_string(bytes) + " bytes (size class " +
                              std::to_string(size_class) + ") runs '" + best->name +
                              "' (preferences: " + scores + ")");
+  }
   return best;
 }
 
