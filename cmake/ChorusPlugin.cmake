@@ -1,8 +1,10 @@
-# chorus_add_plugin(<target> KIND transport|algorithm NAME <name> SOURCES ... [LIBRARIES ...])
+# chorus_add_plugin(<target> KIND transport|algorithm NAME <name> SOURCES ...
+#                   [ABI <major>] [LIBRARIES ...] [NO_INSTALL])
 #
 # Every plugin is built the same way: a MODULE library named
 # libchorus-<kind>-<name>.so, hidden visibility, a version script that exports
-# only chorus_<kind>_plugin_v1, linked with --no-undefined, written into the
+# only chorus_<kind>_plugin_v<ABI> (ABI 1 unless given; algorithm plugins may
+# be 2), linked with --no-undefined, written into the
 # build tree's plugin folder and installed into <libdir>/chorus.
 #
 # Works in Chorus's own tree and, installed with the CMake package, in a third
@@ -12,7 +14,10 @@ if(NOT CHORUS_SDK_TARGET)
   set(CHORUS_SDK_TARGET chorus_plugin_sdk)
 endif()
 function(chorus_add_plugin target)
-  cmake_parse_arguments(P "NO_INSTALL" "KIND;NAME" "SOURCES;LIBRARIES" ${ARGN})
+  cmake_parse_arguments(P "NO_INSTALL" "KIND;NAME;ABI" "SOURCES;LIBRARIES" ${ARGN})
+  if(NOT P_ABI)
+    set(P_ABI 1)
+  endif()
   if(NOT P_KIND MATCHES "^(transport|algorithm)$")
     message(FATAL_ERROR "chorus_add_plugin(${target}): KIND must be transport or algorithm")
   endif()
@@ -24,7 +29,7 @@ function(chorus_add_plugin target)
     set(out_dir "${CMAKE_CURRENT_BINARY_DIR}")
   endif()
   set(script "${CMAKE_CURRENT_BINARY_DIR}/${target}.map")
-  file(WRITE "${script}" "{\n  global: chorus_${P_KIND}_plugin_v1;\n  local: *;\n};\n")
+  file(WRITE "${script}" "{\n  global: chorus_${P_KIND}_plugin_v${P_ABI};\n  local: *;\n};\n")
   set_target_properties(${target} PROPERTIES
     PREFIX "lib"
     OUTPUT_NAME "chorus-${P_KIND}-${P_NAME}"

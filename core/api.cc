@@ -204,8 +204,8 @@ CHORUS_API int chorus_comm_size(const chorus_comm_t* comm, int* size_out) {
 CHORUS_API const char* chorus_comm_algorithm(const chorus_comm_t* comm, int collective,
                                              uint64_t bytes) {
   if (!live(comm)) return nullptr;
-  const auto* a = comm->impl->choose(collective, bytes);
-  return a ? a->name : nullptr;
+  const auto* p = comm->impl->choose_plugin(Communicator::query_call(collective, bytes));
+  return p ? p->name().c_str() : nullptr;
 }
 
 CHORUS_API const char* chorus_comm_transport(const chorus_comm_t* comm) {

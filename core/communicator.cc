@@ -94,6 +94,7 @@ Status Communicator::init(Config config, std::unique_ptr<SideChannel> host_chann
   if (auto st = open_context(); !st.is_ok()) return st;
   if (auto st = connect_endpoints(deadline); !st.is_ok()) return st;
   if (auto st = setup_staging(); !st.is_ok()) return st;
+  if (auto st = init_algorithms(); !st.is_ok()) return st;
   if (auto st = bootstrap_->barrier(deadline); !st.is_ok())
     return st.with_context("rank " + std::to_string(rank_) + ": init barrier");
   CHORUS_LOGF(CHORUS_LOG_INFO, rank_,
@@ -125,6 +126,8 @@ Communicator::~Communicator() {
                                          ": the communicator was finalized before it ran"});
     queue_.clear();
   }
+  free_task();
+  fini_algorithms();
   if (tp_ && ctx_) {
     if (!broken_ && !aborted_.load()) say_goodbye();
     for (auto*& ep : endpoints_)

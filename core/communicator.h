@@ -98,8 +98,11 @@ class Communicator {
   const Config& config() const { return cfg_; }
   const std::string& transport_name() const { return transport_->name(); }
 
-  /// Algorithm chosen for `collective` at `bytes` per rank, or nullptr.
-  const chorus_algorithm_plugin_v1_t* choose(int collective, uint64_t bytes) const;
+  /// The plugin chosen for `call` (pinned, or `auto`'s pick by every
+  /// candidate's preference for the whole call), or nullptr.
+  const Plugin* choose_plugin(const chorus_algo_call_v2_t& call) const;
+  /// The call chorus_comm_algorithm asks about: float32, sum where it reduces.
+  static chorus_algo_call_v2_t query_call(int collective, uint64_t bytes);
 
   // Collectives, executed at once on the calling thread. Only the thread
   // executing this communicator's stream may call them: the host API goes
@@ -205,10 +208,34 @@ class Communicator {
 
   /// Checks state shared by every call; returns a failing status to pass on.
   Status usable(const char* what) const;
-  /// Runs one collective through `algo`; `call` invokes the plugin's op.
-  /// `sig` holds the call's count, dtype, op and root for the signature check.
+  /// Runs one collective through the algorithm chosen for `call_desc`: a v2
+  /// plugin's task (drive_task), or a v1 op that `call` invokes. `sig` holds
+  /// the call's count, dtype, op and root for the signature check.
   template <class Call>
-  Status run(int collective, const char* what, uint64_t bytes, CallSig sig, Call&& call);
+  Status run(const chorus_algo_call_v2_t& call_desc, const char* what, CallSig sig, Call&& call);
+  /// The v1 environment for algorithms_[index].
+  void fill_env_v1(size_t index, chorus_algo_env_v1_t& env);
+
+  // Algorithm ABI v2 (core/algorithm_tasks.cc).
+  /// Position of `p` in algorithms_ (algorithms_.size() when absent).
+  size_t algorithm_index(const Plugin* p) const;
+  /// False when algorithms_[index] is v2 and refuses the call's (dtype, op).
+  bool plugin_supports(size_t index, const chorus_algo_call_v2_t& call) const;
+  /// A candidate's preference for `call` at `probe` bytes (v1 or v2).
+  int preference_of(const Plugin* p, const chorus_algo_call_v2_t& call, uint64_t probe) const;
+  /// comm_init of every v2 algorithm once the endpoints are connected; a
+  /// failure (a bad setting) fails the communicator's init.
+  Status init_algorithms();
+  /// comm_fini of every v2 algorithm whose comm_init succeeded.
+  void fini_algorithms();
+  /// Runs one v2 task to its end on the calling thread: post, then progress
+  /// with its completions until done, a failure, the deadline or an abort.
+  int drive_task(size_t index, const chorus_algo_call_v2_t& call);
+  /// task_free of the v2 task the last call ran, if any.
+  void free_task();
+  /// This rank's host identity for the address table (auto's, so that ranks
+  /// count hosts as auto does).
+  std::string host_identity() const;
   /// A call that starts after a mismatch became known fails with it.
   Status mismatch_pending();
   /// Tells every peer of the known mismatch, once per communicator.
@@ -398,6 +425,14 @@ class Communicator {
   mutable std::array<std::atomic<uint64_t>, CHORUS_COLL_COUNT> choice_logged_{};
   std::vector<chorus_kv_t> no_settings_;
   std::vector<std::vector<chorus_kv_t>> algorithm_kv_;  // parallel to algorithms_
+  std::vector<void*> algo_state_;  // parallel to algorithms_: a v2 plugin's comm_init state
+  std::vector<char> algo_inited_;  // parallel to algorithms_: its comm_init succeeded
+  std::vector<int> peer_host_;     // [rank]: index of its host, in order of first rank
+  int host_count_ = 1;
+  // The v2 task of the running call and its environment (one at a time).
+  chorus_algo_env_v2_t task_env_{};
+  chorus_algo_task_v2_t* task_ = nullptr;
+  const chorus_algorithm_plugin_v2_t* task_algo_ = nullptr;
 
   std::vector<void*> staging_;
   std::vector<chorus_tp_mr_t*> staging_mr_;

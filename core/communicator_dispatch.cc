@@ -16,15 +16,47 @@
 
 namespace chorus::core {
 
+namespace {
+
+/// The call description a v2 plugin sees (and that selection weighs).
+chorus_algo_call_v2_t make_call(int collective, uint64_t bytes, int dtype, int op, int root,
+                                size_t count, const void* in, void* out) {
+  chorus_algo_call_v2_t c{};
+  c.struct_size = sizeof(c);
+  c.collective = collective;
+  c.dtype = dtype;
+  c.op = op;
+  c.root = root;
+  c.count = count;
+  c.bytes = bytes;
+  c.in = in;
+  c.out = out;
+  return c;
+}
+
+}  // namespace
+
 template <class Call>
-Status Communicator::run(int collective, const char* what, uint64_t bytes, CallSig sig,
+Status Communicator::run(const chorus_algo_call_v2_t& call_desc, const char* what, CallSig sig,
                          Call&& call) {
+  const int collective = call_desc.collective;
+  const uint64_t bytes = call_desc.bytes;
   if (auto st = usable(what); !st.is_ok()) return st;
-  const chorus_algorithm_plugin_v1_t* algo = choose(collective, bytes);
-  size_t index = 0;
-  while (index < algorithms_.size() && algorithms_[index]->algorithm() != algo) ++index;
-  if (!algo || index == algorithms_.size())
+  const Plugin* chosen = choose_plugin(call_desc);
+  const size_t index = algorithm_index(chosen);
+  if (!chosen || index == algorithms_.size())
     return {CHORUS_ERR_INTERNAL, std::string("no algorithm chosen for ") + what};
+  // A pinned v2 plugin that refuses this (dtype, op): nothing is posted, so
+  // every rank (which pinned the same plugin) refuses it alike.
+  if (!plugin_supports(index, call_desc))
+    return {CHORUS_ERR_NOT_SUPPORTED,
+            who() + ": " + what + ": algorithm '" + chosen->name() + "' does not support " +
+                (call_desc.dtype >= 0 ? std::string(chorus_dtype_name(call_desc.dtype)) : "") +
+                (call_desc.op >= 0 ? std::string(" ") + chorus_op_name(call_desc.op) : "") +
+                "; pin another algorithm for " + chorus_collective_name(collective) +
+                " or use \"auto\""};
+  const char* algo_name =
+      chosen->algorithm_v2() ? chosen->algorithm_v2()->name : chosen->algorithm()->name;
   call_deadline_ = Deadline::after(seconds_ms(cfg_.timeout_collective_s));
   call_what_ = what;
   call_error_ = Status::ok();
@@ -43,12 +75,51 @@ Status Communicator::run(int collective, const char* what, uint64_t bytes, CallS
   if (auto st = mismatch_pending(); !st.is_ok()) return st;
   sig.call = collective;
   sig.seq = collective_seq_++;
-  std::strncpy(sig.algo, algo->name, sizeof(sig.algo) - 1);
+  std::strncpy(sig.algo, algo_name, sizeof(sig.algo) - 1);
   // The root of a broadcast depends on no other rank: it learns of a
   // disagreement only if every rank sends it its signature.
   begin_signature(sig, collective == CHORUS_COLL_BROADCAST);
 
-  chorus_algo_env_v1_t env{};
+  if (auto* counter = algo_counter(collective, algo_name))
+    counter->fetch_add(1, std::memory_order_relaxed);
+  if (log_enabled(CHORUS_LOG_DEBUG))
+    log(CHORUS_LOG_DEBUG, std::string(what) + ": " + std::to_string(bytes) +
+                              " bytes via algorithm '" + algo_name + "'");
+  int rc = CHORUS_OK;
+  if (chosen->algorithm_v2()) {
+    rc = drive_task(index, call_desc);
+  } else {
+    chorus_algo_env_v1_t env{};
+    fill_env_v1(index, env);
+    rc = call(chosen->algorithm(), &env);
+  }
+  if (rc == CHORUS_OK && call_sig_active_) {
+    // An algorithm that posted nothing (count 0) still owes every peer its
+    // signature, or a rank that skipped the call would not be noticed.
+    if (std::find(talked_.begin(), talked_.end(), 1) == talked_.end())
+      for (int p = 0; p < size_; ++p)
+        if (p != rank_) send_signature(p);
+    rc = await_signatures();
+  }
+  release_call_registrations();
+  if (rc == CHORUS_OK) {
+    free_task();
+    return Status::ok();
+  }
+  Status st = call_error_.is_ok()
+                  ? Status(rc, "rank " + std::to_string(rank_) + ": " + what + ": algorithm '" +
+                                   algo_name + "' failed with " + chorus_status_name(rc))
+                  : call_error_;
+  st = settle_failure(std::move(st));
+  if (st.code() != CHORUS_ERR_INVALID_ARGUMENT) mark_broken(st);
+  // After mark_broken closed the endpoints: nothing lands in the task's
+  // own buffers once it is freed.
+  free_task();
+  log(CHORUS_LOG_DEBUG, st.message());
+  return st;
+}
+
+void Communicator::fill_env_v1(size_t index, chorus_algo_env_v1_t& env) {
   env.struct_size = sizeof(env);
   env.minor = CHORUS_ALGORITHM_ABI_MINOR;
   env.rank = rank_;
@@ -70,31 +141,6 @@ Status Communicator::run(int collective, const char* what, uint64_t bytes, CallS
   env.progress = &Communicator::env_progress;
   env.fail = &Communicator::env_fail;
   env.log = &Communicator::env_log;
-
-  if (auto* counter = algo_counter(collective, algo->name))
-    counter->fetch_add(1, std::memory_order_relaxed);
-  if (log_enabled(CHORUS_LOG_DEBUG))
-    log(CHORUS_LOG_DEBUG, std::string(what) + ": " + std::to_string(bytes) +
-                              " bytes via algorithm '" + algo->name + "'");
-  int rc = call(algo, &env);
-  if (rc == CHORUS_OK && call_sig_active_) {
-    // An algorithm that posted nothing (count 0) still owes every peer its
-    // signature, or a rank that skipped the call would not be noticed.
-    if (std::find(talked_.begin(), talked_.end(), 1) == talked_.end())
-      for (int p = 0; p < size_; ++p)
-        if (p != rank_) send_signature(p);
-    rc = await_signatures();
-  }
-  release_call_registrations();
-  if (rc == CHORUS_OK) return Status::ok();
-  Status st = call_error_.is_ok()
-                  ? Status(rc, "rank " + std::to_string(rank_) + ": " + what + ": algorithm '" +
-                                   algo->name + "' failed with " + chorus_status_name(rc))
-                  : call_error_;
-  st = settle_failure(std::move(st));
-  if (st.code() != CHORUS_ERR_INVALID_ARGUMENT) mark_broken(st);
-  log(CHORUS_LOG_DEBUG, st.message());
-  return st;
 }
 
 Status Communicator::all_reduce(const void* in, void* out, size_t count, int dtype, int op) {
@@ -104,8 +150,8 @@ Status Communicator::all_reduce(const void* in, void* out, size_t count, int dty
   uint64_t bytes = uint64_t(count) * chorus_dtype_size(dtype);
   CallSig sig;
   sig.count = count, sig.dtype = dtype, sig.op = op;
-  return run(CHORUS_COLL_ALL_REDUCE, "all_reduce", bytes, sig,
-             [&](const chorus_algorithm_plugin_v1_t* a, const chorus_algo_env_v1_t* env) {
+  return run(make_call(CHORUS_COLL_ALL_REDUCE, bytes, dtype, op, -1, count, in, out), "all_reduce",
+             sig, [&](const chorus_algorithm_plugin_v1_t* a, const chorus_algo_env_v1_t* env) {
                return a->all_reduce(env, in, out, count, dtype, op);
              });
 }
@@ -116,8 +162,8 @@ Status Communicator::all_gather(const void* in, void* out, size_t count, int dty
   uint64_t bytes = uint64_t(count) * chorus_dtype_size(dtype);
   CallSig sig;
   sig.count = count, sig.dtype = dtype;
-  return run(CHORUS_COLL_ALL_GATHER, "all_gather", bytes, sig,
-             [&](const chorus_algorithm_plugin_v1_t* a, const chorus_algo_env_v1_t* env) {
+  return run(make_call(CHORUS_COLL_ALL_GATHER, bytes, dtype, -1, -1, count, in, out), "all_gather",
+             sig, [&](const chorus_algorithm_plugin_v1_t* a, const chorus_algo_env_v1_t* env) {
                return a->all_gather(env, in, out, count, dtype);
              });
 }
@@ -129,7 +175,8 @@ Status Communicator::reduce_scatter(const void* in, void* out, size_t count, int
   uint64_t bytes = uint64_t(count) * chorus_dtype_size(dtype);
   CallSig sig;
   sig.count = count, sig.dtype = dtype, sig.op = op;
-  return run(CHORUS_COLL_REDUCE_SCATTER, "reduce_scatter", bytes, sig,
+  return run(make_call(CHORUS_COLL_REDUCE_SCATTER, bytes, dtype, op, -1, count, in, out),
+             "reduce_scatter", sig,
              [&](const chorus_algorithm_plugin_v1_t* a, const chorus_algo_env_v1_t* env) {
                return a->reduce_scatter(env, in, out, count, dtype, op);
              });
@@ -144,14 +191,15 @@ Status Communicator::broadcast(void* buf, size_t count, int dtype, int root) {
   uint64_t bytes = uint64_t(count) * chorus_dtype_size(dtype);
   CallSig sig;
   sig.count = count, sig.dtype = dtype, sig.root = root;
-  return run(CHORUS_COLL_BROADCAST, "broadcast", bytes, sig,
-             [&](const chorus_algorithm_plugin_v1_t* a, const chorus_algo_env_v1_t* env) {
+  return run(make_call(CHORUS_COLL_BROADCAST, bytes, dtype, -1, root, count, buf, buf), "broadcast",
+             sig, [&](const chorus_algorithm_plugin_v1_t* a, const chorus_algo_env_v1_t* env) {
                return a->broadcast(env, buf, count, dtype, root);
              });
 }
 
 Status Communicator::barrier() {
-  return run(CHORUS_COLL_BARRIER, "barrier", 0, CallSig{},
+  return run(make_call(CHORUS_COLL_BARRIER, 0, -1, -1, -1, 0, nullptr, nullptr), "barrier",
+             CallSig{},
              [&](const chorus_algorithm_plugin_v1_t* a, const chorus_algo_env_v1_t* env) {
                return a->barrier(env);
              });
@@ -167,7 +215,7 @@ Status Communicator::reduce(const void* in, void* out, size_t count, int dtype, 
   uint64_t bytes = uint64_t(count) * chorus_dtype_size(dtype);
   CallSig sig;
   sig.count = count, sig.dtype = dtype, sig.op = op, sig.root = root;
-  return run(CHORUS_COLL_REDUCE, "reduce", bytes, sig,
+  return run(make_call(CHORUS_COLL_REDUCE, bytes, dtype, op, root, count, in, out), "reduce", sig,
              [&](const chorus_algorithm_plugin_v1_t* a, const chorus_algo_env_v1_t* env) {
                return a->reduce(env, in, out, count, dtype, op, root);
              });
@@ -178,7 +226,7 @@ Status Communicator::gather(const void* in, void* out, size_t count, int dtype, 
   uint64_t bytes = uint64_t(count) * chorus_dtype_size(dtype);
   CallSig sig;
   sig.count = count, sig.dtype = dtype, sig.root = root;
-  return run(CHORUS_COLL_GATHER, "gather", bytes, sig,
+  return run(make_call(CHORUS_COLL_GATHER, bytes, dtype, -1, root, count, in, out), "gather", sig,
              [&](const chorus_algorithm_plugin_v1_t* a, const chorus_algo_env_v1_t* env) {
                return a->gather(env, in, out, count, dtype, root);
              });
@@ -189,7 +237,7 @@ Status Communicator::scatter(const void* in, void* out, size_t count, int dtype,
   uint64_t bytes = uint64_t(count) * chorus_dtype_size(dtype);
   CallSig sig;
   sig.count = count, sig.dtype = dtype, sig.root = root;
-  return run(CHORUS_COLL_SCATTER, "scatter", bytes, sig,
+  return run(make_call(CHORUS_COLL_SCATTER, bytes, dtype, -1, root, count, in, out), "scatter", sig,
              [&](const chorus_algorithm_plugin_v1_t* a, const chorus_algo_env_v1_t* env) {
                return a->scatter(env, in, out, count, dtype, root);
              });
@@ -200,8 +248,8 @@ Status Communicator::all_to_all(const void* in, void* out, size_t count, int dty
   uint64_t bytes = uint64_t(count) * chorus_dtype_size(dtype) * uint64_t(size_);
   CallSig sig;
   sig.count = count, sig.dtype = dtype;
-  return run(CHORUS_COLL_ALL_TO_ALL, "all_to_all", bytes, sig,
-             [&](const chorus_algorithm_plugin_v1_t* a, const chorus_algo_env_v1_t* env) {
+  return run(make_call(CHORUS_COLL_ALL_TO_ALL, bytes, dtype, -1, -1, count, in, out), "all_to_all",
+             sig, [&](const chorus_algorithm_plugin_v1_t* a, const chorus_algo_env_v1_t* env) {
                return a->all_to_all(env, in, out, count, dtype);
              });
 }
@@ -217,7 +265,12 @@ Status Communicator::all_to_allv(const void* in, const size_t* send_counts,
   // carries the dtype only (count 0).
   CallSig sig;
   sig.dtype = dtype;
-  return run(CHORUS_COLL_ALL_TO_ALLV, "all_to_allv", 0, sig,
+  chorus_algo_call_v2_t c = make_call(CHORUS_COLL_ALL_TO_ALLV, 0, dtype, -1, -1, 0, in, out);
+  c.send_counts = send_counts;
+  c.send_offsets = send_offsets;
+  c.recv_counts = recv_counts;
+  c.recv_offsets = recv_offsets;
+  return run(c, "all_to_allv", sig,
              [&](const chorus_algorithm_plugin_v1_t* a, const chorus_algo_env_v1_t* env) {
                return a->all_to_allv(env, in, send_counts, send_offsets, out, recv_counts,
                                      recv_offsets, dtype);

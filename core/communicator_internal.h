@@ -8,6 +8,7 @@
 //   request_queue.cc          Request, the issue-order queue, the worker
 //   proxied_ops.cc            the transport ops an algorithm posts through
 //   algorithm_env.cc          the host callbacks an algorithm gets
+//   algorithm_tasks.cc        algorithm ABI v2: comm_init/fini, running a task
 //   peer_notices.cc           peer-loss, timeout and finalize notices
 //   signature_exchange.cc     call signatures and mismatches
 //   communicator_counters.cc  counters

@@ -116,48 +116,6 @@ Status Communicator::select_algorithms() {
   }
   if (auto st = check_algorithm_settings(search); !st.is_ok()) return st;
 
-  // The op's slot is read only when the table is long enough to hold it: a
-  // plugin built against an older minor ends before the newer entries.
-  auto implements = [](const chorus_algorithm_plugin_v1_t* a, int coll) {
-    using T = chorus_algorithm_plugin_v1_t;
-    size_t off = 0;
-    switch (coll) {
-      case CHORUS_COLL_ALL_REDUCE:
-        off = offsetof(T, all_reduce);
-        break;
-      case CHORUS_COLL_ALL_GATHER:
-        off = offsetof(T, all_gather);
-        break;
-      case CHORUS_COLL_REDUCE_SCATTER:
-        off = offsetof(T, reduce_scatter);
-        break;
-      case CHORUS_COLL_BROADCAST:
-        off = offsetof(T, broadcast);
-        break;
-      case CHORUS_COLL_REDUCE:
-        off = offsetof(T, reduce);
-        break;
-      case CHORUS_COLL_GATHER:
-        off = offsetof(T, gather);
-        break;
-      case CHORUS_COLL_SCATTER:
-        off = offsetof(T, scatter);
-        break;
-      case CHORUS_COLL_ALL_TO_ALL:
-        off = offsetof(T, all_to_all);
-        break;
-      case CHORUS_COLL_ALL_TO_ALLV:
-        off = offsetof(T, all_to_allv);
-        break;
-      default:
-        off = offsetof(T, barrier);
-        break;
-    }
-    if (a->struct_size < off + sizeof(void*)) return false;
-    void* op = nullptr;
-    std::memcpy(&op, reinterpret_cast<const char*>(a) + off, sizeof(op));
-    return op != nullptr;
-  };
   for (int coll = 0; coll < CHORUS_COLL_COUNT; ++coll) {
     const std::string& want = cfg_.algorithm[coll];
     std::string key = std::string("algorithm.") + chorus_collective_name(coll);
@@ -167,9 +125,9 @@ Status Communicator::select_algorithms() {
       constexpr uint32_t kReproducible =
           CHORUS_ALGO_DETERMINISTIC_ACROSS_RANKS | CHORUS_ALGO_DETERMINISTIC_ACROSS_RUNS;
       if (want == "auto" && cfg_.deterministic &&
-          (p.algorithm()->flags & kReproducible) != kReproducible)
+          (p.algorithm_flags() & kReproducible) != kReproducible)
         continue;
-      if (implements(p.algorithm(), coll)) {
+      if (p.implements(coll)) {
         candidates_[coll].push_back(&p);
       } else if (want != "auto") {
         auto origin = cfg_.origins.find(key);
@@ -189,33 +147,81 @@ Status Communicator::select_algorithms() {
   return Status::ok();
 }
 
-const chorus_algorithm_plugin_v1_t* Communicator::choose(int collective, uint64_t bytes) const {
+bool Communicator::plugin_supports(size_t index, const chorus_algo_call_v2_t& call) const {
+  const auto* a = algorithms_[index]->algorithm_v2();
+  if (!a || !a->supports) return true;
+  return a->supports(algo_state_[index], call.collective, call.dtype, call.op) != 0;
+}
+
+size_t Communicator::algorithm_index(const Plugin* p) const {
+  size_t i = 0;
+  while (i < algorithms_.size() && algorithms_[i].get() != p) ++i;
+  return i;
+}
+
+int Communicator::preference_of(const Plugin* p, const chorus_algo_call_v2_t& call,
+                                uint64_t probe) const {
+  if (const auto* a2 = p->algorithm_v2()) {
+    const size_t i = algorithm_index(p);
+    if (!plugin_supports(i, call)) return -1;
+    if (!a2->preference) return 0;
+    chorus_algo_call_v2_t probed = call;
+    probed.bytes = probe;
+    return a2->preference(algo_state_[i], &probed);
+  }
+  const auto* a = p->algorithm();
+  bool has_pref =
+      a->struct_size >= offsetof(chorus_algorithm_plugin_v1_t, preference) + sizeof(void*) &&
+      a->preference != nullptr;
+  return has_pref ? a->preference(call.collective, size_, probe) : 0;
+}
+
+chorus_algo_call_v2_t Communicator::query_call(int collective, uint64_t bytes) {
+  // chorus_comm_algorithm names no dtype or op: it answers for float32 sum
+  // (docs/plugins.md), the common case of a reducing collective.
+  chorus_algo_call_v2_t call{};
+  call.struct_size = sizeof(call);
+  call.collective = collective;
+  const bool reduces = collective == CHORUS_COLL_ALL_REDUCE ||
+                       collective == CHORUS_COLL_REDUCE_SCATTER || collective == CHORUS_COLL_REDUCE;
+  call.dtype = collective == CHORUS_COLL_BARRIER ? -1 : CHORUS_FLOAT32;
+  call.op = reduces ? CHORUS_SUM : -1;
+  call.root = -1;
+  call.count = bytes / 4;
+  call.bytes = bytes;
+  return call;
+}
+
+const Plugin* Communicator::choose_plugin(const chorus_algo_call_v2_t& call) const {
+  const int collective = call.collective;
+  const uint64_t bytes = call.bytes;
   if (collective < 0 || collective >= CHORUS_COLL_COUNT) return nullptr;
   const auto& list = candidates_[collective];
   if (list.empty()) return nullptr;
-  if (list.size() == 1) return list.front()->algorithm();
+  if (list.size() == 1) return list.front();
   // With algorithm.switch_bytes set, the plugins' preferences only decide which
   // candidate is the latency one (best for 1 byte) and which the bandwidth one
   // (best for 1 GiB); the configured size picks between those two.
   uint64_t probe = bytes;
   if (cfg_.switch_bytes > 0) probe = bytes < cfg_.switch_bytes ? 1 : (1ull << 30);
   // The highest preference wins; a tie goes to the earlier candidate (the
-  // built-ins, then plugins by name); a negative answer means "never".
-  auto score_of = [&](const Plugin* p) {
-    const auto* a = p->algorithm();
-    bool has_pref =
-        a->struct_size >= offsetof(chorus_algorithm_plugin_v1_t, preference) + sizeof(void*) &&
-        a->preference != nullptr;
-    return has_pref ? a->preference(collective, size_, probe) : 0;
-  };
-  const chorus_algorithm_plugin_v1_t* best = list.front()->algorithm();
+  // built-ins, then plugins by name); a negative answer means "never", and so
+  // does a v2 plugin's refusal of the call's (dtype, op).
+  const Plugin* best = nullptr;
   int best_score = std::numeric_limits<int>::min();
   for (const Plugin* p : list) {
-    const int score = score_of(p);
+    const int score = preference_of(p, call, probe);
     if (score >= 0 && score > best_score) {
       best_score = score;
-      best = p->algorithm();
+      best = p;
     }
+  }
+  // Nobody wants it: the first candidate that supports it, else the first
+  // (whose refusal then names the reason).
+  if (!best) {
+    for (const Plugin* p : list)
+      if (!best && plugin_supports(algorithm_index(p), call)) best = p;
+    if (!best) best = list.front();
   }
   // Once per (collective, size class): sizes in [2^(k-1), 2^k) share class k.
   // The text is built only then, off the per-call path.
@@ -225,10 +231,11 @@ const chorus_algorithm_plugin_v1_t* Communicator::choose(int collective, uint64_
       !(choice_logged_[size_t(collective)].fetch_or(bit, std::memory_order_relaxed) & bit)) {
     std::string scores;
     for (const Plugin* p : list)
-      scores += (scores.empty() ? "" : ", ") + p->name() + " " + std::to_string(score_of(p));
+      scores += (scores.empty() ? "" : ", ") + p->name() + " " +
+                std::to_string(preference_of(p, call, probe));
     log(CHORUS_LOG_INFO, std::string("auto: ") + chorus_collective_name(collective) + " of " +
                              std::to_string(bytes) + " bytes (size class " +
-                             std::to_string(size_class) + ") runs '" + best->name +
+                             std::to_string(size_class) + ") runs '" + best->name() +
                              "' (preferences: " + scores + ")");
   }
   return best;

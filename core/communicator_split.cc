@@ -108,6 +108,7 @@ Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key) {
     Deadline deadline = Deadline::after(seconds_ms(cfg_.timeout_init_s));
     if (local.is_ok()) local = child->connect_from(child_tables, deadline);
     if (local.is_ok()) local = child->setup_staging();
+    if (local.is_ok()) local = child->init_algorithms();
   }
   // 4. Agree: the split succeeds only if it succeeded everywhere.
   int32_t ok = local.is_ok() ? 1 : 0;

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 
 namespace chorus::core {
 
@@ -137,6 +138,9 @@ Status Communicator::open_endpoints(std::vector<std::byte>& mine) {
     if (auto st = open_one(p, channels, ep); !st.is_ok()) return st;
     if (ep) notice_peer_[ep] = p;
   }
+  // Last, the host identity: v2 algorithms learn which ranks share a host.
+  const std::string host = host_identity();
+  put_bytes(mine, host.data(), host.size());
   return Status::ok();
 }
 
@@ -203,6 +207,21 @@ Status Communicator::connect_from(const std::vector<std::vector<std::byte>>& all
                         " failed: " + tp_->last_error()};
     }
   }
+  // Every rank's host identity, after its notice blobs: hosts are numbered
+  // in the order of their first rank, the same on every rank.
+  std::map<std::string, int> hosts;
+  peer_host_.assign(size_t(size_), 0);
+  for (int p = 0; p < size_; ++p) {
+    size_t pos = 0;
+    const std::byte* data = nullptr;
+    size_t n = 0;
+    for (size_t i = 0; i < 1 + size_t(size_) * size_t(channels + 1); ++i)
+      if (!get_bytes(all[size_t(p)], pos, data, n)) return malformed_table(p);
+    if (!get_bytes(all[size_t(p)], pos, data, n)) return malformed_table(p);
+    const std::string id(reinterpret_cast<const char*>(data), n);
+    peer_host_[size_t(p)] = hosts.emplace(id, int(hosts.size())).first->second;
+  }
+  host_count_ = int(hosts.size());
   if (cfg_.transport == kAutoTransportName) {
     auto peers = auto_transport_peers(ctx_);
     for (const auto& [name, ranks] : peers) auto_peer_counts_.emplace_back(name, ranks.size());

@@ -3,6 +3,7 @@
 # internals (chorus-info).
 add_library(chorus_core STATIC
   algorithm_env.cc
+  algorithm_tasks.cc
   api.cc
   api_calls.cc
   auto_transport.cc

@@ -114,6 +114,35 @@ Status validate_algorithm(const chorus_algorithm_plugin_v1_t* t) {
   return Status::ok();
 }
 
+Status validate_algorithm_v2(const chorus_algorithm_plugin_v2_t* t) {
+  constexpr size_t need = offsetof(chorus_algorithm_plugin_v2_t, task_free) + sizeof(void*);
+  if (t->struct_size < need)
+    return {CHORUS_ERR_UNAVAILABLE,
+            "table too short: struct_size is " + std::to_string(t->struct_size) +
+                " bytes but algorithm ABI v2 needs at least " + std::to_string(need) +
+                "; rebuild the plugin against include/chorus/algorithm.h"};
+  std::vector<std::string> missing;
+  using T = chorus_algorithm_plugin_v2_t;
+  CHORUS_MANDATORY(T, t, init, missing);
+  CHORUS_MANDATORY(T, t, comm_init, missing);
+  CHORUS_MANDATORY(T, t, post, missing);
+  CHORUS_MANDATORY(T, t, progress, missing);
+  CHORUS_MANDATORY(T, t, task_free, missing);
+  if (!missing.empty()) {
+    std::string list;
+    for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
+    return {CHORUS_ERR_UNAVAILABLE, "mandatory op(s) missing (NULL): " + list};
+  }
+  if (!t->name) return {CHORUS_ERR_UNAVAILABLE, "the table's name is NULL"};
+  // Bits of collectives this Chorus does not know are ignored (a newer header).
+  if ((t->collectives & ((1u << CHORUS_COLL_COUNT) - 1)) == 0)
+    return {CHORUS_ERR_UNAVAILABLE,
+            "collectives is " + std::to_string(t->collectives) +
+                ": it names no collective this Chorus knows; set a bit (1u << CHORUS_COLL_x) "
+                "for each collective the plugin implements"};
+  return Status::ok();
+}
+
 std::mutex& cache_mutex() {
   static std::mutex m;
   return m;
@@ -168,18 +197,27 @@ Result<std::shared_ptr<Plugin>> open_file(PluginKind kind, const std::string& pa
     return st;
   };
   const std::string base = std::string("chorus_") + kind_word(kind) + "_plugin_v";
-  void* sym = own_symbol(handle, rp, base + "1");
+  // Algorithm plugins come in two majors; a file exporting both is read as v2.
+  const int newest_supported = kind == PluginKind::kAlgorithm ? 2 : 1;
+  int major_found = 0;
+  void* sym = nullptr;
+  for (int major = newest_supported; major >= 1 && !sym; --major) {
+    sym = own_symbol(handle, rp, base + std::to_string(major));
+    if (sym) major_found = major;
+  }
   if (!sym) {
-    for (int major = kNewestMajorProbed; major >= 2; --major) {
+    for (int major = kNewestMajorProbed; major > newest_supported; --major) {
       if (own_symbol(handle, rp, base + std::to_string(major)))
         return fail({CHORUS_ERR_UNAVAILABLE,
                      "built for " + std::string(kind_word(kind)) + " ABI v" +
                          std::to_string(major) + " (exports " + base + std::to_string(major) +
-                         ") but this Chorus supports v1 only; rebuild the plugin against this "
-                         "Chorus's headers or upgrade Chorus"});
+                         ") but this Chorus supports " +
+                         (newest_supported == 1 ? std::string("v1 only") : "v1 and v2") +
+                         "; rebuild the plugin against this Chorus's headers or upgrade Chorus"});
     }
     return fail({CHORUS_ERR_UNAVAILABLE,
-                 "exports no " + base + "1 symbol of its own: not a Chorus " + kind_word(kind) +
+                 "exports no " + base + (newest_supported == 1 ? "1" : "1 or " + base + "2") +
+                     " symbol of its own: not a Chorus " + kind_word(kind) +
                      " plugin (check that the symbol is exported with C linkage and default "
                      "visibility)"});
   }
@@ -206,6 +244,24 @@ Result<std::shared_ptr<Plugin>> open_file(PluginKind kind, const std::string& pa
     }
     shell->transport_ = t;
     shell->name_ = t->name;
+  } else if (major_found == 2) {
+    auto* a = static_cast<const chorus_algorithm_plugin_v2_t*>(sym);
+    if (auto st = validate_algorithm_v2(a); !st.is_ok()) {
+      shell->handle_ = nullptr;
+      return fail(st);
+    }
+    if (auto st = check_table_name(kind, path, a->name); !st.is_ok()) {
+      shell->handle_ = nullptr;
+      return fail(st);
+    }
+    if (int rc = a->init(host); rc != CHORUS_OK) {
+      shell->handle_ = nullptr;
+      return fail({CHORUS_ERR_UNAVAILABLE, "init failed with " +
+                                               std::string(chorus_status_name(rc)) +
+                                               " (the plugin's log lines above may say why)"});
+    }
+    shell->algorithm_v2_ = a;
+    shell->name_ = a->name;
   } else {
     auto* a = static_cast<const chorus_algorithm_plugin_v1_t*>(sym);
     if (auto st = validate_algorithm(a); !st.is_ok()) {
@@ -240,12 +296,37 @@ Plugin::~Plugin() {
   if (algorithm_ && algorithm_->struct_size >= offsetof(chorus_algorithm_plugin_v1_t, fini) + sizeof(void*) &&
       algorithm_->fini)
     algorithm_->fini();
+  if (algorithm_v2_ && algorithm_v2_->fini) algorithm_v2_->fini();
   ::dlclose(handle_);
 }
 
 std::string Plugin::abi_version() const {
+  if (algorithm_v2_) return "2." + std::to_string(algorithm_v2_->minor);
   uint32_t minor = transport_ ? transport_->minor : algorithm_ ? algorithm_->minor : 0;
   return "1." + std::to_string(minor);
+}
+
+uint32_t Plugin::algorithm_flags() const {
+  return algorithm_v2_ ? algorithm_v2_->flags : algorithm_ ? algorithm_->flags : 0;
+}
+
+bool Plugin::implements(int collective) const {
+  if (collective < 0 || collective >= CHORUS_COLL_COUNT) return false;
+  if (algorithm_v2_) return (algorithm_v2_->collectives >> collective) & 1u;
+  if (!algorithm_) return false;
+  // The op's slot is read only when the table is long enough to hold it: a
+  // plugin built against an older minor ends before the newer entries.
+  using T = chorus_algorithm_plugin_v1_t;
+  static constexpr size_t kOffset[CHORUS_COLL_COUNT] = {
+      offsetof(T, all_reduce), offsetof(T, all_gather), offsetof(T, reduce_scatter),
+      offsetof(T, broadcast),  offsetof(T, barrier),    offsetof(T, reduce),
+      offsetof(T, gather),     offsetof(T, scatter),    offsetof(T, all_to_all),
+      offsetof(T, all_to_allv)};
+  const size_t off = kOffset[collective];
+  if (algorithm_->struct_size < off + sizeof(void*)) return false;
+  void* op = nullptr;
+  std::memcpy(&op, reinterpret_cast<const char*>(algorithm_) + off, sizeof(op));
+  return op != nullptr;
 }
 
 std::string plugin_file_name(PluginKind kind, const std::string& name) {

@@ -25,11 +25,19 @@ class Plugin {
   PluginKind kind() const { return kind_; }
   const std::string& name() const { return name_; }
   const std::string& path() const { return path_; }
-  /// ABI version the plugin was built for, "1.0".
+  /// ABI version the plugin was built for, "1.0" (or "2.0").
   std::string abi_version() const;
 
   const chorus_transport_plugin_v1_t* transport() const { return transport_; }
+  /// The v1 table of a v1 algorithm plugin (nullptr for a v2 one).
   const chorus_algorithm_plugin_v1_t* algorithm() const { return algorithm_; }
+  /// The v2 table of a v2 algorithm plugin (nullptr for a v1 one).
+  const chorus_algorithm_plugin_v2_t* algorithm_v2() const { return algorithm_v2_; }
+  /// Either table's CHORUS_ALGO_DETERMINISTIC_* flags.
+  uint32_t algorithm_flags() const;
+  /// True when this algorithm plugin implements `collective` (a v1 table long
+  /// enough to hold a non-NULL op for it, or the bit in a v2 table's list).
+  bool implements(int collective) const;
 
   Plugin() = default;
 
@@ -40,6 +48,7 @@ class Plugin {
   void* handle_ = nullptr;
   const chorus_transport_plugin_v1_t* transport_ = nullptr;
   const chorus_algorithm_plugin_v1_t* algorithm_ = nullptr;
+  const chorus_algorithm_plugin_v2_t* algorithm_v2_ = nullptr;
 };
 
 /// File name of a plugin: libchorus-transport-tcp.so.

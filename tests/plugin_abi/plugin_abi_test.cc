@@ -60,7 +60,8 @@ TEST_CASE("transport built for an unknown major is refused naming both versions"
 
 TEST_CASE("algorithm fixtures are refused for each fault", "[plugin_abi]") {
   CHECK_THAT(refusal(PluginKind::kAlgorithm, "no-symbol"),
-             Catch::Contains("exports no chorus_algorithm_plugin_v1 symbol"));
+             Catch::Contains(
+                 "exports no chorus_algorithm_plugin_v1 or chorus_algorithm_plugin_v2 symbol"));
   CHECK_THAT(refusal(PluginKind::kAlgorithm, "short-table"), Catch::Contains("table too short"));
   CHECK_THAT(refusal(PluginKind::kAlgorithm, "missing-op"),
              Catch::Contains("mandatory op(s) missing (NULL): init"));
@@ -69,6 +70,23 @@ TEST_CASE("algorithm fixtures are refused for each fault", "[plugin_abi]") {
   CHECK_THAT(refusal(PluginKind::kAlgorithm, "unknown-major"),
              Catch::Contains("algorithm ABI v3"));
   CHECK_THAT(refusal(PluginKind::kAlgorithm, "bad-peers"), Catch::Contains("peers is 77"));
+}
+
+TEST_CASE("algorithm ABI v2 tables load, and broken ones are refused naming the fault",
+          "[plugin_abi]") {
+  auto ok = load_plugin(PluginKind::kAlgorithm, "v2-ok", {CHORUS_FIXTURE_DIR});
+  REQUIRE(ok.is_ok());
+  CHECK((*ok)->abi_version() == "2.0");
+  CHECK((*ok)->algorithm() == nullptr);
+  REQUIRE((*ok)->algorithm_v2() != nullptr);
+  CHECK((*ok)->implements(CHORUS_COLL_ALL_REDUCE));
+  CHECK((*ok)->implements(CHORUS_COLL_BROADCAST));
+  CHECK_FALSE((*ok)->implements(CHORUS_COLL_ALL_GATHER));
+  CHECK_FALSE((*ok)->implements(CHORUS_COLL_COUNT));
+  CHECK_THAT(refusal(PluginKind::kAlgorithm, "v2-missing-op"),
+             Catch::Contains("mandatory op(s) missing (NULL): progress, task_free"));
+  CHECK_THAT(refusal(PluginKind::kAlgorithm, "v2-no-collectives"),
+             Catch::Contains("names no collective this Chorus knows"));
 }
 
 TEST_CASE("a plugin whose table name differs from its file name is refused, saying so",

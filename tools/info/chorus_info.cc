@@ -167,35 +167,27 @@ const char* kind_word(PluginKind kind) {
 
 /// The collectives an algorithm's table implements, in the table's order.
 /// A collective appended to the ABI is one more row here.
-std::vector<std::string> implemented_collectives(const chorus_algorithm_plugin_v1_t& a) {
-  using Table = chorus_algorithm_plugin_v1_t;
-  struct Row {
-    const char* name;
-    std::size_t offset;
-    bool present;
-  };
-  const Row rows[] = {
-      {"all_reduce", offsetof(Table, all_reduce), a.all_reduce != nullptr},
-      {"all_gather", offsetof(Table, all_gather), a.all_gather != nullptr},
-      {"reduce_scatter", offsetof(Table, reduce_scatter), a.reduce_scatter != nullptr},
-      {"broadcast", offsetof(Table, broadcast), a.broadcast != nullptr},
-      {"barrier", offsetof(Table, barrier), a.barrier != nullptr},
-  };
-  std::vector<std::string> out;
-  for (const Row& r : rows)
-    if (a.struct_size >= r.offset + sizeof(void*) && r.present) out.emplace_back(r.name);
-  return out;
-}
-
-void describe_algorithm(const chorus_algorithm_plugin_v1_t& a, PluginReport& r) {
-  r.collectives = implemented_collectives(a);
+/// What chorus-info says of an algorithm plugin, v1 or v2: every collective
+/// it implements (Plugin::implements reads a v1 table only as far as its
+/// struct_size), its peers, flags and selection ops.
+void describe_algorithm(const chorus::core::Plugin& p, PluginReport& r) {
+  for (int c = 0; c < CHORUS_COLL_COUNT; ++c)
+    if (p.implements(c)) r.collectives.emplace_back(chorus_collective_name(c));
+  const uint32_t flags = p.algorithm_flags();
+  if (flags & CHORUS_ALGO_DETERMINISTIC_ACROSS_RANKS)
+    r.flags.emplace_back("deterministic_across_ranks");
+  if (flags & CHORUS_ALGO_DETERMINISTIC_ACROSS_RUNS)
+    r.flags.emplace_back("deterministic_across_runs");
+  if (const auto* v2 = p.algorithm_v2()) {
+    r.peers = "declared per communicator";
+    if (v2->preference) r.flags.emplace_back("auto_preference");
+    if (v2->supports) r.flags.emplace_back("declares_dtypes_and_ops");
+    return;
+  }
+  const auto& a = *p.algorithm();
   r.peers = a.peers == CHORUS_ALGO_PEERS_RING  ? "ring"
             : a.peers == CHORUS_ALGO_PEERS_ALL ? "all"
                                                : "unknown (" + std::to_string(a.peers) + ")";
-  if (a.flags & CHORUS_ALGO_DETERMINISTIC_ACROSS_RANKS)
-    r.flags.emplace_back("deterministic_across_ranks");
-  if (a.flags & CHORUS_ALGO_DETERMINISTIC_ACROSS_RUNS)
-    r.flags.emplace_back("deterministic_across_runs");
   if (a.preference) r.flags.emplace_back("auto_preference");
 }
 
@@ -232,7 +224,7 @@ PluginReport gather_plugin(const PluginListing& item) {
   // The listing loaded it; this load is the loader's cached instance.
   auto plugin = load_plugin(item.kind, item.path, {});
   if (plugin.is_ok()) {
-    if (const auto* a = (*plugin)->algorithm()) describe_algorithm(*a, r);
+    if ((*plugin)->kind() == PluginKind::kAlgorithm) describe_algorithm(**plugin, r);
     if (const auto* t = (*plugin)->transport()) describe_transport_ops(*t, r);
   }
   return r;
