@@ -9,6 +9,7 @@
 #include <chorus/chorus.h>
 
 #include "core/auto_transport.h"
+#include "core/communicator_internal.h"
 #include "core/log.h"
 #include "core/reduce.h"
 
@@ -97,25 +98,8 @@ int Communicator::drive_task(size_t index, const chorus_algo_call_v2_t& call) {
   // The env lives as long as the task: until free_task() after the call.
   chorus_algo_env_v2_t& env = task_env_;
   env = {};
-  env.struct_size = sizeof(env);
+  fill_env_common(env);
   env.minor = CHORUS_ALGORITHM_ABI_V2_MINOR;
-  env.rank = rank_;
-  env.size = size_;
-  env.channels = cfg_.channels;
-  env.tp = &proxy_;
-  env.tp_ctx = ctx_;
-  env.caps = &caps_;
-  // One task at a time: it has every staging slot.
-  env.staging_slots = staging_.size();
-  env.staging_slot_size = cfg_.staging_slot_size;
-  env.staging = staging_.data();
-  env.staging_mr = staging_mr_.data();
-  env.core = this;
-  env.endpoint = &Communicator::env_endpoint;
-  env.reduce_kernel = &reduce_kernel;
-  env.mem_register = &Communicator::env_mem_register;
-  env.fail = &Communicator::env_fail;
-  env.log = &Communicator::env_log;
 
   constexpr size_t kBatch = 64;
   chorus_tp_completion_t comps[kBatch];

@@ -215,6 +215,9 @@ class Communicator {
   Status run(const chorus_algo_call_v2_t& call_desc, const char* what, CallSig sig, Call&& call);
   /// The v1 environment for algorithms_[index].
   void fill_env_v1(size_t index, chorus_algo_env_v1_t& env);
+  /// The fields v1 and v2 environments share (communicator_internal.h).
+  template <class Env>
+  void fill_env_common(Env& env);
 
   // Algorithm ABI v2 (core/algorithm_tasks.cc).
   /// Position of `p` in algorithms_ (algorithms_.size() when absent).

@@ -120,27 +120,11 @@ Status Communicator::run(const chorus_algo_call_v2_t& call_desc, const char* wha
 }
 
 void Communicator::fill_env_v1(size_t index, chorus_algo_env_v1_t& env) {
-  env.struct_size = sizeof(env);
+  fill_env_common(env);
   env.minor = CHORUS_ALGORITHM_ABI_MINOR;
-  env.rank = rank_;
-  env.size = size_;
-  env.channels = cfg_.channels;
-  env.tp = &proxy_;
-  env.tp_ctx = ctx_;
-  env.caps = &caps_;
-  env.staging_slots = staging_.size();
-  env.staging_slot_size = cfg_.staging_slot_size;
-  env.staging = staging_.data();
-  env.staging_mr = staging_mr_.data();
   env.config = algorithm_kv_[index].empty() ? nullptr : algorithm_kv_[index].data();
   env.config_count = algorithm_kv_[index].size();
-  env.core = this;
-  env.endpoint = &Communicator::env_endpoint;
-  env.reduce_kernel = &reduce_kernel;
-  env.mem_register = &Communicator::env_mem_register;
   env.progress = &Communicator::env_progress;
-  env.fail = &Communicator::env_fail;
-  env.log = &Communicator::env_log;
 }
 
 Status Communicator::all_reduce(const void* in, void* out, size_t count, int dtype, int op) {

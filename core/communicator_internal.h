@@ -17,6 +17,7 @@
 
 #include "core/communicator.h"
 #include "core/limits.h"
+#include "core/reduce.h"
 #include "core/status.h"
 
 #include <chrono>
@@ -45,5 +46,27 @@ Status check_buffer(const void* p, size_t count, size_t blocks, int dtype, const
 /// INVALID_ARGUMENT when no reduction kernel exists for (dtype, op), with the
 /// reason.
 Status check_op(int dtype, int op);
+
+template <class Env>
+void Communicator::fill_env_common(Env& env) {
+  env.struct_size = sizeof(env);
+  env.rank = rank_;
+  env.size = size_;
+  env.channels = cfg_.channels;
+  env.tp = &proxy_;
+  env.tp_ctx = ctx_;
+  env.caps = &caps_;
+  // One call at a time: it has every staging slot.
+  env.staging_slots = staging_.size();
+  env.staging_slot_size = cfg_.staging_slot_size;
+  env.staging = staging_.data();
+  env.staging_mr = staging_mr_.data();
+  env.core = this;
+  env.endpoint = &Communicator::env_endpoint;
+  env.reduce_kernel = &reduce_kernel;
+  env.mem_register = &Communicator::env_mem_register;
+  env.fail = &Communicator::env_fail;
+  env.log = &Communicator::env_log;
+}
 
 }  // namespace chorus::core

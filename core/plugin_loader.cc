@@ -59,17 +59,32 @@ bool op_present(const Table* t, size_t offset, const void* op) {
   return t->struct_size >= offset + sizeof(void*) && op != nullptr;
 }
 
+/// The refusal of a table `need` bytes long at least, or OK.
+Status check_table_size(size_t have, size_t need, const std::string& what, const char* header) {
+  if (have >= need) return Status::ok();
+  return {CHORUS_ERR_UNAVAILABLE, "table too short: struct_size is " + std::to_string(have) +
+                                      " bytes but " + what + " " + std::to_string(need) +
+                                      "; rebuild the plugin against include/chorus/" + header};
+}
+
+/// The refusal naming the mandatory ops found NULL, or OK when none is.
+Status check_missing(const std::vector<std::string>& missing) {
+  if (missing.empty()) return Status::ok();
+  std::string list;
+  for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
+  return {CHORUS_ERR_UNAVAILABLE, "mandatory op(s) missing (NULL): " + list};
+}
+
 #define CHORUS_MANDATORY(Table, t, op, missing)                           \
   if (!op_present(t, offsetof(Table, op), reinterpret_cast<const void*>(t->op))) \
   missing.push_back(#op)
 
 Status validate_transport(const chorus_transport_plugin_v1_t* t) {
-  constexpr size_t need = offsetof(chorus_transport_plugin_v1_t, wait) + sizeof(void*);
-  if (t->struct_size < need)
-    return {CHORUS_ERR_UNAVAILABLE,
-            "table too short: struct_size is " + std::to_string(t->struct_size) +
-                " bytes but the mandatory ops of transport ABI v1 need " + std::to_string(need) +
-                "; rebuild the plugin against include/chorus/transport.h"};
+  if (auto st = check_table_size(t->struct_size,
+                                 offsetof(chorus_transport_plugin_v1_t, wait) + sizeof(void*),
+                                 "the mandatory ops of transport ABI v1 need", "transport.h");
+      !st.is_ok())
+    return st;
   std::vector<std::string> missing;
   using T = chorus_transport_plugin_v1_t;
   CHORUS_MANDATORY(T, t, init, missing);
@@ -87,26 +102,20 @@ Status validate_transport(const chorus_transport_plugin_v1_t* t) {
   CHORUS_MANDATORY(T, t, poll, missing);
   CHORUS_MANDATORY(T, t, read_error, missing);
   CHORUS_MANDATORY(T, t, wait, missing);
-  if (!missing.empty()) {
-    std::string list;
-    for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
-    return {CHORUS_ERR_UNAVAILABLE, "mandatory op(s) missing (NULL): " + list};
-  }
+  if (auto st = check_missing(missing); !st.is_ok()) return st;
   if (!t->name) return {CHORUS_ERR_UNAVAILABLE, "the table's name is NULL"};
   return Status::ok();
 }
 
 Status validate_algorithm(const chorus_algorithm_plugin_v1_t* t) {
-  constexpr size_t need = offsetof(chorus_algorithm_plugin_v1_t, init) + sizeof(void*);
-  if (t->struct_size < need)
-    return {CHORUS_ERR_UNAVAILABLE,
-            "table too short: struct_size is " + std::to_string(t->struct_size) +
-                " bytes but algorithm ABI v1 needs at least " + std::to_string(need) +
-                "; rebuild the plugin against include/chorus/algorithm.h"};
-  std::vector<std::string> missing;
   using T = chorus_algorithm_plugin_v1_t;
+  if (auto st = check_table_size(t->struct_size, offsetof(T, init) + sizeof(void*),
+                                 "algorithm ABI v1 needs at least", "algorithm.h");
+      !st.is_ok())
+    return st;
+  std::vector<std::string> missing;
   CHORUS_MANDATORY(T, t, init, missing);
-  if (!missing.empty()) return {CHORUS_ERR_UNAVAILABLE, "mandatory op(s) missing (NULL): init"};
+  if (auto st = check_missing(missing); !st.is_ok()) return st;
   if (!t->name) return {CHORUS_ERR_UNAVAILABLE, "the table's name is NULL"};
   if (t->peers != CHORUS_ALGO_PEERS_RING && t->peers != CHORUS_ALGO_PEERS_ALL)
     return {CHORUS_ERR_UNAVAILABLE, "peers is " + std::to_string(t->peers) +
@@ -115,24 +124,18 @@ Status validate_algorithm(const chorus_algorithm_plugin_v1_t* t) {
 }
 
 Status validate_algorithm_v2(const chorus_algorithm_plugin_v2_t* t) {
-  constexpr size_t need = offsetof(chorus_algorithm_plugin_v2_t, task_free) + sizeof(void*);
-  if (t->struct_size < need)
-    return {CHORUS_ERR_UNAVAILABLE,
-            "table too short: struct_size is " + std::to_string(t->struct_size) +
-                " bytes but algorithm ABI v2 needs at least " + std::to_string(need) +
-                "; rebuild the plugin against include/chorus/algorithm.h"};
-  std::vector<std::string> missing;
   using T = chorus_algorithm_plugin_v2_t;
+  if (auto st = check_table_size(t->struct_size, offsetof(T, task_free) + sizeof(void*),
+                                 "algorithm ABI v2 needs at least", "algorithm.h");
+      !st.is_ok())
+    return st;
+  std::vector<std::string> missing;
   CHORUS_MANDATORY(T, t, init, missing);
   CHORUS_MANDATORY(T, t, comm_init, missing);
   CHORUS_MANDATORY(T, t, post, missing);
   CHORUS_MANDATORY(T, t, progress, missing);
   CHORUS_MANDATORY(T, t, task_free, missing);
-  if (!missing.empty()) {
-    std::string list;
-    for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
-    return {CHORUS_ERR_UNAVAILABLE, "mandatory op(s) missing (NULL): " + list};
-  }
+  if (auto st = check_missing(missing); !st.is_ok()) return st;
   if (!t->name) return {CHORUS_ERR_UNAVAILABLE, "the table's name is NULL"};
   // Bits of collectives this Chorus does not know are ignored (a newer header).
   if ((t->collectives & ((1u << CHORUS_COLL_COUNT) - 1)) == 0)

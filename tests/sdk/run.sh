@@ -4,9 +4,9 @@
 # usage: tests/sdk/run.sh BUILD_DIR
 #
 # Installs BUILD_DIR (a built Chorus tree) into a temporary prefix, builds the
-# example plugins plugins/halving_doubling, plugins/faulty and plugins/loopback
-# out of tree against that installation (find_package(Chorus) +
-# chorus_add_plugin), then:
+# example plugins plugins/halving_doubling, plugins/allpairs (algorithm ABI
+# v2, on the algorithm SDK), plugins/faulty and plugins/loopback out of tree
+# against that installation (find_package(Chorus) + chorus_add_plugin), then:
 #   - checks the installed chorus-info finds the installed plugins with an
 #     empty environment, and that each example exports one symbol only;
 #   - runs the transport conformance suite against faulty (faults off) and
@@ -15,6 +15,8 @@
 #   - runs the collective correctness matrix with halving_doubling pinned for
 #     all_reduce and all_gather, at 1, 2, 3, 4, 5 and 8 ranks, and the
 #     call-signature mismatch matrix with it at 4 ranks;
+#   - runs allpairs (v2) through tests/collectives/v2_plugin.sh over tcp and
+#     shm, and the collective matrix and mismatch matrix with it pinned;
 #   - injects faults through faulty: a dropped connection and an injected
 #     completion error make every rank fail promptly with a clear error, and
 #     2 ms of latency on every send leaves results exact;
@@ -116,6 +118,9 @@ faulty_dir="$tmp/build-faulty"
 loopback_dir="$tmp/build-loopback"
 check "build plugins/halving_doubling against the installed package" 300 \
   build_plugin halving_doubling "$hd_dir"
+allpairs_dir="$tmp/build-allpairs"
+check "build plugins/allpairs (algorithm ABI v2) against the installed package" 300 \
+  build_plugin allpairs "$allpairs_dir"
 check "build plugins/faulty against the installed package" 300 build_plugin faulty "$faulty_dir"
 check "build plugins/loopback against the installed package" 300 \
   build_plugin loopback "$loopback_dir"
@@ -130,6 +135,8 @@ exports_only() {
 }
 check "halving_doubling exports only chorus_algorithm_plugin_v1" 10 \
   exports_only "$hd_dir/libchorus-algorithm-halving_doubling.so" chorus_algorithm_plugin_v1
+check "allpairs exports only chorus_algorithm_plugin_v2" 10 \
+  exports_only "$allpairs_dir/libchorus-algorithm-allpairs.so" chorus_algorithm_plugin_v2
 check "faulty exports only chorus_transport_plugin_v1" 10 \
   exports_only "$faulty_dir/libchorus-transport-faulty.so" chorus_transport_plugin_v1
 check "loopback exports only chorus_transport_plugin_v1" 10 \
@@ -238,6 +245,26 @@ for n in 2 3 4; do
   check "loopback_ranks $n: ring and mesh collectives, ranks as threads, every element" 120 \
     loopback_ranks "$n"
 done
+
+# ---- allpairs: the algorithm ABI v2 example ------------------------------------
+
+for tp in tcp shm; do
+  check "allpairs (v2) over $tp: pinned results, auto's choice, settings at init" 600 \
+    "$src/tests/collectives/v2_plugin.sh" "$build/bin/chorusrun" "$build/bin/chorus-bench" \
+    "$allpairs_dir" "$tp"
+done
+# Its all_reduce through the correctness matrix (every dtype and op it
+# declares; the others must fall to the built-ins under auto), and the
+# signature check with it pinned.
+for n in 2 3 5; do
+  check "collective_check -n $n --every 3, allpairs under auto" 600 \
+    env CHORUS_PLUGIN_PATH="$allpairs_dir" "$build/bin/chorusrun" -n "$n" --timeout 550 -- \
+    "$build/bin/collective_check" --every 3 --offset $((n % 3))
+done
+check "mismatch_check matrix -n 4, allpairs pinned for all_reduce" 120 \
+  env CHORUS_PLUGIN_PATH="$allpairs_dir" CHORUS_ALGORITHM_ALL_REDUCE=allpairs \
+  CHORUS_ALGORITHM_ALLPAIRS_MAX_BYTES=1073741824 "$build/bin/chorusrun" -n 4 --timeout 100 -- \
+  "$build/bin/mismatch_check" matrix
 
 # ---- the collective matrix with halving_doubling --------------------------------
 
