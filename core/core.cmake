@@ -6,7 +6,11 @@ add_library(chorus_core STATIC
   algorithm_tasks.cc
   api.cc
   api_calls.cc
+  auto_address.cc
+  auto_context.cc
+  auto_endpoint.cc
   auto_transport.cc
+  auto_wait.cc
   call_signature.cc
   communicator.cc
   communicator_checks.cc

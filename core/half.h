@@ -1,6 +1,6 @@
 // Scalar float16 and bfloat16 <-> float conversions, bit for bit the ones the
 // reduction kernels use (and, for float16, x86 F16C's), for code that prepares
-// or checks such data. The kernels themselves use vector forms in reduce.cc.
+// or checks such data. The kernels themselves use vector forms in reduce_half.h.
 #pragma once
 
 #include <bit>

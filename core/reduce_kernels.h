@@ -1,0 +1,319 @@
+// The reduction kernels of one instruction-set pass: the vector machinery
+// (Vec, step, run), the lane-wise ops (integer sum, prod, max and min, bool,
+// float32/float64 sum and prod), IEEE max/min for every floating type,
+// complex64, and the (dtype, op) table kKernels. float16 and bfloat16 sum
+// and prod come from reduce_half.h.
+//
+// Not a header of its own, hence no include guard: core/reduce.cc includes it
+// once per pass, with the standard and intrinsic headers already included
+// and CHORUS_REDUCE_NS (the pass's namespace), CHORUS_REDUCE_VECTOR_BYTES
+// and CHORUS_REDUCE_F16C defined.
+//
+// Invariants every kernel keeps:
+// - The same element-wise operations in the same order on every pass; only
+//   the vector width differs. So results are bitwise identical across
+//   instruction sets (float16 conversion: F16C on AVX2, integer bit
+//   manipulation elsewhere, written to match F16C bit for bit).
+// - No FMA contraction (complex prod, the only multiply-add, is compiled with
+//   fp-contract off), so results do not depend on -march or on the CPU.
+// - Element i depends on inout[i] and src[i] only, and the tail is computed by
+//   the same vector code on a zero-padded copy. So src == inout works, and
+//   results depend neither on alignment nor on where the count ends.
+
+#ifndef CHORUS_REDUCE_NS
+#error "core/reduce_kernels.h is included by core/reduce.cc only, once per pass"
+#endif
+
+namespace chorus::core {
+namespace {
+namespace CHORUS_REDUCE_NS {
+
+constexpr int kVectorBytes = CHORUS_REDUCE_VECTOR_BYTES;
+
+#if defined(__FINITE_MATH_ONLY__) && __FINITE_MATH_ONLY__
+constexpr bool kFiniteMathOnly = true;
+#else
+constexpr bool kFiniteMathOnly = false;
+#endif
+
+/// `N` lanes of `T`; by default one full register of this pass.
+template <class T, int N = kVectorBytes / int{sizeof(T)}>
+using Vec [[gnu::vector_size(sizeof(T) * N)]] = T;
+
+/// std::bit_cast for vectors, defined inside the pass: std::bit_cast itself
+/// is compiled without AVX and would pass 32-byte vectors in a changed ABI.
+template <class To, class From>
+[[gnu::always_inline]] inline To bit_as(From v) {
+  static_assert(sizeof(To) == sizeof(From));
+  return __builtin_bit_cast(To, v);
+}
+
+/// Per lane, b where `sign`'s sign bit is set, else a; the other bits of
+/// `sign` are ignored. Used with signed integer lanes of 2, 4 or 8 bytes.
+/// AVX2 blends 4- and 8-byte lanes on the sign bit alone; 2-byte lanes need
+/// the bit spread over the lane first (one compare), and so does the baseline.
+template <class V>
+[[gnu::always_inline]] inline V select_by_sign(V sign, V b, V a) {
+#if CHORUS_REDUCE_F16C
+  static_assert(sizeof(V) == 32);
+  constexpr size_t kLaneBytes = sizeof(V) / (sizeof(V) / sizeof(sign[0]));
+  if constexpr (kLaneBytes == 4) {
+    return bit_as<V>(_mm256_blendv_ps(bit_as<__m256>(a), bit_as<__m256>(b), bit_as<__m256>(sign)));
+  } else if constexpr (kLaneBytes == 8) {
+    return bit_as<V>(
+        _mm256_blendv_pd(bit_as<__m256d>(a), bit_as<__m256d>(b), bit_as<__m256d>(sign)));
+  } else {
+    return bit_as<V>(
+        _mm256_blendv_epi8(bit_as<__m256i>(a), bit_as<__m256i>(b), bit_as<__m256i>(sign < 0)));
+  }
+#else
+  const V mask = sign < 0;
+  return (b & mask) | (a & ~mask);
+#endif
+}
+
+/// An op on vectors of `kLanes` lanes of type `T`. Each op derived from it
+/// provides `static V apply(V inout, V src)`; kElemSize is the size of one
+/// dtype element (two lanes for complex64).
+template <class T, int kLanesArg = kVectorBytes / int{sizeof(T)}>
+struct OpOn {
+  static constexpr int kLanes = kLanesArg;
+  static constexpr size_t kElemSize = sizeof(T);
+  static constexpr bool kAppliesAt = false;
+  using V = Vec<T, kLanesArg>;
+};
+
+/// inout = Op(inout, src) on one register's worth of bytes at `d` and `s`.
+/// Loads and stores go through memcpy, so any alignment works. An op that
+/// can use memory operands itself (F16C conversions) sets kAppliesAt and
+/// provides apply_at().
+template <class Op>
+[[gnu::always_inline]] inline void step(const std::byte* s, std::byte* d) {
+  if constexpr (Op::kAppliesAt) {
+    Op::apply_at(s, d);
+  } else {
+    using V = typename Op::V;
+    V a;
+    V b;
+    std::memcpy(&a, d, sizeof(V));
+    std::memcpy(&b, s, sizeof(V));
+    a = Op::apply(a, b);
+    std::memcpy(d, &a, sizeof(V));
+  }
+}
+
+/// The kernel body: step() over whole registers, then over a zero-padded
+/// copy of the remainder.
+template <class Op>
+[[gnu::always_inline]] inline void run(const void* src, void* inout, size_t count) {
+  constexpr size_t kStep = sizeof(typename Op::V);
+  const auto* s = static_cast<const std::byte*>(src);
+  auto* d = static_cast<std::byte*>(inout);
+  const size_t bytes = count * Op::kElemSize;
+  size_t i = 0;
+#pragma GCC unroll 4
+  for (; i + kStep <= bytes; i += kStep) step<Op>(s + i, d + i);
+  if (i < bytes) {
+    std::byte a[kStep] = {};
+    std::byte b[kStep] = {};
+    std::memcpy(a, d + i, bytes - i);
+    std::memcpy(b, s + i, bytes - i);
+    step<Op>(b, a);
+    std::memcpy(d + i, a, bytes - i);
+  }
+}
+
+template <class Op>
+void kernel(const void* src, void* inout, size_t count) {
+  run<Op>(src, inout, count);
+}
+
+// ---- lane-wise sum, prod, max, min ----
+// Used for integers and for float32/float64 sum and prod. Signed integers use
+// the unsigned Sum/Prod, so overflow wraps without UB.
+
+template <class T>
+struct Sum : OpOn<T> {
+  using typename OpOn<T>::V;
+  [[gnu::always_inline]] static V apply(V a, V b) { return a + b; }
+};
+
+template <class T>
+struct Prod : OpOn<T> {
+  using typename OpOn<T>::V;
+  [[gnu::always_inline]] static V apply(V a, V b) { return a * b; }
+};
+
+template <class T>
+struct Max : OpOn<T> {
+  using typename OpOn<T>::V;
+  [[gnu::always_inline]] static V apply(V a, V b) { return b > a ? b : a; }
+};
+
+template <class T>
+struct Min : OpOn<T> {
+  using typename OpOn<T>::V;
+  [[gnu::always_inline]] static V apply(V a, V b) { return b < a ? b : a; }
+};
+
+// ---- bool: any nonzero byte is true, results are 0 or 1 ----
+
+struct BoolOr : OpOn<uint8_t> {
+  [[gnu::always_inline]] static V apply(V a, V b) { return bit_as<V>((a | b) != 0) & 1; }
+};
+
+struct BoolAnd : OpOn<uint8_t> {
+  [[gnu::always_inline]] static V apply(V a, V b) { return bit_as<V>((a != 0) & (b != 0)) & 1; }
+};
+
+// ---- floating-point max/min ----
+
+/// IEEE 754-2019 maximum (kMax) or minimum on the bit patterns of a float
+/// type, viewed as the signed integer type I of the same width; kInf is the
+/// pattern of +infinity. NaN propagates: inout's NaN if inout is NaN, else
+/// src's, bit for bit. Non-NaN values compare in float order with -0 < +0, so
+/// the result never depends on operand order. The result is one of the
+/// inputs, chosen by integer compares and NaN tests that MXCSR (DAZ/FTZ,
+/// rounding) cannot change.
+///
+/// Float order equals signed-integer order on the bit patterns unless both
+/// operands are negative, where it is reversed (-0 is INT_MIN, just below
+/// every positive pattern). So "b is larger" is the integer compare flipped
+/// when both sign bits are set; ties pick b, which then equals a. NaN tests
+/// are x != x for float32/float64 and kInf - |x| (negative exactly for NaNs)
+/// for the 16-bit formats. Every condition lives in the lanes' sign bits
+/// until the one blend: 8 vector operations per AVX2 register for float32,
+/// 11 for float16/bfloat16, and no lane is handled outside the vector code.
+template <class I, I kInf, bool kMax>
+struct FloatMinMax : OpOn<I> {
+  using typename OpOn<I>::V;
+  [[gnu::always_inline]] static V apply(V a, V b) {
+    constexpr I kMagnitude = std::numeric_limits<I>::max();
+    const V both_negative = a & b;
+    V b_wins;
+    if constexpr (kMax) {
+      b_wins = (b > a) ^ both_negative;
+    } else {
+      b_wins = (b < a) ^ both_negative;
+    }
+    V a_nan;
+    V b_nan;
+    if constexpr (sizeof(I) >= 4 && !kFiniteMathOnly) {
+      // x != x: one quiet unordered compare (no exception for quiet NaNs;
+      // denormals-are-zero turns no NaN into a number). -ffinite-math-only
+      // would fold it to false, so such builds take the integer test.
+      using F = std::conditional_t<sizeof(I) == 4, float, double>;
+      using VF = Vec<F, OpOn<I>::kLanes>;
+      a_nan = bit_as<VF>(a) != bit_as<VF>(a);
+      b_nan = bit_as<VF>(b) != bit_as<VF>(b);
+    } else {
+      a_nan = kInf - (a & kMagnitude);
+      b_nan = kInf - (b & kMagnitude);
+    }
+    return select_by_sign((b_wins | b_nan) & ~a_nan, b, a);
+  }
+};
+
+}  // namespace CHORUS_REDUCE_NS
+}  // namespace
+}  // namespace chorus::core
+
+#include "core/reduce_half.h"  // float16 and bfloat16 sum and prod, for this pass
+
+namespace chorus::core {
+namespace {
+namespace CHORUS_REDUCE_NS {
+
+// ---- complex64 ----
+
+/// Component-wise float sum over (re, im) pairs.
+struct ComplexSum : Sum<float> {
+  static constexpr size_t kElemSize = 8;
+};
+
+/// (ar + ai i)(br + bi i) = (ar*br - ai*bi) + (ar*bi + ai*br)i on interleaved
+/// (re, im) floats. Each product is rounded to float before the add, as the
+/// scalar formula without contraction; complex_prod_kernel() guarantees that.
+struct ComplexProd : OpOn<float> {
+  static constexpr size_t kElemSize = 8;
+
+  [[gnu::always_inline]] static V apply(V a, V b) {
+    return apply(a, b, std::make_index_sequence<kLanes>{});
+  }
+
+  template <size_t... kIdx>
+  [[gnu::always_inline]] static V apply(V a, V b, std::index_sequence<kIdx...>) {
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#endif
+    const V a_re = __builtin_shufflevector(a, a, (kIdx & ~size_t{1})...);
+    const V a_im = __builtin_shufflevector(a, a, (kIdx | 1)...);
+    const V b_swapped = __builtin_shufflevector(b, b, (kIdx ^ 1)...);
+    // Multiplying by -1 is exact, so re = ar*br + (-(ai*bi)) = ar*br - ai*bi.
+    const V sign = {((kIdx & 1) != 0 ? 1.0f : -1.0f)...};
+    return a_re * b + (a_im * b_swapped) * sign;
+  }
+};
+
+#if defined(__clang__)
+void complex_prod_kernel(const void* src, void* inout, size_t count) {
+#else
+[[gnu::optimize("fp-contract=off")]] void complex_prod_kernel(const void* src, void* inout,
+                                                              size_t count) {
+#endif
+  run<ComplexProd>(src, inout, count);
+}
+
+// ---- the table ----
+
+using F16Max = FloatMinMax<int16_t, 0x7c00, true>;
+using F16Min = FloatMinMax<int16_t, 0x7c00, false>;
+using Bf16Max = FloatMinMax<int16_t, 0x7f80, true>;
+using Bf16Min = FloatMinMax<int16_t, 0x7f80, false>;
+using F32Max = FloatMinMax<int32_t, 0x7f800000, true>;
+using F32Min = FloatMinMax<int32_t, 0x7f800000, false>;
+using F64Max = FloatMinMax<int64_t, 0x7ff0000000000000, true>;
+using F64Min = FloatMinMax<int64_t, 0x7ff0000000000000, false>;
+
+template <class SumOp, class ProdOp, class MaxOp, class MinOp>
+constexpr KernelRow row(SumOp /*sum*/, ProdOp /*prod*/, MaxOp /*max*/, MinOp /*min*/) {
+  KernelRow r{};
+  r[CHORUS_SUM] = kernel<SumOp>;
+  r[CHORUS_PROD] = kernel<ProdOp>;
+  r[CHORUS_MAX] = kernel<MaxOp>;
+  r[CHORUS_MIN] = kernel<MinOp>;
+  return r;
+}
+
+template <class T>
+constexpr KernelRow int_row() {
+  using U = std::make_unsigned_t<T>;
+  return row(Sum<U>{}, Prod<U>{}, Max<T>{}, Min<T>{});
+}
+
+constexpr KernelTable make_table() {
+  KernelTable t{};
+  t[CHORUS_BOOL] = row(BoolOr{}, BoolAnd{}, BoolOr{}, BoolAnd{});
+  t[CHORUS_INT8] = int_row<int8_t>();
+  t[CHORUS_INT16] = int_row<int16_t>();
+  t[CHORUS_INT32] = int_row<int32_t>();
+  t[CHORUS_INT64] = int_row<int64_t>();
+  t[CHORUS_UINT8] = int_row<uint8_t>();
+  t[CHORUS_UINT16] = int_row<uint16_t>();
+  t[CHORUS_UINT32] = int_row<uint32_t>();
+  t[CHORUS_UINT64] = int_row<uint64_t>();
+  t[CHORUS_FLOAT16] = row(HalfArith<Float16, Add>{}, HalfArith<Float16, Mul>{}, F16Max{}, F16Min{});
+  t[CHORUS_BFLOAT16] =
+      row(HalfArith<BFloat16, Add>{}, HalfArith<BFloat16, Mul>{}, Bf16Max{}, Bf16Min{});
+  t[CHORUS_FLOAT32] = row(Sum<float>{}, Prod<float>{}, F32Max{}, F32Min{});
+  t[CHORUS_FLOAT64] = row(Sum<double>{}, Prod<double>{}, F64Max{}, F64Min{});
+  t[CHORUS_COMPLEX64][CHORUS_SUM] = kernel<ComplexSum>;
+  t[CHORUS_COMPLEX64][CHORUS_PROD] = complex_prod_kernel;
+  return t;
+}
+
+constexpr KernelTable kKernels = make_table();
+
+}  // namespace CHORUS_REDUCE_NS
+}  // namespace
+}  // namespace chorus::core
