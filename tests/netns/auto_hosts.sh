@@ -36,9 +36,10 @@ nranks=$((hosts * per_host))
 ((victim > 0 && victim < nranks && victim / per_host != 0)) ||
   netns_fail "VICTIM must be a rank outside rank 0's namespace, got $victim"
 
-# Every rank holds about 3 sockets or shared-memory descriptors per peer and
-# channel, plus those auto opens in the sub-transport it then closes: with
-# 32 ranks about 120 (measured in the kill job); leave room for more ranks.
+# Open files per rank grow with the peers (sockets to tcp peers, shm
+# descriptors, per data and notice channel): a rank of the 32-rank kill job
+# held 84 (printed below). Raise a small soft limit (1024 on many systems)
+# so that larger HOSTS x PER_HOST runs are not cut short by it.
 want_fds=4096
 if [ "$(ulimit -n)" != unlimited ] && (($(ulimit -n) < want_fds)); then
   ulimit -n "$want_fds" 2>/dev/null || ulimit -n "$(ulimit -Hn)"
@@ -186,7 +187,7 @@ for r in "${survivors[@]}"; do
 done
 read -r tmin tmed tmax < <(netns_stats "${times_ms[@]}")
 grep -m1 -E "auto: all_reduce of " "$NETNS_DIR/err.0" | sed 's/^/    rank 0: /'
-echo "    rank 0 before the kill: $(grep -cE '^ +[0-9]+ ' "$NETNS_DIR/out.0") size rows; the victim held ${#fd_list[@]} open files"
+echo "    the victim held ${#fd_list[@]} open files"
 if [ "$kill_failed" = 0 ]; then
   echo "ok: all ${#survivors[@]} survivors exited with CHORUS_ERR_PEER_LOST naming rank $victim;" \
     "time to exit min/median/max = $tmin/$tmed/$tmax ms (timeout.collective $((kill_timeout_s * 1000)) ms)"
