@@ -73,10 +73,7 @@ for ((it = 1; it <= iterations; ++it)); do
     took_ms=$((($(netns_rank_end_us "$r") - t_kill) / 1000))
     times_ms+=("$took_ms")
     err=$(netns_rank_error "$r")
-    # The rank the error blames: "(rank 2 is lost; ...)" or "connection to
-    # rank 2 (channel 0) lost" (data connections), "lost rank 2 on the side
-    # channel", "lost the coordinator (rank 0 at ...)" (bootstrap).
-    blamed=$(sed -nE 's/.*\(rank ([0-9]+) is lost.*/\1/p; t; s/.*connection to rank ([0-9]+) .*lost.*/\1/p; t; s/.*lost rank ([0-9]+) .*/\1/p; t; s/.*lost the coordinator \(rank ([0-9]+) .*/\1/p' <<<"$err" | head -n1)
+    blamed=$(netns_blamed_rank "$err")
     verdict=ok
     if [ "$rc" = 0 ]; then
       verdict="FAIL(exit 0)"

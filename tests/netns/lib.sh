@@ -4,15 +4,18 @@
 # namespace ("switch"). Nothing is created in the caller's namespace, so
 # parallel tests cannot collide and the host's network is never touched.
 #
-# Addressing: rank r is 169.254.77.(r+1)/24 on its interface eth0; the
+# Addressing: namespace h is 169.254.77.(h+1)/24 on its interface eth0; the
 # coordinator is rank 0's address. Only these link-local addresses and
-# loopback are ever used.
+# loopback are ever used. Usually namespace r holds rank r alone
+# (netns_start_ranks); netns_start_hosts PER puts PER ranks in each
+# namespace instead (ranks h*PER .. h*PER+PER-1 in namespace h, all bound to
+# its address), as several ranks share one host.
 #
 # Source this file, then call netns_init (installs the cleanup trap), then
 # netns_create N. Fault helpers: netns_loss, netns_delay, netns_link_down.
-# Rank processes are started with netns_start_ranks and tracked through files
-# in $NETNS_DIR: pid.R (the rank process), rc.R ("<exit code> <end us>" once
-# it has ended), out.R, err.R.
+# Rank processes are started with netns_start_ranks / netns_start_hosts and
+# tracked through files in $NETNS_DIR: pid.R (the rank process), rc.R
+# ("<exit code> <end us>" once it has ended), out.R, err.R.
 #
 # Needs root, iproute2 and nftables (scripts/install-deps.sh). Without them
 # the tests exit 77 (ctest reports them as skipped) unless
@@ -23,7 +26,9 @@ NETNS_PREFIX="chorus-$$"
 NETNS_SWITCH="${NETNS_PREFIX}-sw"
 NETNS_SUBNET="169.254.77"
 NETNS_PORT=29500
-NETNS_N=0
+NETNS_N=0          # namespaces ("hosts")
+NETNS_RANKS=0      # ranks of the job started last (NETNS_N * ranks per namespace)
+NETNS_PER_NS=1     # ranks per namespace of that job
 NETNS_DIR=""
 NETNS_PIDS=()      # every process this harness started (ranks, helpers)
 
@@ -35,7 +40,10 @@ netns_fail() { echo "FAIL: $*"; exit 1; }
 netns_now_us() { echo "${EPOCHREALTIME/./}"; }
 
 netns_ns() { echo "${NETNS_PREFIX}-$1"; }
+# netns_addr H: namespace H's address (rank H's when there is one rank each).
 netns_addr() { echo "${NETNS_SUBNET}.$(($1 + 1))"; }
+# netns_host_of R: the namespace index of rank R in the job started last.
+netns_host_of() { echo $(($1 / NETNS_PER_NS)); }
 
 # Exits 77 (skip) or 1 when the machine cannot run these tests.
 netns_require() {
@@ -126,6 +134,7 @@ netns_reachable() {
 # netns_create N: the switch namespace with bridge br0, and N rank namespaces.
 netns_create() {
   NETNS_N="$1"
+  NETNS_RANKS="$1"
   ip netns add "$NETNS_SWITCH" || netns_fail "ip netns add $NETNS_SWITCH"
   ip -n "$NETNS_SWITCH" link add br0 type bridge || netns_fail "creating the bridge"
   ip -n "$NETNS_SWITCH" link set br0 up
@@ -236,15 +245,25 @@ netns_link_up() { ip -n "$(netns_ns "$1")" link set eth0 up; }
 # list of extra VAR=value environment entries (e.g. timeouts). A fresh job
 # token and output files per call; any CHORUS_* variable of the caller is
 # removed so only what the test sets applies.
-netns_start_ranks() {
-  local extra="$1"; shift
+netns_start_ranks() { netns_start_hosts 1 "$@"; }
+
+# netns_start_hosts PER SETTINGS -- BENCH_ARGS...
+# The same with PER ranks in every namespace: NETNS_N * PER ranks, rank r in
+# namespace r / PER and bound to its address.
+netns_start_hosts() {
+  local per="$1" extra="$2"; shift 2
   [ "$1" = "--" ] && shift
-  local token r ns unset_args=()
+  local token r h ns v unset_args=()
+  NETNS_PER_NS="$per"
+  NETNS_RANKS=$((NETNS_N * per))
   token=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
   for v in $(compgen -e | grep '^CHORUS_'); do unset_args+=(-u "$v"); done
   rm -f "$NETNS_DIR"/pid.* "$NETNS_DIR"/rc.* "$NETNS_DIR"/out.* "$NETNS_DIR"/err.*
-  for ((r = 0; r < NETNS_N; ++r)); do
-    ns=$(netns_ns "$r")
+  for ((r = 0; r < NETNS_RANKS; ++r)); do
+    # netns_host_of, netns_ns and netns_addr spelled out: no fork per rank,
+    # which matters when 32 ranks start on a loaded machine.
+    h=$((r / per))
+    ns="${NETNS_PREFIX}-$h"
     # The subshell records the rank's exit code and end time the moment it
     # ends (wait returns then), independent of how often the test polls.
     (
@@ -252,9 +271,9 @@ netns_start_ranks() {
       # shows while the rank runs) all exec: $! is the rank process itself.
       # shellcheck disable=SC2086
       ip netns exec "$ns" env "${unset_args[@]}" \
-        CHORUS_RANK="$r" CHORUS_WORLD_SIZE="$NETNS_N" \
-        CHORUS_COORDINATOR="$(netns_addr 0):$NETNS_PORT" \
-        CHORUS_BIND_ADDRESS="$(netns_addr "$r")" CHORUS_JOB_TOKEN="$token" \
+        CHORUS_RANK="$r" CHORUS_WORLD_SIZE="$NETNS_RANKS" \
+        CHORUS_COORDINATOR="$NETNS_SUBNET.1:$NETNS_PORT" \
+        CHORUS_BIND_ADDRESS="$NETNS_SUBNET.$((h + 1))" CHORUS_JOB_TOKEN="$token" \
         $extra stdbuf -oL "$NETNS_BENCH" "$@" >"$NETNS_DIR/out.$r" 2>"$NETNS_DIR/err.$r" &
       p=$!
       echo "$p" >"$NETNS_DIR/pid.$r"
@@ -265,7 +284,7 @@ netns_start_ranks() {
     ) 2>/dev/null &  # quiet: bash would report the SIGKILLs the tests deal out
     NETNS_PIDS+=($!)
   done
-  for ((r = 0; r < NETNS_N; ++r)); do
+  for ((r = 0; r < NETNS_RANKS; ++r)); do
     until [ -s "$NETNS_DIR/pid.$r" ]; do sleep 0.01; done
   done
 }
@@ -281,7 +300,7 @@ netns_rank_end_us() { cut -d' ' -f2 "$NETNS_DIR/rc.$1"; }
 netns_wait_until() {
   local deadline="$1"; shift
   local ranks=("$@") r overran=0
-  [ ${#ranks[@]} -eq 0 ] && for ((r = 0; r < NETNS_N; ++r)); do ranks+=("$r"); done
+  [ ${#ranks[@]} -eq 0 ] && for ((r = 0; r < NETNS_RANKS; ++r)); do ranks+=("$r"); done
   for r in "${ranks[@]}"; do
     while ! netns_rank_done "$r"; do
       if ((${EPOCHREALTIME/./} >= deadline)); then
@@ -291,7 +310,9 @@ netns_wait_until() {
         while ! netns_rank_done "$r"; do sleep 0.02; done
         break
       fi
-      sleep 0.01
+      # Exit times come from rc.R, so the poll rate only sets how soon this
+      # returns; each sleep is a fork, which 32 oversubscribed ranks feel.
+      sleep 0.05
     done
   done
   return "$overran"
@@ -309,7 +330,7 @@ netns_wait_joined() {
   local deadline=$((${EPOCHREALTIME/./} + $1 * 1000000)) n
   while :; do
     n=$(ip netns exec "$(netns_ns 0)" ss -Htn state established "( sport = :$NETNS_PORT )" | wc -l)
-    ((n >= NETNS_N - 1)) && return 0
+    ((n >= NETNS_RANKS - 1)) && return 0
     netns_rank_done 0 && { echo "FAIL: rank 0 ended before every rank joined"; netns_dump; exit 1; }
     ((${EPOCHREALTIME/./} < deadline)) || { echo "FAIL: only $n ranks joined within $1 s"; netns_dump; exit 1; }
     sleep 0.01
@@ -333,7 +354,7 @@ netns_wait_for_output() {
 
 netns_dump() {
   local r
-  for ((r = 0; r < NETNS_N; ++r)); do
+  for ((r = 0; r < NETNS_RANKS; ++r)); do
     echo "--- rank $r: exit $(netns_rank_done "$r" && netns_rank_rc "$r" || echo running)"
     sed 's/^/  out: /' "$NETNS_DIR/out.$r" 2>/dev/null | tail -n 20
     sed 's/^/  err: /' "$NETNS_DIR/err.$r" 2>/dev/null | tail -n 20
@@ -342,6 +363,58 @@ netns_dump() {
 
 # Prints the first error line chorus-bench wrote for rank R.
 netns_rank_error() { grep -m1 -E "chorus-bench: .* failed: " "$NETNS_DIR/err.$1" | cut -c1-400; }
+
+# netns_rank_list R...: ascending ranks the way core/auto_transport.cc's
+# auto_rank_list prints them: runs of three or more as "a..b", the rest
+# separated by commas ("0,1", "4..31", "0..11,16..31").
+netns_rank_list() {
+  local out="" i=0 j k n=$#
+  local v=("$@")
+  while ((i < n)); do
+    j=$i
+    while ((j + 1 < n && v[j + 1] == v[j] + 1)); do j=$((j + 1)); done
+    if ((j - i >= 2)); then
+      out+=",${v[i]}..${v[j]}"
+    else
+      for ((k = i; k <= j; ++k)); do out+=",${v[k]}"; done
+    fi
+    i=$((j + 1))
+  done
+  echo "${out#,}"
+}
+
+# netns_auto_expected R: the info line ("auto: shm to ranks 1..3; tcp to
+# ranks 4..31") that transport.name = auto must log for rank R of the job
+# started last: shm to the other ranks in R's namespace, tcp to all others.
+netns_auto_expected() {
+  local r="$1" q shm=() tcp=() line="" s
+  for ((q = 0; q < NETNS_RANKS; ++q)); do
+    ((q == r)) && continue
+    if ((q / NETNS_PER_NS == r / NETNS_PER_NS)); then shm+=("$q"); else tcp+=("$q"); fi
+  done
+  s=""; ((${#shm[@]} > 1)) && s=s
+  ((${#shm[@]})) && line="shm to rank$s $(netns_rank_list "${shm[@]}")"
+  s=""; ((${#tcp[@]} > 1)) && s=s
+  ((${#tcp[@]})) && line+="${line:+; }tcp to rank$s $(netns_rank_list "${tcp[@]}")"
+  echo "auto: ${line:-no peers}"
+}
+
+# netns_auto_logged R: the "auto: ..." line rank R logged for its first
+# communicator (w0), or nothing.
+netns_auto_logged() { grep -m1 -E "comm w0: auto: " "$NETNS_DIR/err.$1" | sed 's/.*comm w0: //'; }
+
+# netns_blamed_rank ERROR_TEXT: the rank a peer-loss error names as gone:
+# "(rank 2 is lost; ...)" or "connection to rank 2 (channel 0) lost" (data
+# connections), "lost rank 2 on the side channel", "lost the coordinator
+# (rank 0 at ...)" (bootstrap). Nothing when it names none.
+netns_blamed_rank() {
+  local re
+  # Leading ".*" as in a sed match: the last mention on the line wins.
+  for re in '.*\(rank ([0-9]+) is lost' '.*connection to rank ([0-9]+) .*lost' \
+            '.*lost rank ([0-9]+) ' '.*lost the coordinator \(rank ([0-9]+) '; do
+    [[ "$1" =~ $re ]] && { echo "${BASH_REMATCH[1]}"; return 0; }
+  done
+}
 
 # netns_stats MS...: prints "min median max" (ms) of the numbers given.
 netns_stats() {
