@@ -35,6 +35,16 @@ void Settings::unknown_key(const chorus_kv_t& kv) const {
                                                " are: " + std::string(valid_keys_));
 }
 
+void Settings::unknown_key(const chorus_kv_t& kv,
+                           std::initializer_list<std::string_view> valid_keys) const {
+  std::string list;
+  for (const std::string_view key : valid_keys) {
+    if (!list.empty()) list += ", ";
+    list += key;
+  }
+  Settings(name_, list).unknown_key(kv);
+}
+
 void Settings::check_table(const chorus_kv_t* entries, std::size_t count) const {
   if (count > 0 && entries == nullptr) {
     throw Error(CHORUS_ERR_INVALID_ARGUMENT,

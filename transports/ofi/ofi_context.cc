@@ -544,14 +544,11 @@ int Context::wait(int timeout_ms) {
   progress();
   if (!done_.empty()) return CHORUS_OK;
   const Deadline deadline = Deadline::after_ms(timeout_ms);
-  if (cfg_.spin_us > 0) {
-    const auto spin_end =
-        std::min(deadline.at(), Deadline::Clock::now() + std::chrono::microseconds(cfg_.spin_us));
-    while (Deadline::Clock::now() < spin_end) {
-      progress();
-      if (!done_.empty()) return CHORUS_OK;
-    }
-  }
+  const auto pass = [this] {
+    progress();
+    return !done_.empty();
+  };
+  if (deadline.spin(cfg_.spin_us, pass)) return CHORUS_OK;
   reset_backoff();
   for (;;) {
     const bool interrupted = sleep(deadline);

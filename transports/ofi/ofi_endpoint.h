@@ -55,12 +55,9 @@ struct OpHeader {
 /// land; a provider error or a short receive fails the whole endpoint.
 class Endpoint : public provider::EndpointBase<Context> {
  public:
-  static constexpr std::uint32_t kMaxOutstanding = 1024;  // per direction; a power of two
-
   Endpoint(Context& ctx, int peer_rank, int channel, std::uint32_t key);
   ~Endpoint();
 
-  chorus_tp_endpoint_t* handle();
   std::uint32_t key() const { return key_; }
 
   bool closing() const { return closing_; }
@@ -212,7 +209,3 @@ class Endpoint : public provider::EndpointBase<Context> {
 struct chorus_tp_endpoint final : chorus::ofi::Endpoint {
   using Endpoint::Endpoint;
 };
-
-inline chorus_tp_endpoint_t* chorus::ofi::Endpoint::handle() {
-  return static_cast<chorus_tp_endpoint*>(this);
-}

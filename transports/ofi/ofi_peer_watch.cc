@@ -23,6 +23,18 @@ namespace chorus::ofi {
 namespace {
 
 constexpr std::uint32_t kHelloMagic = 0x574F4843;  // "CHOW"
+
+/// What a dialling rank sends first on a peer watch connection (16 B):
+/// u32 magic "CHOW" | i32 its rank | u64 the context token.
+struct WatchHello {
+  std::int32_t rank = 0;
+  std::uint64_t token = 0;
+
+  static constexpr void fields(auto& io, auto& s) {
+    io(provider::wire::Expect{kHelloMagic}, s.rank, s.token);
+  }
+};
+static_assert(provider::wire::size<WatchHello>() == 16);
 constexpr auto kHandshakeLimit = std::chrono::seconds(10);
 
 std::uint64_t random_u64() {
@@ -305,10 +317,8 @@ void PeerWatch::dial(Peer& p, const wire::Blob& blob, const Deadline& deadline) 
                                           ": connecting its peer watch listener at " + where +
                                           ": " + errno_text(err));
   }
-  std::array<std::byte, 16> hello{};
-  wire::store<std::uint32_t>(hello.data(), kHelloMagic);
-  wire::store<std::int32_t>(hello.data() + 4, rank_);
-  wire::store<std::uint64_t>(hello.data() + 8, blob.context_token);
+  std::array<std::byte, provider::wire::size<WatchHello>()> hello{};
+  provider::wire::encode(WatchHello{rank_, blob.context_token}, hello.data());
   // 16 bytes into a fresh socket's empty send buffer: one send suffices.
   if (::send(fd.get(), hello.data(), hello.size(), MSG_NOSIGNAL) != 16) {
     throw Error(CHORUS_ERR_PEER_LOST, "rank " + std::to_string(blob.rank) +
@@ -355,10 +365,9 @@ void PeerWatch::read_pending() {
     if (n > 0) p.got += static_cast<std::size_t>(n);
     const bool closed = n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
     if (p.got == p.hello.size()) {
-      const auto magic = wire::load<std::uint32_t>(p.hello.data());
-      const int rank = wire::load<std::int32_t>(p.hello.data() + 4);
-      const auto token = wire::load<std::uint64_t>(p.hello.data() + 8);
-      if (magic == kHelloMagic && token == token_ && rank > rank_ && rank < size_) {
+      const auto hello = provider::wire::decode<WatchHello>(p.hello.data(), p.hello.size());
+      const int rank = hello ? hello->rank : -1;
+      if (hello && hello->token == token_ && rank > rank_ && rank < size_) {
         Peer& peer_state = peer(rank);
         if (!peer_state.dead) {
           peer_state.socket = std::move(p.fd);

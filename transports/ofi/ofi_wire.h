@@ -4,7 +4,7 @@
 // every decoder checks magic, version and bounds before a value is used.
 #pragma once
 
-#include <chorus/provider/little_endian.hpp>
+#include <chorus/provider/wire_fields.hpp>
 
 #include <array>
 #include <cstddef>
@@ -15,8 +15,10 @@
 
 namespace chorus::ofi::wire {
 
-using provider::little_endian::load;
-using provider::little_endian::store;
+using provider::wire::as;
+using provider::wire::EndpointId;
+using provider::wire::Expect;
+using provider::wire::Skip;
 
 // ---- tags ------------------------------------------------------------------
 //
@@ -64,10 +66,8 @@ inline constexpr std::size_t kBlobHeaderSize = 96;
 inline constexpr std::size_t kMaxNameSize = 256;
 inline constexpr std::size_t kMaxBlobSize = kBlobHeaderSize + kMaxNameSize;
 
-struct Blob {
-  int rank = 0;
-  int peer_rank = 0;
-  int channel = 0;
+/// rank: the owner.
+struct Blob : EndpointId {
   std::uint32_t key = 0;
   std::uint32_t provider = 0;
   std::uint32_t pid = 0;
@@ -83,57 +83,34 @@ struct Blob {
 
   std::span<const std::byte> name_bytes() const { return {name.data(), name_len}; }
   std::size_t size() const { return kBlobHeaderSize + name_len; }
+
+  /// The 96-byte header; the name follows it.
+  static constexpr void fields(auto& io, auto& s) {
+    io(Expect{kBlobMagic}, Expect{kBlobVersion}, as<std::uint16_t>(s.name_len));
+    EndpointId::fields(io, s);
+    io(s.key, s.provider, s.pid, s.start_time, s.boot_id, s.pid_namespace, s.watch_port,
+       s.watch_family, Skip<1>{}, s.watch_address, Skip<4>{}, s.context_token);
+  }
+  bool valid() const {
+    return key != 0 && (key & ~kKeyMask) == 0 &&
+           (watch_family == 0 || watch_family == 4 || watch_family == 6);
+  }
 };
+static_assert(provider::wire::size<Blob>() == kBlobHeaderSize);
 
 inline void encode(const Blob& b, std::byte* out) {
-  std::memset(out, 0, kBlobHeaderSize);
-  store<std::uint32_t>(out + 0, kBlobMagic);
-  store<std::uint16_t>(out + 4, kBlobVersion);
-  store<std::uint16_t>(out + 6, static_cast<std::uint16_t>(b.name_len));
-  store<std::int32_t>(out + 8, b.rank);
-  store<std::int32_t>(out + 12, b.peer_rank);
-  store<std::int32_t>(out + 16, b.channel);
-  store<std::uint32_t>(out + 20, b.key);
-  store<std::uint32_t>(out + 24, b.provider);
-  store<std::uint32_t>(out + 28, b.pid);
-  store<std::uint64_t>(out + 32, b.start_time);
-  std::memcpy(out + 40, b.boot_id.data(), 16);
-  store<std::uint64_t>(out + 56, b.pid_namespace);
-  store<std::uint16_t>(out + 64, b.watch_port);
-  store<std::uint8_t>(out + 66, b.watch_family);
-  std::memcpy(out + 68, b.watch_address.data(), 16);
-  store<std::uint64_t>(out + 88, b.context_token);
+  provider::wire::encode(b, out);
   std::memcpy(out + kBlobHeaderSize, b.name.data(), b.name_len);
 }
 
 /// Checks magic, version and lengths; nullopt when `data` is not a blob.
 inline std::optional<Blob> decode_blob(const void* data, std::size_t length) {
-  const auto* p = static_cast<const std::byte*>(data);
-  if (length < kBlobHeaderSize || load<std::uint32_t>(p) != kBlobMagic ||
-      load<std::uint16_t>(p + 4) != kBlobVersion) {
+  auto b = provider::wire::decode<Blob>(data, length);
+  if (!b || b->name_len == 0 || b->name_len > kMaxNameSize ||
+      length != kBlobHeaderSize + b->name_len) {
     return std::nullopt;
   }
-  Blob b;
-  b.name_len = load<std::uint16_t>(p + 6);
-  if (b.name_len == 0 || b.name_len > kMaxNameSize || length != kBlobHeaderSize + b.name_len) {
-    return std::nullopt;
-  }
-  b.rank = load<std::int32_t>(p + 8);
-  b.peer_rank = load<std::int32_t>(p + 12);
-  b.channel = load<std::int32_t>(p + 16);
-  b.key = load<std::uint32_t>(p + 20);
-  b.provider = load<std::uint32_t>(p + 24);
-  b.pid = load<std::uint32_t>(p + 28);
-  b.start_time = load<std::uint64_t>(p + 32);
-  std::memcpy(b.boot_id.data(), p + 40, 16);
-  b.pid_namespace = load<std::uint64_t>(p + 56);
-  b.watch_port = load<std::uint16_t>(p + 64);
-  b.watch_family = load<std::uint8_t>(p + 66);
-  std::memcpy(b.watch_address.data(), p + 68, 16);
-  b.context_token = load<std::uint64_t>(p + 88);
-  std::memcpy(b.name.data(), p + kBlobHeaderSize, b.name_len);
-  if (b.key == 0 || (b.key & ~kKeyMask) != 0) return std::nullopt;
-  if (b.watch_family != 0 && b.watch_family != 4 && b.watch_family != 6) return std::nullopt;
+  std::memcpy(b->name.data(), static_cast<const std::byte*>(data) + kBlobHeaderSize, b->name_len);
   return b;
 }
 
@@ -160,33 +137,31 @@ struct Control {
   std::uint64_t count = 0;
   std::size_t name_len = 0;
   const std::byte* name = nullptr;  // points into the decoded buffer
+
+  /// The 24-byte header; the name follows it.
+  static constexpr void fields(auto& io, auto& s) {
+    io(Expect{kControlMagic}, s.type, Skip<1>{}, as<std::uint16_t>(s.name_len), s.sender_key,
+       Skip<4>{}, s.count);
+  }
+  bool valid() const {
+    return type >= ControlType::kHello && type <= ControlType::kBye && name_len <= kMaxNameSize &&
+           sender_key != 0 && (sender_key & ~kKeyMask) == 0;
+  }
 };
+static_assert(provider::wire::size<Control>() == kControlHeaderSize);
 
 /// Writes a control message into `out` (kControlBufferSize bytes); returns its length.
 inline std::size_t encode(ControlType type, std::uint32_t sender_key, std::uint64_t count,
                           std::span<const std::byte> name, std::byte* out) {
-  std::memset(out, 0, kControlHeaderSize);
-  store<std::uint32_t>(out + 0, kControlMagic);
-  store<std::uint8_t>(out + 4, static_cast<std::uint8_t>(type));
-  store<std::uint16_t>(out + 6, static_cast<std::uint16_t>(name.size()));
-  store<std::uint32_t>(out + 8, sender_key);
-  store<std::uint64_t>(out + 16, count);
+  provider::wire::encode(Control{type, sender_key, count, name.size()}, out);
   if (!name.empty()) std::memcpy(out + kControlHeaderSize, name.data(), name.size());
   return kControlHeaderSize + name.size();
 }
 
 inline std::optional<Control> decode_control(const std::byte* p, std::size_t length) {
-  if (length < kControlHeaderSize || load<std::uint32_t>(p) != kControlMagic) return std::nullopt;
-  Control c;
-  const auto type = load<std::uint8_t>(p + 4);
-  if (type < 1 || type > 3) return std::nullopt;
-  c.type = static_cast<ControlType>(type);
-  c.name_len = load<std::uint16_t>(p + 6);
-  c.sender_key = load<std::uint32_t>(p + 8);
-  c.count = load<std::uint64_t>(p + 16);
-  if (c.name_len > kMaxNameSize || length != kControlHeaderSize + c.name_len) return std::nullopt;
-  if (c.sender_key == 0 || (c.sender_key & ~kKeyMask) != 0) return std::nullopt;
-  c.name = p + kControlHeaderSize;
+  auto c = provider::wire::decode<Control>(p, length);
+  if (!c || length != kControlHeaderSize + c->name_len) return std::nullopt;
+  c->name = p + kControlHeaderSize;
   return c;
 }
 

@@ -8,8 +8,7 @@ namespace chorus::shm {
 
 namespace {
 
-constexpr provider::Settings kSettings("shm",
-                                       "spin_us, ring_size, cma, cma_threshold, peer_check_ms");
+constexpr provider::Settings kSettings("shm");
 
 constexpr std::string_view kRingSize =
     "a power of two from 64K to 256M (bytes, or with a K/M suffix)";
@@ -18,31 +17,25 @@ constexpr std::string_view kRingSize =
 
 Config Config::parse(const chorus_kv_t* entries, std::size_t count) {
   Config c;
-  kSettings.each(entries, count, [&](const chorus_kv_t& kv) {
-    const std::string_view key = kv.key;
-    if (key == "spin_us") {
-      c.spin_us = kSettings.parse_int(kv, 0, kMaxSpinUs, "an integer from 0 to 1000000");
-    } else if (key == "ring_size") {
-      c.ring_size = kSettings.parse_bytes(kv, kMinRing, kMaxRing, kRingSize);
-      if ((c.ring_size & (c.ring_size - 1)) != 0) kSettings.bad_value(kv, kRingSize);
-    } else if (key == "cma") {
-      const std::string_view v = kv.value;
-      if (v == "auto") {
-        c.cma = CmaMode::kAuto;
-      } else {
-        c.cma = kSettings.parse_bool(kv, "auto, on or off") ? CmaMode::kOn : CmaMode::kOff;
-      }
-    } else if (key == "cma_threshold") {
-      c.cma_threshold =
-          kSettings.parse_bytes(kv, 0, std::uint64_t{1} << 30,
-                                "a byte count from 0 to 1G (bytes, or with a K/M/G suffix)");
-    } else if (key == "peer_check_ms") {
-      c.peer_check_ms =
-          kSettings.parse_int(kv, 10, 60'000, "an integer from 10 to 60000 (milliseconds)");
+  const auto ring_size = [&](const chorus_kv_t& kv) {
+    c.ring_size = kSettings.parse_bytes(kv, kMinRing, kMaxRing, kRingSize);
+    if ((c.ring_size & (c.ring_size - 1)) != 0) kSettings.bad_value(kv, kRingSize);
+  };
+  const auto cma = [&](const chorus_kv_t& kv) {
+    if (std::string_view(kv.value) == "auto") {
+      c.cma = CmaMode::kAuto;
     } else {
-      kSettings.unknown_key(kv);
+      c.cma = kSettings.parse_bool(kv, "auto, on or off") ? CmaMode::kOn : CmaMode::kOff;
     }
-  });
+  };
+  kSettings.parse(
+      entries, count,
+      kSettings.integer("spin_us", c.spin_us, 0, kMaxSpinUs, "an integer from 0 to 1000000"),
+      provider::SettingKey{"ring_size", ring_size}, provider::SettingKey{"cma", cma},
+      kSettings.bytes("cma_threshold", c.cma_threshold, 0, std::uint64_t{1} << 30,
+                      "a byte count from 0 to 1G (bytes, or with a K/M/G suffix)"),
+      kSettings.integer("peer_check_ms", c.peer_check_ms, 10, 60'000,
+                        "an integer from 10 to 60000 (milliseconds)"));
   return c;
 }
 

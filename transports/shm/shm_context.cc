@@ -34,8 +34,7 @@ inline void cpu_relax() noexcept {
 }  // namespace
 
 Context::Context(const chorus_tp_context_info_t& info)
-    : ContextBase(info),
-      cfg_(Config::parse(info.config, info.config_count)),
+    : ConfiguredContext(info),
       // The communicator's size bounds the ranks on this host (they are all
       // here when shm carries every pair; fewer under the auto transport).
       oversubscribed_(info.size > usable_cores()) {

@@ -20,7 +20,7 @@ namespace chorus::shm {
 
 /// One thread at a time calls a context's ops (the core serialises them);
 /// only interrupt() may run concurrently, from any thread.
-class Context : public provider::ContextBase {
+class Context : public provider::ConfiguredContext<Config> {
  public:
   /// Parses the configuration and sweeps stale segments. Throws Error.
   explicit Context(const chorus_tp_context_info_t& info);
@@ -29,8 +29,6 @@ class Context : public provider::ContextBase {
   chorus_tp_context_t* handle() { return reinterpret_cast<chorus_tp_context_t*>(this); }
   static Context* from(chorus_tp_context_t* h) { return reinterpret_cast<Context*>(h); }
 
-  const Config& config() const { return cfg_; }
-  CompletionQueue& cq() { return cq_; }
   chorus_tp_caps_t caps() const;
 
   /// Throws Error on a bad peer, channel or buffer, or a duplicate.
@@ -55,13 +53,11 @@ class Context : public provider::ContextBase {
   bool progress_all(bool timed = false) noexcept;
   void reap(chorus_tp_endpoint_t* ep, std::uint32_t opcode) noexcept;
 
-  Config cfg_;
   /// More ranks than usable cores: spin passes yield the core (the rank we
   /// wait for may need it) instead of pausing on it.
   bool oversubscribed_;
   unsigned untimed_passes_ = 0;
   std::vector<std::unique_ptr<Endpoint>> endpoints_;
-  CompletionQueue cq_;
   std::vector<FutexWatch> watches_;
   std::vector<Endpoint*> sleepers_;
   std::atomic<bool> interrupt_pending_{false};

@@ -73,7 +73,7 @@ std::uint64_t random_nonce() {
 }  // namespace
 
 Context::Context(const chorus_tp_context_info_t& info)
-    : ContextBase(info), discard_(64 * 1024), events_(kMaxEvents) {
+    : ConfiguredContext(info), discard_(64 * 1024), events_(kMaxEvents) {
   {
     // The communicator's size bounds the ranks on this host.
     cpu_set_t set;
@@ -81,7 +81,6 @@ Context::Context(const chorus_tp_context_info_t& info)
     const int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
     oversubscribed_ = size() > std::max(1, cores);
   }
-  cfg_ = Config::parse(info.config, info.config_count);
   // Minor 2 appended the job key; an older caller's info is shorter.
   if (info.struct_size >= offsetof(chorus_tp_context_info_t, job_key_len) + sizeof(size_t) &&
       info.job_key != nullptr && info.job_key_len > 0) {
@@ -240,16 +239,13 @@ int Context::read_error(chorus_tp_error_t* out) { return cq_.read_error(out, rea
 int Context::wait(int timeout_ms) {
   if (!cq_.empty()) return CHORUS_OK;
   const Deadline deadline = Deadline::after_ms(timeout_ms);
-  if (cfg_.spin_us > 0) {
-    // Each pass is a non-blocking epoll_wait. On an oversubscribed host the
-    // pass gives the core away first: the rank we wait for may need it.
-    const auto spin_end =
-        std::min(deadline.at(), Deadline::Clock::now() + std::chrono::microseconds(cfg_.spin_us));
-    while (Deadline::Clock::now() < spin_end) {
-      if (oversubscribed_) sched_yield();
-      if (drive(0) || !cq_.empty()) return CHORUS_OK;
-    }
-  }
+  // Each pass is a non-blocking epoll_wait. On an oversubscribed host the
+  // pass gives the core away first: the rank we wait for may need it.
+  const auto pass = [this] {
+    if (oversubscribed_) sched_yield();
+    return drive(0) || !cq_.empty();
+  };
+  if (deadline.spin(cfg_.spin_us, pass)) return CHORUS_OK;
   for (;;) {
     // A zero (or elapsed) timeout still looks once without blocking.
     const int left = deadline.remaining_ms();

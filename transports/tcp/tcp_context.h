@@ -29,16 +29,14 @@ namespace chorus::tcp {
 /// Threading: one caller thread at a time (the ABI's rule); interrupt() from
 /// any thread. The acceptor runs its own thread and meets the caller only in
 /// Acceptor::take().
-class Context : public provider::ContextBase {
+class Context : public provider::ConfiguredContext<Config> {
  public:
   /// Throws Error (INVALID_ARGUMENT for bad info/config, SYSTEM for the OS).
   explicit Context(const chorus_tp_context_info_t& info);
   ~Context();
 
-  const Config& config() const { return cfg_; }
   /// The job key from context_open (empty when the core passed none).
   const auth::Key& job_key() const { return job_key_; }
-  CompletionQueue& cq() { return cq_; }
   Acceptor& acceptor() { return *acceptor_; }
   std::span<std::byte> discard_buffer() { return discard_; }
   /// "host:port" other ranks connect to, for messages.
@@ -74,11 +72,9 @@ class Context : public provider::ContextBase {
 
   /// More ranks than usable cores: spin passes yield the core.
   bool oversubscribed_ = false;
-  Config cfg_;
   auth::Key job_key_;
   asio::ip::address advertised_;
   std::vector<std::byte> discard_;
-  CompletionQueue cq_;
   UniqueFd epoll_fd_;
   UniqueFd event_fd_;
   std::vector<epoll_event> events_;

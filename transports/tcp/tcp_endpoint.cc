@@ -282,7 +282,7 @@ void Endpoint::write_socket(Socket& s) {
           h.kind = wire::FrameKind::kStripe;
           h.stripes = wr.stripes;
           h.index = static_cast<std::uint16_t>(s.index);
-          h.seq = wire::load<std::uint32_t>(wr.hdr.data() + 8);
+          h.seq = provider::little_endian::load<std::uint32_t>(wr.hdr.data() + 8);
           h.length = part.size;
           wire::encode(h, s.tx_hdr);
         }

@@ -58,12 +58,9 @@ struct Socket {
 /// an error completion and makes later posts return PEER_LOST.
 class Endpoint : public provider::EndpointBase<Context> {
  public:
-  static constexpr std::uint32_t kMaxOutstanding = 1024;  // per direction; a power of two
-
   Endpoint(Context& ctx, int peer_rank, int channel, std::uint64_t nonce);
   ~Endpoint();
 
-  chorus_tp_endpoint_t* handle();
   std::uint64_t nonce() const { return nonce_; }
 
   /// Blocks until every socket is connected or the timeout passes. Throws Error.
@@ -171,7 +168,3 @@ class Endpoint : public provider::EndpointBase<Context> {
 struct chorus_tp_endpoint final : chorus::tcp::Endpoint {
   using Endpoint::Endpoint;
 };
-
-inline chorus_tp_endpoint_t* chorus::tcp::Endpoint::handle() {
-  return static_cast<chorus_tp_endpoint*>(this);
-}

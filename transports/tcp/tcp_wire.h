@@ -3,7 +3,7 @@
 // decoder checks magic, version and bounds before a value is used.
 #pragma once
 
-#include <chorus/provider/little_endian.hpp>
+#include <chorus/provider/wire_fields.hpp>
 
 #include <algorithm>
 #include <array>
@@ -13,8 +13,9 @@
 
 namespace chorus::tcp::wire {
 
-using provider::little_endian::load;
-using provider::little_endian::store;
+using provider::wire::EndpointId;
+using provider::wire::Expect;
+using provider::wire::Zero;
 
 // ---- data frames --------------------------------------------------------
 //
@@ -38,35 +39,20 @@ struct FrameHeader {
   std::uint16_t index = 0;
   std::uint32_t seq = 0;
   std::uint64_t length = 0;
-};
 
-inline void encode(const FrameHeader& h, FrameBytes& out) {
-  std::byte* p = out.data();
-  store<std::uint32_t>(p + 0, kFrameMagic);
-  store<std::uint8_t>(p + 4, static_cast<std::uint8_t>(h.kind));
-  store<std::uint8_t>(p + 5, h.stripes);
-  store<std::uint16_t>(p + 6, h.index);
-  store<std::uint32_t>(p + 8, h.seq);
-  store<std::uint32_t>(p + 12, 0);
-  store<std::uint64_t>(p + 16, h.length);
-}
+  static constexpr void fields(auto& io, auto& s) {
+    io(Expect{kFrameMagic}, s.kind, s.stripes, s.index, s.seq, Zero<4>{}, s.length);
+  }
+  bool valid() const { return kind == FrameKind::kMessage || kind == FrameKind::kStripe; }
+};
+static_assert(provider::wire::size<FrameHeader>() == kFrameHeaderSize);
+
+inline void encode(const FrameHeader& h, FrameBytes& out) { provider::wire::encode(h, out.data()); }
 
 /// False when the magic, kind or reserved field is wrong: the stream is not
 /// ours or is corrupt. Pure: reads exactly kFrameHeaderSize bytes.
 inline bool decode(const FrameBytes& in, FrameHeader& h) {
-  const std::byte* p = in.data();
-  if (load<std::uint32_t>(p + 0) != kFrameMagic || load<std::uint32_t>(p + 12) != 0) return false;
-  const auto kind = load<std::uint8_t>(p + 4);
-  if (kind != static_cast<std::uint8_t>(FrameKind::kMessage) &&
-      kind != static_cast<std::uint8_t>(FrameKind::kStripe)) {
-    return false;
-  }
-  h.kind = static_cast<FrameKind>(kind);
-  h.stripes = load<std::uint8_t>(p + 5);
-  h.index = load<std::uint16_t>(p + 6);
-  h.seq = load<std::uint32_t>(p + 8);
-  h.length = load<std::uint64_t>(p + 16);
-  return true;
+  return provider::wire::decode_into(in.data(), in.size(), h);
 }
 
 /// Messages at least this long are striped when an endpoint has several sockets.
@@ -157,25 +143,38 @@ using ChallengeBytes = std::array<std::byte, kChallengeSize>;
 using ProofBytes = std::array<std::byte, kProofSize>;
 using AckBytes = std::array<std::byte, kAckSize>;
 
-struct Hello {
+/// rank: the connecting rank; peer_rank: the accepting rank.
+struct Hello : EndpointId {
   std::uint16_t sockets = 1;
-  std::int32_t rank = 0;       ///< the connecting rank
-  std::int32_t peer_rank = 0;  ///< the accepting rank
-  std::int32_t channel = 0;
   std::uint16_t index = 0;  ///< which of the endpoint's sockets this is
   std::uint64_t target_nonce = 0;
   std::uint64_t sender_nonce = 0;
   AuthBytes connector_nonce{};
+
+  static constexpr void fields(auto& io, auto& s) {
+    io(Expect{kHelloMagic}, Expect{kProtocolVersion}, s.sockets);
+    EndpointId::fields(io, s);
+    io(s.index, Zero<2>{}, s.target_nonce, s.sender_nonce, s.connector_nonce);
+  }
 };
+static_assert(provider::wire::size<Hello>() == kHelloSize);
 
 struct Challenge {
   AuthBytes acceptor_nonce{};
   AuthBytes mac{};
+
+  static constexpr void fields(auto& io, auto& s) {
+    io(Expect{kChallengeMagic}, Zero<4>{}, s.acceptor_nonce, s.mac);
+  }
 };
+static_assert(provider::wire::size<Challenge>() == kChallengeSize);
 
 struct Proof {
   AuthBytes mac{};
+
+  static constexpr void fields(auto& io, auto& s) { io(Expect{kProofMagic}, Zero<4>{}, s.mac); }
 };
+static_assert(provider::wire::size<Proof>() == kProofSize);
 
 enum class AckStatus : std::uint32_t {
   kAccepted = 0,
@@ -184,85 +183,45 @@ enum class AckStatus : std::uint32_t {
   kDuplicate = 3,        ///< this socket index already arrived
 };
 
-inline void encode(const Hello& h, HelloBytes& out) {
-  std::byte* p = out.data();
-  store<std::uint32_t>(p + 0, kHelloMagic);
-  store<std::uint16_t>(p + 4, kProtocolVersion);
-  store<std::uint16_t>(p + 6, h.sockets);
-  store<std::int32_t>(p + 8, h.rank);
-  store<std::int32_t>(p + 12, h.peer_rank);
-  store<std::int32_t>(p + 16, h.channel);
-  store<std::uint16_t>(p + 20, h.index);
-  store<std::uint16_t>(p + 22, 0);
-  store<std::uint64_t>(p + 24, h.target_nonce);
-  store<std::uint64_t>(p + 32, h.sender_nonce);
-  std::memcpy(p + 40, h.connector_nonce.data(), kAuthSize);
-}
+/// Ack's body; encode(AckStatus) and decode(AckStatus&) use it.
+struct Ack {
+  AckStatus status = AckStatus::kAccepted;
+
+  static constexpr void fields(auto& io, auto& s) { io(Expect{kAckMagic}, s.status); }
+  bool valid() const { return status <= AckStatus::kDuplicate; }
+};
+static_assert(provider::wire::size<Ack>() == kAckSize);
+
+inline void encode(const Hello& h, HelloBytes& out) { provider::wire::encode(h, out.data()); }
 
 /// False on wrong magic, version or reserved bits.
 inline bool decode(const HelloBytes& in, Hello& h) {
-  const std::byte* p = in.data();
-  if (load<std::uint32_t>(p + 0) != kHelloMagic || load<std::uint16_t>(p + 4) != kProtocolVersion ||
-      load<std::uint16_t>(p + 22) != 0) {
-    return false;
-  }
-  h.sockets = load<std::uint16_t>(p + 6);
-  h.rank = load<std::int32_t>(p + 8);
-  h.peer_rank = load<std::int32_t>(p + 12);
-  h.channel = load<std::int32_t>(p + 16);
-  h.index = load<std::uint16_t>(p + 20);
-  h.target_nonce = load<std::uint64_t>(p + 24);
-  h.sender_nonce = load<std::uint64_t>(p + 32);
-  std::memcpy(h.connector_nonce.data(), p + 40, kAuthSize);
-  return true;
+  return provider::wire::decode_into(in.data(), in.size(), h);
 }
 
 inline void encode(const Challenge& c, ChallengeBytes& out) {
-  std::byte* p = out.data();
-  store<std::uint32_t>(p + 0, kChallengeMagic);
-  store<std::uint32_t>(p + 4, 0);
-  std::memcpy(p + 8, c.acceptor_nonce.data(), kAuthSize);
-  std::memcpy(p + 8 + kAuthSize, c.mac.data(), kAuthSize);
+  provider::wire::encode(c, out.data());
 }
 
 /// False on wrong magic or reserved bits.
 inline bool decode(const ChallengeBytes& in, Challenge& c) {
-  const std::byte* p = in.data();
-  if (load<std::uint32_t>(p + 0) != kChallengeMagic || load<std::uint32_t>(p + 4) != 0) {
-    return false;
-  }
-  std::memcpy(c.acceptor_nonce.data(), p + 8, kAuthSize);
-  std::memcpy(c.mac.data(), p + 8 + kAuthSize, kAuthSize);
-  return true;
+  return provider::wire::decode_into(in.data(), in.size(), c);
 }
 
-inline void encode(const Proof& f, ProofBytes& out) {
-  std::byte* p = out.data();
-  store<std::uint32_t>(p + 0, kProofMagic);
-  store<std::uint32_t>(p + 4, 0);
-  std::memcpy(p + 8, f.mac.data(), kAuthSize);
-}
+inline void encode(const Proof& f, ProofBytes& out) { provider::wire::encode(f, out.data()); }
 
 /// False on wrong magic or reserved bits.
 inline bool decode(const ProofBytes& in, Proof& f) {
-  const std::byte* p = in.data();
-  if (load<std::uint32_t>(p + 0) != kProofMagic || load<std::uint32_t>(p + 4) != 0) return false;
-  std::memcpy(f.mac.data(), p + 8, kAuthSize);
-  return true;
+  return provider::wire::decode_into(in.data(), in.size(), f);
 }
 
-inline void encode(AckStatus s, AckBytes& out) {
-  store<std::uint32_t>(out.data() + 0, kAckMagic);
-  store<std::uint32_t>(out.data() + 4, static_cast<std::uint32_t>(s));
-}
+inline void encode(AckStatus s, AckBytes& out) { provider::wire::encode(Ack{s}, out.data()); }
 
 /// False on wrong magic or a status this version does not know.
 inline bool decode(const AckBytes& in, AckStatus& s) {
-  if (load<std::uint32_t>(in.data()) != kAckMagic) return false;
-  const auto v = load<std::uint32_t>(in.data() + 4);
-  if (v > static_cast<std::uint32_t>(AckStatus::kDuplicate)) return false;
-  s = static_cast<AckStatus>(v);
-  return true;
+  const auto ack = provider::wire::decode<Ack>(in.data(), in.size());
+  if (ack) s = ack->status;
+  return ack.has_value();
 }
 
 // ---- address blob ---------------------------------------------------------
@@ -277,49 +236,31 @@ inline constexpr std::size_t kBlobSize = 48;
 /// Advertised as max_address_size; leaves room for growth within major 1.
 inline constexpr std::size_t kMaxBlobSize = 64;
 
-struct Blob {
+/// rank: the owner.
+struct Blob : EndpointId {
   std::uint16_t sockets = 1;
-  std::int32_t rank = 0;
-  std::int32_t peer_rank = 0;
-  std::int32_t channel = 0;
   std::uint16_t port = 0;
   std::uint8_t family = 4;
   std::array<std::uint8_t, 16> address{};
   std::uint64_t nonce = 0;
+
+  static constexpr void fields(auto& io, auto& s) {
+    io(Expect{kBlobMagic}, Expect{kProtocolVersion}, s.sockets);
+    EndpointId::fields(io, s);
+    io(s.port, s.family, Zero<1>{}, s.address, s.nonce);
+  }
+  bool valid() const { return (family == 4 || family == 6) && port != 0; }
 };
+static_assert(provider::wire::size<Blob>() == kBlobSize);
 
 inline void encode(const Blob& b, std::byte* out /* kBlobSize bytes */) {
-  store<std::uint32_t>(out + 0, kBlobMagic);
-  store<std::uint16_t>(out + 4, kProtocolVersion);
-  store<std::uint16_t>(out + 6, b.sockets);
-  store<std::int32_t>(out + 8, b.rank);
-  store<std::int32_t>(out + 12, b.peer_rank);
-  store<std::int32_t>(out + 16, b.channel);
-  store<std::uint16_t>(out + 20, b.port);
-  store<std::uint8_t>(out + 22, b.family);
-  store<std::uint8_t>(out + 23, 0);
-  std::memcpy(out + 24, b.address.data(), b.address.size());
-  store<std::uint64_t>(out + 40, b.nonce);
+  provider::wire::encode(b, out);
 }
 
 /// False unless `length` is kBlobSize and magic, version, family and the
 /// reserved byte are valid.
 inline bool decode(const void* in, std::size_t length, Blob& b) {
-  if (in == nullptr || length != kBlobSize) return false;
-  const auto* p = static_cast<const std::byte*>(in);
-  if (load<std::uint32_t>(p + 0) != kBlobMagic || load<std::uint16_t>(p + 4) != kProtocolVersion ||
-      load<std::uint8_t>(p + 23) != 0) {
-    return false;
-  }
-  b.sockets = load<std::uint16_t>(p + 6);
-  b.rank = load<std::int32_t>(p + 8);
-  b.peer_rank = load<std::int32_t>(p + 12);
-  b.channel = load<std::int32_t>(p + 16);
-  b.port = load<std::uint16_t>(p + 20);
-  b.family = load<std::uint8_t>(p + 22);
-  std::memcpy(b.address.data(), p + 24, b.address.size());
-  b.nonce = load<std::uint64_t>(p + 40);
-  return (b.family == 4 || b.family == 6) && b.port != 0;
+  return length == kBlobSize && provider::wire::decode_into(in, length, b);
 }
 
 }  // namespace chorus::tcp::wire

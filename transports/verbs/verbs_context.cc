@@ -55,9 +55,9 @@ ibv_device* first_active_device(const DeviceList& list) {
 
 }  // namespace
 
-Context::Context(const chorus_tp_context_info_t& info) : ContextBase(info), wcs_(32) {
-  // Configuration first: a wrong key is reported even on a host without RDMA.
-  cfg_ = Config::parse(info.config, info.config_count);
+// ConfiguredContext parses the configuration first: a wrong key is reported
+// even on a host without RDMA.
+Context::Context(const chorus_tp_context_info_t& info) : ConfiguredContext(info), wcs_(32) {
   if (!cfg_.devices_file.empty()) {
     matrix_ = DeviceMatrix::load(cfg_.devices_file, cfg_.devices_file_origin, size());
   }

@@ -34,15 +34,13 @@ namespace chorus::verbs {
 ///
 /// Threading: one caller thread at a time (the ABI's rule); interrupt() from
 /// any thread. No helper threads.
-class Context : public provider::ContextBase {
+class Context : public provider::ConfiguredContext<Config> {
  public:
   /// Throws Error: INVALID_ARGUMENT for bad info or configuration (naming the
   /// key and origin), UNAVAILABLE when there is no usable device.
   explicit Context(const chorus_tp_context_info_t& info);
   ~Context();
 
-  const Config& config() const { return cfg_; }
-  CompletionQueue& cq() { return cq_; }
   const std::vector<std::unique_ptr<Nic>>& nics() const { return nics_; }
 
   chorus_tp_caps_t caps() const;
@@ -75,12 +73,10 @@ class Context : public provider::ContextBase {
   bool sleep(int timeout_ms, bool interruptible);
   std::string matrix_entry_text(int from, int to) const;
 
-  Config cfg_;
   std::optional<DeviceMatrix> matrix_;
   std::uint32_t depth_ = 0;
   std::uint64_t max_message_size_ = 0;
   std::vector<std::unique_ptr<Nic>> nics_;
-  CompletionQueue cq_;
   UniqueFd event_fd_;
   std::vector<std::unique_ptr<chorus_tp_endpoint>> endpoints_;
   std::unordered_set<chorus_tp_mr*> mrs_;

@@ -113,8 +113,6 @@ Endpoint::Endpoint(Context& ctx, Nic* nic, int peer_rank, int channel, std::uint
 
 Endpoint::~Endpoint() { destroy_qp(); }
 
-chorus_tp_endpoint* Endpoint::handle() { return static_cast<chorus_tp_endpoint*>(this); }
-
 std::string Endpoint::where() const {
   std::string s = nic_ != nullptr ? nic_->where() + ", " : std::string();
   s += "peer rank " + std::to_string(peer_rank_);

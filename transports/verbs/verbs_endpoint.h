@@ -81,7 +81,6 @@ class Endpoint : public provider::EndpointBase<Context> {
            std::uint64_t nonce);
   ~Endpoint();
 
-  chorus_tp_endpoint* handle();
   Nic* nic() const { return nic_; }
   bool no_link() const { return nic_ == nullptr; }
   State state() const { return state_; }

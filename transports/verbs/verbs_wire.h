@@ -3,6 +3,8 @@
 // checks sizes, magic and version before it trusts a field.
 #pragma once
 
+#include <chorus/provider/wire_fields.hpp>
+
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -12,31 +14,9 @@
 namespace chorus::verbs {
 
 namespace wire {
-
-inline void put16(unsigned char* p, std::uint16_t v) {
-  p[0] = static_cast<unsigned char>(v);
-  p[1] = static_cast<unsigned char>(v >> 8);
-}
-inline void put32(unsigned char* p, std::uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
-}
-inline void put64(unsigned char* p, std::uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
-}
-inline std::uint16_t get16(const unsigned char* p) {
-  return static_cast<std::uint16_t>(p[0] | (p[1] << 8));
-}
-inline std::uint32_t get32(const unsigned char* p) {
-  std::uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= std::uint32_t{p[i]} << (8 * i);
-  return v;
-}
-inline std::uint64_t get64(const unsigned char* p) {
-  std::uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= std::uint64_t{p[i]} << (8 * i);
-  return v;
-}
-
+using provider::wire::EndpointId;
+using provider::wire::Expect;
+using provider::wire::Skip;
 }  // namespace wire
 
 /// The address blob of one endpoint (64 bytes):
@@ -58,7 +38,7 @@ inline std::uint64_t get64(const unsigned char* p) {
 /// | 36 | 16 | GID |
 /// | 52 | 8 | nonce: random per endpoint; the handshake must echo it |
 /// | 60 | 4 | reserved |
-struct Blob {
+struct Blob : wire::EndpointId {
   static constexpr std::uint32_t kMagic = 0x42564843;  // "CHVB"
   static constexpr std::uint16_t kVersion = 1;
   static constexpr std::size_t kSize = 64;
@@ -68,9 +48,6 @@ struct Blob {
 
   std::uint8_t flags = 0;
   std::uint8_t mtu = 0;
-  std::int32_t rank = 0;
-  std::int32_t peer_rank = 0;
-  std::int32_t channel = 0;
   std::uint32_t qp_num = 0;
   std::uint32_t psn = 0;
   std::uint32_t ud_qp_num = 0;
@@ -79,52 +56,27 @@ struct Blob {
   std::array<unsigned char, 16> gid{};
   std::uint64_t nonce = 0;
 
-  void encode(unsigned char* p) const {
-    std::memset(p, 0, kSize);
-    wire::put32(p, kMagic);
-    wire::put16(p + 4, kVersion);
-    p[6] = flags;
-    p[7] = mtu;
-    wire::put32(p + 8, static_cast<std::uint32_t>(rank));
-    wire::put32(p + 12, static_cast<std::uint32_t>(peer_rank));
-    wire::put32(p + 16, static_cast<std::uint32_t>(channel));
-    wire::put32(p + 20, qp_num);
-    wire::put32(p + 24, psn);
-    wire::put32(p + 28, ud_qp_num);
-    wire::put16(p + 32, lid);
-    p[34] = gid_index;
-    std::memcpy(p + 36, gid.data(), gid.size());
-    wire::put64(p + 52, nonce);
+  static constexpr void fields(auto& io, auto& s) {
+    io(wire::Expect{kMagic}, wire::Expect{kVersion}, s.flags, s.mtu);
+    EndpointId::fields(io, s);
+    io(s.qp_num, s.psn, s.ud_qp_num, s.lid, s.gid_index, wire::Skip<1>{}, s.gid, s.nonce,
+       wire::Skip<4>{});
   }
+  bool valid() const {
+    return (flags & ~(kNoLink | kInfiniBand | kGlobal)) == 0 && psn <= 0xffffff;
+  }
+
+  void encode(unsigned char* p) const { provider::wire::encode(*this, p); }
 
   /// Empty when `p` is not a blob of this format and version.
   static std::optional<Blob> decode(const void* data, std::size_t len) {
-    const auto* p = static_cast<const unsigned char*>(data);
-    if (p == nullptr || len != kSize || wire::get32(p) != kMagic ||
-        wire::get16(p + 4) != kVersion) {
-      return std::nullopt;
-    }
-    Blob b;
-    b.flags = p[6];
-    b.mtu = p[7];
-    b.rank = static_cast<std::int32_t>(wire::get32(p + 8));
-    b.peer_rank = static_cast<std::int32_t>(wire::get32(p + 12));
-    b.channel = static_cast<std::int32_t>(wire::get32(p + 16));
-    b.qp_num = wire::get32(p + 20);
-    b.psn = wire::get32(p + 24);
-    b.ud_qp_num = wire::get32(p + 28);
-    b.lid = wire::get16(p + 32);
-    b.gid_index = p[34];
-    std::memcpy(b.gid.data(), p + 36, b.gid.size());
-    b.nonce = wire::get64(p + 52);
-    if ((b.flags & ~(kNoLink | kInfiniBand | kGlobal)) != 0 || b.psn > 0xffffff) {
-      return std::nullopt;
-    }
-    return b;
+    if (len != kSize) return std::nullopt;
+    return provider::wire::decode<Blob>(data, len);
   }
 
   bool operator==(const Blob&) const = default;
 };
+static_assert(provider::wire::size<Blob>() == Blob::kSize);
 
 /// The connection handshake, one UD datagram (88 bytes):
 ///
@@ -150,30 +102,18 @@ struct Handshake {
   std::uint64_t target_nonce = 0;
   Blob sender;
 
-  void encode(unsigned char* p) const {
-    std::memset(p, 0, kSize);
-    wire::put32(p, kMagic);
-    wire::put16(p + 4, kVersion);
-    p[6] = kind;
-    wire::put32(p + 8, target_qp_num);
-    wire::put64(p + 16, target_nonce);
-    sender.encode(p + 24);
+  static constexpr void fields(auto& io, auto& s) {
+    io(wire::Expect{kMagic}, wire::Expect{kVersion}, s.kind, wire::Skip<1>{}, s.target_qp_num,
+       wire::Skip<4>{}, s.target_nonce, s.sender);
   }
+  bool valid() const { return kind == kHello || kind == kAccept; }
+
+  void encode(unsigned char* p) const { provider::wire::encode(*this, p); }
 
   static std::optional<Handshake> decode(const unsigned char* p, std::size_t len) {
-    if (len < kSize || wire::get32(p) != kMagic || wire::get16(p + 4) != kVersion) {
-      return std::nullopt;
-    }
-    Handshake h;
-    h.kind = p[6];
-    if (h.kind != kHello && h.kind != kAccept) return std::nullopt;
-    h.target_qp_num = wire::get32(p + 8);
-    h.target_nonce = wire::get64(p + 16);
-    auto b = Blob::decode(p + 24, Blob::kSize);
-    if (!b) return std::nullopt;
-    h.sender = *b;
-    return h;
+    return provider::wire::decode<Handshake>(p, len);
   }
 };
+static_assert(provider::wire::size<Handshake>() == Handshake::kSize);
 
 }  // namespace chorus::verbs

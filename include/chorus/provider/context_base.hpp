@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chorus/transport.h>
+#include <chorus/provider/completion_queue.hpp>
 #include <chorus/provider/error.hpp>
 
 #include <algorithm>
@@ -56,6 +57,29 @@ class ContextBase {
   int rank_;
   int size_;
   int data_channels_;
+};
+
+/// A ContextBase that also holds what every built-in context keeps beside
+/// it: its settings, parsed from context_open's table by
+/// `Config::parse(entries, count)` before anything else is set up (so a
+/// wrong key is reported even where the fabric is missing), and its
+/// completion queue. The caller thread owns both (the ABI's one caller at a
+/// time).
+template <class Config>
+class ConfiguredContext : public ContextBase {
+ public:
+  /// Throws what ContextBase and Config::parse throw.
+  explicit ConfiguredContext(const chorus_tp_context_info_t& info)
+      : ContextBase(info), cfg_(Config::parse(info.config, info.config_count)) {}
+
+  const Config& config() const { return cfg_; }
+  CompletionQueue& cq() { return cq_; }
+
+ protected:
+  ~ConfiguredContext() = default;
+
+  Config cfg_;
+  CompletionQueue cq_;
 };
 
 }  // namespace chorus::provider

@@ -25,6 +25,19 @@ class Deadline {
   bool expired() const { return !is_never() && Clock::now() >= at_; }
   Clock::time_point at() const { return at_; }
 
+  /// The busy part of a wait, before it sleeps: calls `pass` until it
+  /// returns true or `spin_us` microseconds have passed (never beyond this
+  /// deadline). True when `pass` did; false at once when spin_us <= 0.
+  template <class Pass>
+  bool spin(int spin_us, Pass&& pass) const {
+    if (spin_us <= 0) return false;
+    const auto end = std::min(at_, Clock::now() + std::chrono::microseconds(spin_us));
+    while (Clock::now() < end) {
+      if (pass()) return true;
+    }
+    return false;
+  }
+
   /// Milliseconds left, rounded up so a sleep never ends before the deadline;
   /// -1 for "no deadline" (the epoll_wait convention).
   int remaining_ms() const {

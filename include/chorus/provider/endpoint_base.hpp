@@ -3,6 +3,10 @@
 // toolkit (docs/transport-abi.md).
 #pragma once
 
+#include <chorus/transport.h>
+
+#include <cstdint>
+
 namespace chorus::provider {
 
 /// A transport's endpoint class derives from EndpointBase<its Context>
@@ -16,6 +20,17 @@ class EndpointBase {
       : ctx_(ctx), peer_rank_(peer_rank), channel_(channel) {}
   EndpointBase(const EndpointBase&) = delete;
   EndpointBase& operator=(const EndpointBase&) = delete;
+
+  /// Posts an endpoint takes per direction before post_send/post_recv return
+  /// AGAIN: a power of two, so a ring of that many slots wraps with a mask.
+  static constexpr std::uint32_t kMaxOutstanding = 1024;
+
+  /// The ABI handle, for a transport whose `struct chorus_tp_endpoint`
+  /// derives from its endpoint class (and so from this one).
+  template <class Handle = chorus_tp_endpoint>
+  Handle* handle() {
+    return static_cast<Handle*>(this);
+  }
 
   /// The context that opened the endpoint; it outlives the endpoint.
   Context& context() const { return ctx_; }

@@ -76,3 +76,40 @@ TEST_CASE("each() checks the table and every entry", "[provider]") {
   CHECK_THROWS_WITH(kSettings.each(null_value, 2, [](const chorus_kv_t&) {}),
                     Catch::Contains("transport.demo config entry 1 has a NULL key or value"));
 }
+
+TEST_CASE("settings parse a table of keys and list them for an unknown one", "[provider]") {
+  constexpr Settings settings("demo");
+  int count = 0;
+  std::uint64_t size = 0;
+  bool flag = false;
+  std::string mode;
+  const auto parse = [&](const std::vector<chorus_kv_t>& kvs) {
+    settings.parse(
+        kvs.data(), kvs.size(), settings.integer("count", count, 0, 100, "0 to 100"),
+        settings.bytes("size", size, 0, std::uint64_t{1} << 30, "bytes"),
+        settings.boolean("flag", flag),
+        chorus::provider::SettingKey{"mode", [&](const chorus_kv_t& kv) { mode = kv.value; }});
+  };
+  parse({{"count", "7", "test"},
+         {"size", "2K", "test"},
+         {"flag", "yes", "test"},
+         {"mode", "fast", "test"}});
+  CHECK(count == 7);
+  CHECK(size == 2048);
+  CHECK(flag);
+  CHECK(mode == "fast");
+  try {
+    parse({{"colour", "red", "a.toml:3"}});
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()) ==
+          "transport.demo.colour = 'red' (from a.toml:3): unknown key; valid keys below "
+          "transport.demo are: count, size, flag, mode");
+  }
+  try {
+    parse({{"count", "101", "env"}});
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()) == "transport.demo.count = '101' (from env): expected 0 to 100");
+  }
+}
