@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
 #include <limits>
 #include <set>
 
@@ -107,7 +106,7 @@ Status Communicator::select_algorithms() {
   for (const auto& name : pinned)
     if (auto st = add(name, Source::kPinned); !st.is_ok()) return st;
   // `auto` weighs every algorithm it can load: the built-ins first, then each
-  // plugin on the path by name. The order is the tie-break (choose()).
+  // plugin on the path by name. The order is the tie-break (choose_plugin()).
   if (any_auto) {
     for (const char* name : kBuiltinAlgorithms)
       if (auto st = add(name, Source::kBuiltin); !st.is_ok()) return st;

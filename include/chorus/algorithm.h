@@ -197,9 +197,10 @@ typedef struct chorus_algorithm_plugin_v1 {
  *    plugin) until the task reports it is done. No thread-locals, no blocking
  *    callback: the core decides which thread drives the task.
  *
- * Work-request ids: the core owns the top 8 bits of every wr_id a task posts
- * (it routes completions to tasks by them). A task posts with those bits
- * clear and sees them clear in the completions it is handed.
+ * Work-request ids: the top 8 bits of every wr_id a task posts are reserved
+ * for the core (to route completions once several tasks run at once). A task
+ * posts with those bits clear and sees them clear in the completions it is
+ * handed.
  *
  * Frozen once released: append only, bump CHORUS_ALGORITHM_ABI_V2_MINOR.
  * ------------------------------------------------------------------------- */

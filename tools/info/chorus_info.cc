@@ -179,7 +179,7 @@ void describe_algorithm(const chorus::core::Plugin& p, PluginReport& r) {
   if (flags & CHORUS_ALGO_DETERMINISTIC_ACROSS_RUNS)
     r.flags.emplace_back("deterministic_across_runs");
   if (const auto* v2 = p.algorithm_v2()) {
-    r.peers = "declared per communicator";
+    r.peers = "all";  // v2 declares no peers yet: every peer is connected
     if (v2->preference) r.flags.emplace_back("auto_preference");
     if (v2->supports) r.flags.emplace_back("declares_dtypes_and_ops");
     return;
