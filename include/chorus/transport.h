@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 #define CHORUS_TRANSPORT_ABI_MAJOR 1
-#define CHORUS_TRANSPORT_ABI_MINOR 4
+#define CHORUS_TRANSPORT_ABI_MINOR 5
 /** Name of the symbol every v1 transport plugin exports. */
 #define CHORUS_TRANSPORT_SYMBOL_V1 "chorus_transport_plugin_v1"
 
@@ -69,6 +69,13 @@ enum {
    * no newer minor: an older core ignores the bit.
    */
   CHORUS_TP_CAP_PROCESS_LOCAL = 1u << 3,
+  /**
+   * (minor 5) `post_send_imm` is available: a send carries a 32-bit value
+   * that the matching receive's completion reports in `imm_data`. A
+   * transport that declares it writes `imm_data` = 0 in the completion of a
+   * receive whose message was sent by plain `post_send`.
+   */
+  CHORUS_TP_CAP_IMM_DATA = 1u << 4,
 };
 
 /** Capabilities and limits of an open context. Frozen: append only. */
@@ -123,7 +130,12 @@ typedef struct chorus_tp_context_info {
 typedef struct chorus_tp_completion {
   uint64_t wr_id;
   uint32_t opcode; /**< chorus_tp_opcode_t */
-  uint32_t reserved;
+  /**
+   * RECV on a transport with CHORUS_TP_CAP_IMM_DATA: the sender's immediate
+   * (post_send_imm), 0 for a plain post_send. Otherwise unspecified (before
+   * minor 5 this field was `reserved`): read it only when the cap is set.
+   */
+  uint32_t imm_data;
   uint64_t byte_len; /**< bytes received (RECV) or sent (SEND) */
   chorus_tp_endpoint_t* endpoint;
 } chorus_tp_completion_t;
@@ -252,6 +264,19 @@ typedef struct chorus_transport_plugin_v1 {
    *    context; `interrupt` may come from any thread.
    */
   int (*wait_fd)(chorus_tp_context_t* ctx, int* fd_out);
+
+  /* --- minor 5 --- */
+  /**
+   * Optional; present exactly when the context declares
+   * CHORUS_TP_CAP_IMM_DATA. post_send with a 32-bit immediate (like verbs'
+   * IBV_WR_SEND_WITH_IMM or fi_senddata): the receive that consumes this
+   * message reports `imm` in its completion's `imm_data`. Same rules as
+   * post_send otherwise. A context without the cap returns
+   * CHORUS_ERR_NOT_SUPPORTED. The core uses it to carry a call's signature
+   * check inside the data (docs/reliability.md §4.5).
+   */
+  int (*post_send_imm)(chorus_tp_endpoint_t* ep, const void* buf, size_t length,
+                       chorus_tp_mr_t* mr, uint64_t wr_id, uint32_t imm);
 } chorus_transport_plugin_v1_t;
 
 #ifdef __cplusplus

@@ -25,9 +25,10 @@ class CompletionQueue {
   CompletionQueue();
 
   void push(const chorus_tp_completion_t& done);
+  /// `imm` is the sender's immediate of a RECV (0 for a plain send).
   void push(chorus_tp_endpoint_t* ep, std::uint32_t opcode, std::uint64_t wr_id,
-            std::uint64_t byte_len) {
-    push(chorus_tp_completion_t{wr_id, opcode, 0, byte_len, ep});
+            std::uint64_t byte_len, std::uint32_t imm = 0) {
+    push(chorus_tp_completion_t{wr_id, opcode, imm, byte_len, ep});
   }
   void push_error(const chorus_tp_error_t& failed);
   /// `message` is cut to fit chorus_tp_error_t::message.

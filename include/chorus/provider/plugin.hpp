@@ -74,6 +74,7 @@ class TransportPlugin {
         &interrupt,
         &describe,
         wait_fd_op(),
+        post_send_imm_op(),
     };
   }
 
@@ -239,6 +240,28 @@ class TransportPlugin {
     } else {
       return set_last_error(CHORUS_ERR_NOT_SUPPORTED, "wait_fd: no wait object");
     }
+  }
+
+  using Endpoint = std::remove_pointer_t<decltype(endpoint(std::declval<chorus_tp_endpoint_t*>()))>;
+  /// post_send_imm (minor 5) exists when the endpoint has
+  /// `post_send_imm(buf, length, mr, wr_id, imm)`; its context then declares
+  /// CHORUS_TP_CAP_IMM_DATA.
+  static constexpr auto post_send_imm_op() {
+    using Op = int (*)(chorus_tp_endpoint_t*, const void*, size_t, chorus_tp_mr_t*, uint64_t,
+                       uint32_t);
+    if constexpr (requires(Endpoint & e, chorus_tp_mr_t * mr) {
+                    e.post_send_imm(nullptr, size_t{0}, mr, uint64_t{0}, uint32_t{0});
+                  }) {
+      return Op{&post_send_imm};
+    } else {
+      return Op{nullptr};
+    }
+  }
+  static int post_send_imm(chorus_tp_endpoint_t* ep, const void* buf, size_t length,
+                           chorus_tp_mr_t* mr, uint64_t wr_id, uint32_t imm) {
+    if (ep == nullptr) return null_argument("post_send_imm");
+    return guarded("post_send_imm",
+                   [&] { return endpoint(ep)->post_send_imm(buf, length, mr, wr_id, imm); });
   }
 
   /// The describe text is written even on failure (it then says what is
