@@ -157,6 +157,20 @@ int auto_post_send(chorus_tp_endpoint_t* e, const void* buf, size_t length, chor
   return rc == CHORUS_OK ? rc : sub.pass_on(rc, "post_send");
 }
 
+int auto_post_send_imm(chorus_tp_endpoint_t* e, const void* buf, size_t length,
+                       chorus_tp_mr_t* mr, uint64_t wr_id, uint32_t imm) {
+  AutoEndpoint* ep = nullptr;
+  if (int rc = connected(e, "post_send_imm", ep); rc != CHORUS_OK) return rc;
+  const Sub& sub = ep->owner->subs[ep->chosen];
+  if (!sub.has_imm())
+    return fail(CHORUS_ERR_NOT_SUPPORTED, "post_send_imm: the endpoint to rank " +
+                                              std::to_string(ep->peer) + " uses " + sub.name +
+                                              ", which carries no immediates");
+  int rc = sub.tp->post_send_imm(ep->sub[ep->chosen], buf, length,
+                                 mr ? from(mr)->sub[ep->chosen] : nullptr, wr_id, imm);
+  return rc == CHORUS_OK ? rc : sub.pass_on(rc, "post_send_imm");
+}
+
 int auto_post_recv(chorus_tp_endpoint_t* e, void* buf, size_t length, chorus_tp_mr_t* mr,
                    uint64_t wr_id) {
   AutoEndpoint* ep = nullptr;

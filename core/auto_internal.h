@@ -71,6 +71,13 @@ struct Sub {
     return has_op(tp, offsetof(chorus_transport_plugin_v1_t, interrupt),
                   reinterpret_cast<const void*>(tp->interrupt));
   }
+  /// The sub-context declares immediates and its table has post_send_imm
+  /// (transport.h, minor 5).
+  bool has_imm() const {
+    return ctx && (caps.flags & CHORUS_TP_CAP_IMM_DATA) &&
+           has_op(tp, offsetof(chorus_transport_plugin_v1_t, post_send_imm),
+                  reinterpret_cast<const void*>(tp->post_send_imm));
+  }
   /// The sub-context's wait object (transport.h, minor 4), or -1: absent
   /// from an older table, NULL, or NOT_SUPPORTED for this context.
   int wait_fd() const {
@@ -262,6 +269,8 @@ int auto_endpoint_open(chorus_tp_context_t* c, int peer_rank, int channel, void*
 int auto_endpoint_connect(chorus_tp_endpoint_t* e, const void* peer_address, size_t length,
                           int timeout_ms);
 int auto_endpoint_close(chorus_tp_endpoint_t* e);
+int auto_post_send_imm(chorus_tp_endpoint_t* e, const void* buf, size_t length,
+                       chorus_tp_mr_t* mr, uint64_t wr_id, uint32_t imm);
 int auto_post_send(chorus_tp_endpoint_t* e, const void* buf, size_t length, chorus_tp_mr_t* mr,
                    uint64_t wr_id);
 int auto_post_recv(chorus_tp_endpoint_t* e, void* buf, size_t length, chorus_tp_mr_t* mr,

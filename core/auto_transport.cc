@@ -68,6 +68,7 @@ const chorus_transport_plugin_v1_t kTable = {
     auto_interrupt,
     nullptr,
     auto_wait_fd,
+    auto_post_send_imm,
 };
 
 }  // namespace
@@ -128,6 +129,16 @@ std::vector<std::pair<std::string, std::vector<int>>> auto_transport_peers(choru
   for (int slot : {kLocal, kFabric})
     out.emplace_back(ctx->subs[slot].name,
                      std::vector<int>(peers[slot].begin(), peers[slot].end()));
+  return out;
+}
+
+std::vector<char> auto_transport_peer_imm(chorus_tp_context_t* c, int size) {
+  std::vector<char> out(size_t(std::max(size, 0)), 0);
+  if (!c) return out;
+  AutoContext* ctx = from(c);
+  for (const auto& ep : ctx->endpoints)
+    if (ep->chosen >= 0 && ep->peer >= 0 && ep->peer < size)
+      out[size_t(ep->peer)] = ctx->subs[ep->chosen].has_imm() ? 1 : 0;
   return out;
 }
 

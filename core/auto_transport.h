@@ -70,6 +70,10 @@ bool auto_local_is_explicit(const Config& cfg);
 std::vector<std::pair<std::string, std::vector<int>>> auto_transport_peers(
     chorus_tp_context_t* ctx);
 
+/// [peer]: 1 when the sub-transport serving that peer carries immediates
+/// (post_send_imm, CHORUS_TP_CAP_IMM_DATA); 0 for itself and unknown peers.
+std::vector<char> auto_transport_peer_imm(chorus_tp_context_t* ctx, int size);
+
 /// "shm to ranks 1..3; tcp to ranks 4,6" (or "no peers") from auto_transport_peers.
 std::string auto_transport_summary(
     const std::vector<std::pair<std::string, std::vector<int>>>& peers);

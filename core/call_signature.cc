@@ -1,5 +1,8 @@
 #include "core/call_signature.h"
 
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 #include <chorus/chorus.h>
 
 #include <cstring>
@@ -8,6 +11,7 @@ namespace chorus::core {
 
 std::string CallSig::describe(bool with_algo, bool with_seq) const {
   std::string s;
+  if (is_unknown()) return "another call (its data did not carry this call's signature)";
   if (call == kSigSend || call == kSigRecv) {
     s = std::string(call == kSigSend ? "send(" : "recv(") + std::to_string(count) + " bytes " +
         (call == kSigSend ? "to" : "from") + " rank " + std::to_string(peer) + ")";
@@ -32,6 +36,28 @@ std::string CallSig::describe(bool with_algo, bool with_seq) const {
   }
   if (with_seq) s += " as call #" + std::to_string(seq);
   return s;
+}
+
+uint32_t signature_digest(const CallSig& sig) {
+  // The fields signatures_agree compares, packed without padding; the rank
+  // and the peer differ between the two sides and stay out.
+  struct Packed {
+    uint64_t seq, count;
+    int32_t call, dtype, op, root;
+    char algo[sizeof(CallSig::algo)];
+  } p{};
+  static_assert(sizeof(Packed) == 48);
+  p.seq = sig.seq;
+  p.count = sig.count;
+  p.call = sig.call;
+  p.dtype = sig.dtype;
+  p.op = sig.op;
+  p.root = sig.root;
+  // As strncmp sees it: the name up to its NUL, zeros after.
+  std::strncpy(p.algo, sig.algo, sizeof(p.algo) - 1);
+  const uint64_t h = XXH3_64bits(&p, sizeof(p));
+  const auto d = uint32_t(h ^ (h >> 32));
+  return d != 0 ? d : 1;
 }
 
 bool signatures_agree(const CallSig& mine, const CallSig& theirs) {

@@ -27,10 +27,18 @@ struct CallSig {
   char algo[16] = {};  // the algorithm chosen (collectives), NUL-terminated
 
   bool is_collective() const { return call >= 0 && call < kSigSend; }
+  /// A call known only by the digest its data carried (call < 0).
+  bool is_unknown() const { return call < 0; }
   /// "all_reduce(count=1024, float32, sum)", "send(4096 bytes to rank 1)".
   std::string describe(bool with_algo = false, bool with_seq = false) const;
 };
 static_assert(sizeof(CallSig) == 56);
+
+/// The 32-bit digest of a collective's signature that the data messages of
+/// the call carry as the transport's immediate (docs/reliability.md §4.5):
+/// equal for signatures that agree (everything signatures_agree compares),
+/// never 0, which stands for "no collective" (a send or receive).
+uint32_t signature_digest(const CallSig& sig);
 
 /// The two sides of a pair agree when a collective meets the same collective
 /// (sequence, collective, count, dtype, op, root, algorithm all equal) and a

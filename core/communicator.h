@@ -310,7 +310,22 @@ class Communicator {
   void begin_signature(const CallSig& sig, bool talk_all);
   /// Sends the running call's signature to `peer` once per call. False when
   /// the notice endpoint refused it (the data post then reports the peer).
-  void send_signature(int peer);
+  void send_signature(int peer, bool ask = false);
+  /// A receive from `peer` whose immediate is not the running call's digest
+  /// (call_imm_): the peer sent it from another call. Asks the peer for its
+  /// signature, to name both calls; the call fails with MISMATCH either way.
+  void signature_from_data(int peer, uint32_t imm);
+  /// After the algorithm returned OK, with the digest in the data: pairs the
+  /// data crossed one way only still exchange signatures on the notice
+  /// endpoint (the peer that only sent learns nothing from the data); a call
+  /// that posted nothing exchanges them with every peer.
+  void finish_signatures();
+  /// Replies to the signature requests (kNoticeSignatureAsk) received.
+  void answer_signature_requests();
+  /// True when data with another digest arrived and the sender's signature
+  /// did not follow within the grace: records the mismatch (with the
+  /// sender's call unknown), so the running call fails with MISMATCH.
+  bool suspect_expired();
   /// A signature arrived from `peer`: queues and matches it.
   void on_signature(int peer, const CallSig& theirs);
   /// Records the first mismatch, tells every other rank, and makes the
@@ -340,7 +355,7 @@ class Communicator {
 
   /// Which peers still owe completions in the running call, for timeout messages.
   std::string outstanding_peers() const;
-  void note_posted(chorus_tp_endpoint_t* ep, bool send);
+  void note_posted(int peer, bool send);
   void note_completed(const chorus_tp_completion_t& c);
 
   // The transport table handed to algorithms: the plugin's own ops, except
@@ -352,11 +367,16 @@ class Communicator {
   static int proxy_poll(chorus_tp_context_t* ctx, chorus_tp_completion_t* out, size_t max);
   /// The bookkeeping after a post to `ep`: outstanding counts, retries, or
   /// the peer a PEER_LOST refusal names. Returns `rc`.
-  int after_post(chorus_tp_endpoint_t* ep, bool send, int rc);
+  int after_post(chorus_tp_endpoint_t* ep, int peer, bool send, int rc);
   /// After the call's first data post to `ep`'s peer: its signature follows
   /// (after, so that on the peer it mostly arrives with the data and costs
   /// no wakeup of its own).
-  void signature_after_post(const chorus_tp_endpoint_t* ep);
+  void signature_after_post(int peer, bool send);
+  /// The rank a data endpoint reaches, or -1 for any other endpoint.
+  int peer_of(const chorus_tp_endpoint_t* ep) const {
+    auto it = endpoint_peer_.find(ep);
+    return it == endpoint_peer_.end() ? -1 : it->second;
+  }
   static int proxy_read_error(chorus_tp_context_t* ctx, chorus_tp_error_t* err_out);
   /// The transport's poll without the notice traffic: completions on notice
   /// endpoints are consumed, their errors dropped; a data error is kept in
@@ -407,6 +427,28 @@ class Communicator {
   std::vector<std::array<SigStream, 2>> streams_;
   std::vector<int> sig_sends_out_;       // [peer]: signature sends not yet completed
   std::vector<uint32_t> sig_send_next_;  // [peer]: next send slot
+  // The signature in the data (transport immediates): a collective's data
+  // messages carry signature_digest() of its signature, and a pair the data
+  // crosses both ways needs no notice (docs/reliability.md §4.5).
+  std::vector<char> imm_peer_;   // [peer]: its data endpoints carry immediates
+  bool imm_any_ = false;         // some peer's do
+  bool sig_in_data_ = false;     // the running call checks its digest in the data
+  uint32_t call_imm_ = 0;        // the immediate of the running call's sends
+  std::vector<uint8_t> touched_;  // [peer]: 1 posted a send, 2 a receive (sig_in_data_)
+  int suspect_from_ = -1;         // a peer whose data carried another digest, this call
+  Deadline suspect_until_ = Deadline::never();  // then: how long to wait for its signature
+  std::vector<int> asked_;        // peers that asked for this rank's signature
+  /// Per (collective, algorithm): the peers its last call crossed data with
+  /// one way only. The next such call sends them its signature at its start
+  /// rather than at its end, overlapping the exchange with the data. Both
+  /// sides of a pair saw the same last call, so they predict alike.
+  struct OneWay {
+    int32_t call;
+    char algo[sizeof(CallSig::algo)];
+    std::vector<uint8_t> peers;  // [peer]: 1 one way
+  };
+  std::vector<OneWay> oneway_;
+  OneWay* find_oneway();  // the running collective's entry, or nullptr
   bool mismatch_known_ = false;
   std::string mismatch_text_;         // "rank 0 called ... but rank 2 called ..."
   int mismatch_via_ = -1;             // the rank that reported it, -1: seen here

@@ -94,11 +94,7 @@ Status Communicator::run(const chorus_algo_call_v2_t& call_desc, const char* wha
     rc = call(chosen->algorithm(), &env);
   }
   if (rc == CHORUS_OK && call_sig_active_) {
-    // An algorithm that posted nothing (count 0) still owes every peer its
-    // signature, or a rank that skipped the call would not be noticed.
-    if (std::find(talked_.begin(), talked_.end(), 1) == talked_.end())
-      for (int p = 0; p < size_; ++p)
-        if (p != rank_) send_signature(p);
+    finish_signatures();
     rc = await_signatures();
   }
   release_call_registrations();
@@ -366,10 +362,9 @@ Status Communicator::p2p(bool is_send, void* buf, size_t count, int dtype, int p
   return call_error_;
 }
 
-void Communicator::note_posted(chorus_tp_endpoint_t* ep, bool send) {
-  auto it = endpoint_peer_.find(ep);
-  if (it == endpoint_peer_.end()) return;
-  ++(send ? pending_sends_ : pending_recvs_)[size_t(it->second)];
+void Communicator::note_posted(int peer, bool send) {
+  if (peer < 0) return;
+  ++(send ? pending_sends_ : pending_recvs_)[size_t(peer)];
 }
 
 void Communicator::note_completed(const chorus_tp_completion_t& c) {
@@ -382,6 +377,9 @@ void Communicator::note_completed(const chorus_tp_completion_t& c) {
   } else {
     pc.bytes_recv.fetch_add(c.byte_len, std::memory_order_relaxed);
     pc.msgs_recv.fetch_add(1, std::memory_order_relaxed);
+    // The data's digest is the sender's call: it must be the running one.
+    if (call_sig_active_ && imm_peer_[size_t(it->second)] && c.imm_data != call_imm_)
+      signature_from_data(it->second, c.imm_data);
   }
   auto& counts = c.opcode == CHORUS_TP_SEND ? pending_sends_ : pending_recvs_;
   if (counts[size_t(it->second)] > 0) --counts[size_t(it->second)];

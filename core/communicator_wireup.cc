@@ -82,12 +82,17 @@ Status Communicator::open_context() {
   proxy_.post_recv = &Communicator::proxy_post_recv;
   proxy_.poll = &Communicator::proxy_poll;
   proxy_.read_error = &Communicator::proxy_read_error;
+  // The immediates carry the core's call digests: algorithms get none.
+  if (proxy_.struct_size >= offsetof(chorus_transport_plugin_v1_t, post_send_imm) + sizeof(void*))
+    proxy_.post_send_imm = nullptr;
   pending_sends_.assign(size_t(size_), 0);
   pending_recvs_.assign(size_t(size_), 0);
   check_signatures_ = cfg_.check_signatures;
   p2p_send_seq_.assign(size_t(size_), 0);
   p2p_recv_seq_.assign(size_t(size_), 0);
   talked_.assign(size_t(size_), 0);
+  touched_.assign(size_t(size_), 0);
+  imm_peer_.assign(size_t(size_), 0);
   owed_[0].assign(size_t(size_), 0);
   owed_[1].assign(size_t(size_), 0);
   streams_.assign(size_t(size_), {});
@@ -227,6 +232,18 @@ Status Communicator::connect_from(const std::vector<std::vector<std::byte>>& all
     for (const auto& [name, ranks] : peers) auto_peer_counts_.emplace_back(name, ranks.size());
     log(CHORUS_LOG_INFO, "auto: " + auto_transport_summary(peers));
   }
+  // Which peers' data carries the call digests: both sides of a pair use the
+  // same transport, so they decide alike.
+  imm_peer_.assign(size_t(size_), 0);
+  if (cfg_.transport == kAutoTransportName) {
+    imm_peer_ = auto_transport_peer_imm(ctx_, size_);
+  } else if ((caps_.flags & CHORUS_TP_CAP_IMM_DATA) &&
+             tp_->struct_size >=
+                 offsetof(chorus_transport_plugin_v1_t, post_send_imm) + sizeof(void*) &&
+             tp_->post_send_imm) {
+    for (int p = 0; p < size_; ++p) imm_peer_[size_t(p)] = p != rank_;
+  }
+  imm_any_ = std::find(imm_peer_.begin(), imm_peer_.end(), 1) != imm_peer_.end();
   return arm_notices();
 }
 

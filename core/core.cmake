@@ -35,6 +35,7 @@ add_library(chorus_core STATIC
   transport_probe.cc)
 target_compile_features(chorus_core PUBLIC cxx_std_20)
 target_include_directories(chorus_core PUBLIC ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR})
+target_include_directories(chorus_core SYSTEM PRIVATE ${CHORUS_XXHASH_INCLUDE_DIR})
 target_compile_definitions(chorus_core PRIVATE CHORUS_INSTALL_LIBDIR="${CMAKE_INSTALL_LIBDIR}")
 target_link_libraries(chorus_core PUBLIC chorus_reduce chorus_bootstrap PkgConfig::TOMLPP
                       ${CMAKE_DL_LIBS} Threads::Threads)

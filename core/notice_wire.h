@@ -16,6 +16,9 @@ constexpr uint32_t kNoticeFinalized = 2;
 constexpr uint32_t kNoticeSignature = 3;  // `a`: the sender's call
 constexpr uint32_t kNoticeMismatch = 4;   // `a`, `b`: the two calls that disagree
 constexpr uint32_t kNoticeTimeout = 5;    // the sender timed out and is leaving
+// `a`: the sender's call, as kNoticeSignature, and a request for the
+// receiver's: the sender's data check found the receiver's digest wrong.
+constexpr uint32_t kNoticeSignatureAsk = 6;
 constexpr size_t kNoticeBytes = 128;
 // Standing receives per peer: a peer is at most about one call ahead on a
 // pair (a call does not return before it has the signatures it needs), so

@@ -138,7 +138,11 @@ void Communicator::handle_notice(int peer, const NoticeWire& w, bool sized) {
       log(CHORUS_LOG_DEBUG, "rank " + std::to_string(peer) + " finalized its communicator");
       return;
     case kNoticeSignature:
-      if (w.a.rank == peer) on_signature(peer, w.a);
+    case kNoticeSignatureAsk:
+      if (w.a.rank != peer) break;
+      on_signature(peer, w.a);
+      // Answered from the call's progress loop, not from inside a poll.
+      if (w.kind == kNoticeSignatureAsk) asked_.push_back(peer);
       return;
     case kNoticeMismatch:
       if (!mismatch_known_) {
@@ -176,9 +180,18 @@ Status Communicator::settle_failure(Status st) {
   // A mismatched peer makes the data fail in many ways (a short receive, a
   // hang until the deadline, a peer that leaves): its signature tells why.
   // Wait a short grace for the signatures this call still needs.
+  // With the digest in the data, no signature went out yet to the peers the
+  // data crossed with: ask them for theirs now.
+  if (!mismatch_known_ && call_sig_active_ && sig_in_data_)
+    for (int p = 0; p < size_; ++p)
+      if (touched_[size_t(p)] && !talked_[size_t(p)]) send_signature(p, true);
   if (!mismatch_known_ && call_sig_active_ && !signatures_matched() && !notice_peer_.empty())
     pump_notices(Deadline::after(std::chrono::milliseconds(kNoticeGraceMs)),
                  [&] { return mismatch_known_ || signatures_matched(); });
+  if (!mismatch_known_ && suspect_from_ >= 0) {
+    suspect_until_ = Deadline::after(std::chrono::milliseconds(0));
+    suspect_expired();
+  }
   if (!mismatch_known_) return st;
   spread_mismatch();
   return {CHORUS_ERR_MISMATCH, who() + ": " + call_what_ + ": " + mismatch_message()};

@@ -1,7 +1,7 @@
 // The transport ops an algorithm sees: post_send, post_recv, poll and
-// read_error wrap the real transport's to count outstanding posts, send call
-// signatures on first contact, and take the core's notices out of the
-// completion stream. They find their communicator through t_running, set by
+// read_error wrap the real transport's to count outstanding posts, put the
+// call's signature digest in the data or send the signature on first
+// contact, and take the core's notices out of the completion stream. They find their communicator through t_running, set by
 // the dispatching thread for the length of a call.
 
 #include "core/communicator.h"
@@ -20,8 +20,14 @@ int Communicator::proxy_post_send(chorus_tp_endpoint_t* ep, const void* buf, siz
                                   chorus_tp_mr_t* mr, uint64_t wr_id) {
   Communicator* self = t_running;
   if (!self) return CHORUS_ERR_INTERNAL;
-  int rc = self->after_post(ep, true, self->tp_->post_send(ep, buf, length, mr, wr_id));
-  self->signature_after_post(ep);
+  const int peer = self->peer_of(ep);
+  // To a peer whose transport carries immediates, every data send carries
+  // the running call's digest (0 outside a collective).
+  const int rc = peer >= 0 && self->imm_peer_[size_t(peer)]
+                     ? self->tp_->post_send_imm(ep, buf, length, mr, wr_id, self->call_imm_)
+                     : self->tp_->post_send(ep, buf, length, mr, wr_id);
+  self->after_post(ep, peer, true, rc);
+  if (rc == CHORUS_OK) self->signature_after_post(peer, true);
   return rc;
 }
 
@@ -29,14 +35,16 @@ int Communicator::proxy_post_recv(chorus_tp_endpoint_t* ep, void* buf, size_t le
                                   chorus_tp_mr_t* mr, uint64_t wr_id) {
   Communicator* self = t_running;
   if (!self) return CHORUS_ERR_INTERNAL;
-  int rc = self->after_post(ep, false, self->tp_->post_recv(ep, buf, length, mr, wr_id));
-  self->signature_after_post(ep);
+  const int peer = self->peer_of(ep);
+  const int rc = self->tp_->post_recv(ep, buf, length, mr, wr_id);
+  self->after_post(ep, peer, false, rc);
+  if (rc == CHORUS_OK) self->signature_after_post(peer, false);
   return rc;
 }
 
-int Communicator::after_post(chorus_tp_endpoint_t* ep, bool send, int rc) {
+int Communicator::after_post(chorus_tp_endpoint_t* ep, int peer, bool send, int rc) {
   if (rc == CHORUS_OK)
-    note_posted(ep, send);
+    note_posted(peer, send);
   else if (rc == CHORUS_ERR_AGAIN)
     retries_.fetch_add(1, std::memory_order_relaxed);
   else if (rc == CHORUS_ERR_PEER_LOST)

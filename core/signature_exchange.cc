@@ -1,7 +1,9 @@
-// Call signatures: each call's (collective, dtype, op, count, root) is sent to
-// the peers it talks to and checked against theirs, so ranks that issue
-// different calls fail with MISMATCH instead of hanging. Sent over the notice
-// endpoints (notice_wire.h).
+// Call signatures: each call's (collective, dtype, op, count, root) is checked
+// against the peers it talks to, so ranks that issue different calls fail
+// with MISMATCH instead of hanging. A collective's digest rides in its data
+// (transport immediates) where the transport carries them; signatures go
+// over the notice endpoints (notice_wire.h) otherwise, for pairs the data
+// crosses one way only, and to name both calls of a mismatch.
 
 #include "core/communicator.h"
 
@@ -19,16 +21,31 @@ void Communicator::begin_signature(const CallSig& sig, bool talk_all) {
   call_sig_ = sig;
   call_sig_.rank = rank_;
   call_sig_active_ = check_signatures_ && size_ > 1 && notice_block_ != nullptr;
+  call_imm_ = 0;
+  sig_in_data_ = false;
+  suspect_from_ = -1;
   if (!call_sig_active_) return;
+  // A collective's digest rides in its data to every peer whose transport
+  // carries immediates. Not a broadcast's: its signature goes to everyone
+  // (talk_all), and its data carries 0 like a send's.
+  if (call_sig_.is_collective() && !talk_all && imm_any_) {
+    sig_in_data_ = true;
+    call_imm_ = signature_digest(call_sig_);
+    std::fill(touched_.begin(), touched_.end(), 0);
+  }
   std::fill(talked_.begin(), talked_.end(), 0);
   std::fill(owed_[0].begin(), owed_[0].end(), 0);
   std::fill(owed_[1].begin(), owed_[1].end(), 0);
+  if (sig_in_data_)
+    if (const OneWay* w = find_oneway())
+      for (int p = 0; p < size_; ++p)
+        if (w->peers[size_t(p)]) send_signature(p);
   if (talk_all)
     for (int p = 0; p < size_; ++p)
       if (p != rank_) send_signature(p);
 }
 
-void Communicator::send_signature(int peer) {
+void Communicator::send_signature(int peer, bool ask) {
   if (talked_[size_t(peer)]) return;
   talked_[size_t(peer)] = 1;
   auto* ep = notice_eps_[size_t(peer)];
@@ -52,7 +69,8 @@ void Communicator::send_signature(int peer) {
     pump_notices(call_deadline_, [&] { return sig_sends_out_[size_t(peer)] < kSigSendSlots; });
   if (sig_sends_out_[size_t(peer)] >= kSigSendSlots) return;
   const uint32_t k = sig_send_next_[size_t(peer)]++ % kSigSendSlots;
-  NoticeWire w{kNoticeMagic, kNoticeSignature, -1, rank_, call_sig_, CallSig{}};
+  NoticeWire w{kNoticeMagic, ask ? kNoticeSignatureAsk : kNoticeSignature, -1, rank_, call_sig_,
+               CallSig{}};
   void* slot = sig_send_slot(peer, int(k));
   std::memcpy(slot, &w, sizeof(w));
   if (tp_->post_send(ep, slot, kNoticeBytes, notice_mr_,
@@ -137,6 +155,8 @@ bool Communicator::mismatch_blocks_call() const {
 }
 
 bool Communicator::signatures_matched() const {
+  // Data that carried another call's digest: matched only as a mismatch.
+  if (suspect_from_ >= 0 && !mismatch_known_) return false;
   for (int p = 0; p < size_; ++p)
     for (int dir = 0; dir < 2; ++dir)
       if (owed_[dir][size_t(p)] > streams_[size_t(p)][size_t(dir)].matched) return false;
@@ -169,10 +189,78 @@ int Communicator::await_signatures() {
   return rc;
 }
 
-void Communicator::signature_after_post(const chorus_tp_endpoint_t* ep) {
-  if (!call_sig_active_) return;
-  auto it = endpoint_peer_.find(ep);
-  if (it != endpoint_peer_.end() && !talked_[size_t(it->second)]) send_signature(it->second);
+void Communicator::signature_after_post(int peer, bool send) {
+  if (!call_sig_active_ || peer < 0) return;
+  if (sig_in_data_ && imm_peer_[size_t(peer)]) {
+    touched_[size_t(peer)] |= send ? 1 : 2;
+    return;
+  }
+  if (!talked_[size_t(peer)]) send_signature(peer);
+}
+
+void Communicator::finish_signatures() {
+  bool any = false;
+  for (int p = 0; p < size_ && !any; ++p)
+    any = talked_[size_t(p)] || (sig_in_data_ && touched_[size_t(p)]);
+  if (!any) {
+    // An algorithm that posted nothing (count 0) still owes every peer its
+    // signature, or a rank that skipped the call would not be noticed.
+    for (int p = 0; p < size_; ++p)
+      if (p != rank_) send_signature(p);
+    return;
+  }
+  if (!sig_in_data_) return;
+  // A pair crossed both ways compared digests on both sides. One crossed one
+  // way told only the receiver: both sides exchange signatures, which a
+  // matched call does alike on both (the receiver posted receives exactly
+  // where the sender posted sends).
+  OneWay* w = find_oneway();
+  if (!w) {
+    w = &oneway_.emplace_back();
+    w->call = call_sig_.call;
+    std::memcpy(w->algo, call_sig_.algo, sizeof(w->algo));
+  }
+  w->peers.assign(size_t(size_), 0);
+  for (int p = 0; p < size_; ++p) {
+    const bool one_way = touched_[size_t(p)] == 1 || touched_[size_t(p)] == 2;
+    w->peers[size_t(p)] = one_way;
+    if (one_way) send_signature(p);
+  }
+}
+
+Communicator::OneWay* Communicator::find_oneway() {
+  for (auto& w : oneway_)
+    if (w.call == call_sig_.call && std::memcmp(w.algo, call_sig_.algo, sizeof(w.algo)) == 0)
+      return &w;
+  return nullptr;
+}
+
+void Communicator::signature_from_data(int peer, uint32_t imm) {
+  if (suspect_from_ < 0) {
+    suspect_from_ = peer;
+    suspect_until_ = Deadline::after(std::chrono::milliseconds(kNoticeGraceMs));
+    log(CHORUS_LOG_DEBUG, "rank " + std::to_string(peer) + " sent data with digest " +
+                              std::to_string(imm) + " where " + std::to_string(call_imm_) +
+                              " was expected; asking for its signature");
+  }
+  if (!talked_[size_t(peer)]) send_signature(peer, true);
+}
+
+void Communicator::answer_signature_requests() {
+  if (asked_.empty()) return;
+  auto asked = std::move(asked_);
+  asked_.clear();
+  for (int p : asked)
+    if (call_sig_active_ && !talked_[size_t(p)]) send_signature(p);
+}
+
+bool Communicator::suspect_expired() {
+  if (suspect_from_ < 0 || mismatch_known_ || !suspect_until_.expired()) return false;
+  // The peer's signature did not come: the data still says it made another call.
+  CallSig theirs;
+  theirs.rank = suspect_from_;
+  note_mismatch(call_sig_, theirs, -1);
+  return true;
 }
 
 }  // namespace chorus::core

@@ -14,7 +14,7 @@ packages=(
   slurmctld slurmd slurm-client munge
   libibverbs-dev libfabric-dev libfabric-bin
   iproute2 procps nftables
-  libgloo-dev libbenchmark-dev python3-matplotlib
+  libgloo-dev libbenchmark-dev python3-matplotlib libxxhash-dev
   python3-torch python3-pytest python3-setuptools libtorch-dev pybind11-dev
   clang libclang-rt-dev
 )
