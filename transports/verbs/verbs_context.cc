@@ -120,7 +120,7 @@ chorus_tp_caps_t Context::caps() const {
   c.max_message_size = max_message_size_;
   c.max_outstanding_sends = depth_;
   c.max_outstanding_recvs = depth_;
-  c.flags = CHORUS_TP_CAP_NEEDS_REGISTRATION;
+  c.flags = CHORUS_TP_CAP_NEEDS_REGISTRATION | CHORUS_TP_CAP_IMM_DATA;
   c.max_address_size = static_cast<std::uint32_t>(Blob::kSize);
   return c;
 }

@@ -6,6 +6,8 @@
 #include "verbs_device.h"
 #include "verbs_memory_region.h"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <random>
@@ -225,8 +227,8 @@ int Endpoint::lkey_for(const void* buf, std::size_t length, MemoryRegion* mr, bo
   return CHORUS_OK;
 }
 
-int Endpoint::post_send(const void* buf, std::size_t length, MemoryRegion* mr,
-                        std::uint64_t wr_id) {
+int Endpoint::send(const void* buf, std::size_t length, MemoryRegion* mr, std::uint64_t wr_id,
+                   ibv_wr_opcode opcode, std::uint32_t imm) {
   if (state_ != State::Connected || no_link()) return post_failed("post_send");
   if (length > 0 && buf == nullptr) {
     return set_last_error(CHORUS_ERR_INVALID_ARGUMENT, "post_send: NULL buffer");
@@ -248,7 +250,8 @@ int Endpoint::post_send(const void* buf, std::size_t length, MemoryRegion* mr,
   ibv_sge sge{};
   ibv_send_wr wr{};
   wr.wr_id = w.seq;
-  wr.opcode = IBV_WR_SEND;
+  wr.opcode = opcode;
+  if (opcode == IBV_WR_SEND_WITH_IMM) wr.imm_data = htonl(imm);  // network order on the wire
   wr.send_flags = IBV_SEND_SIGNALED;
   if (length > 0) {
     sge.addr = reinterpret_cast<std::uintptr_t>(buf);
@@ -377,7 +380,8 @@ void Endpoint::on_completion(const ibv_wc& wc) {
                         " bytes arrived for a receive of " + std::to_string(w.length) +
                         " bytes; the message was discarded");
     } else {
-      cq.push(handle(), CHORUS_TP_RECV, w.wr_id, wc.byte_len);
+      cq.push(handle(), CHORUS_TP_RECV, w.wr_id, wc.byte_len,
+              (wc.wc_flags & IBV_WC_WITH_IMM) ? ntohl(wc.imm_data) : 0);
     }
     return;
   }

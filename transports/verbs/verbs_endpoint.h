@@ -100,7 +100,14 @@ class Endpoint : public provider::EndpointBase<Context> {
   /// A no-link endpoint whose peer agrees that there is no link.
   void connect_no_link() { state_ = State::Connected; }
 
-  int post_send(const void* buf, std::size_t length, MemoryRegion* mr, std::uint64_t wr_id);
+  int post_send(const void* buf, std::size_t length, MemoryRegion* mr, std::uint64_t wr_id) {
+    return send(buf, length, mr, wr_id, IBV_WR_SEND, 0);
+  }
+  /// IBV_WR_SEND_WITH_IMM: the receiver's completion reports `imm`.
+  int post_send_imm(const void* buf, std::size_t length, MemoryRegion* mr, std::uint64_t wr_id,
+                    std::uint32_t imm) {
+    return send(buf, length, mr, wr_id, IBV_WR_SEND_WITH_IMM, imm);
+  }
   int post_recv(void* buf, std::size_t length, MemoryRegion* mr, std::uint64_t wr_id);
 
   /// One completion of this QP (success or failure), from Context::progress.
@@ -120,6 +127,8 @@ class Endpoint : public provider::EndpointBase<Context> {
   int post_failed(const std::string& op);
   /// Resolves the lkey for [buf, buf+length): from `mr`, or by registering
   /// the range now (stored in `w.auto_mr`). Returns a status.
+  int send(const void* buf, std::size_t length, MemoryRegion* mr, std::uint64_t wr_id,
+           ibv_wr_opcode opcode, std::uint32_t imm);
   int lkey_for(const void* buf, std::size_t length, MemoryRegion* mr, bool writable, WorkRequest& w,
                std::uint32_t& lkey);
   void fail(const std::string& why);
