@@ -438,6 +438,7 @@ class Communicator {
   int suspect_from_ = -1;         // a peer whose data carried another digest, this call
   Deadline suspect_until_ = Deadline::never();  // then: how long to wait for its signature
   std::vector<int> asked_;        // peers that asked for this rank's signature
+  bool answering_ = false;        // in answer_signature_requests
   /// Per (collective, algorithm): the peers its last call crossed data with
   /// one way only. The next such call sends them its signature at its start
   /// rather than at its end, overlapping the exchange with the data. Both

@@ -68,6 +68,7 @@ Status Communicator::run(const chorus_algo_call_v2_t& call_desc, const char* wha
     ~Running() {
       t_running = nullptr;
       self->call_sig_active_ = false;
+      self->call_imm_ = 0;
     }
     Communicator* self;
     LogCommScope log_scope;
@@ -285,6 +286,7 @@ Status Communicator::p2p(bool is_send, void* buf, size_t count, int dtype, int p
     ~Reset() {
       t_running = nullptr;
       self->call_sig_active_ = false;
+      self->call_imm_ = 0;
     }
   } reset{this};
   LogCommScope log_scope(&id_);

@@ -29,6 +29,10 @@ constexpr int kSigSendSlots = 4;  // signature sends in flight per peer
 // How long a rank that saw a peer's connections close waits for that peer's
 // notice, and how long a failing rank spends sending its own.
 constexpr int kNoticeGraceMs = 100;
+// How long a rank that found another call's digest in a peer's data waits for
+// that peer's signature, to name both calls, before it names its own alone.
+// Longer than kNoticeGraceMs: the peer may be busy moving a large message.
+constexpr int kSuspectGraceMs = 1000;
 // How long a rank that timed out waits for the other ranks' timeout notices
 // before it names the ranks that sent none.
 constexpr int kTimeoutGraceMs = 300;

@@ -309,7 +309,10 @@ bool Communicator::drain_notices() {
 
 void Communicator::pump_notices(const Deadline& limit, const std::function<bool()>& done) {
   while (!done() && !limit.expired() && !aborted_.load()) {
-    if (!drain_notices() || done()) break;
+    const bool drained = drain_notices();
+    // A failing rank still tells a peer that asks what it called.
+    answer_signature_requests();
+    if (!drained || done()) break;
     tp_->wait(ctx_, std::max(1, limit.remaining_ms(kNoticeGraceMs)));
   }
 }

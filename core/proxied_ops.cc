@@ -21,9 +21,9 @@ int Communicator::proxy_post_send(chorus_tp_endpoint_t* ep, const void* buf, siz
   Communicator* self = t_running;
   if (!self) return CHORUS_ERR_INTERNAL;
   const int peer = self->peer_of(ep);
-  // To a peer whose transport carries immediates, every data send carries
-  // the running call's digest (0 outside a collective).
-  const int rc = peer >= 0 && self->imm_peer_[size_t(peer)]
+  // To a peer whose transport carries immediates, a collective's data
+  // carries its digest; other sends are plain (their receivers read 0).
+  const int rc = self->call_imm_ != 0 && peer >= 0 && self->imm_peer_[size_t(peer)]
                      ? self->tp_->post_send_imm(ep, buf, length, mr, wr_id, self->call_imm_)
                      : self->tp_->post_send(ep, buf, length, mr, wr_id);
   self->after_post(ep, peer, true, rc);

@@ -238,7 +238,7 @@ Communicator::OneWay* Communicator::find_oneway() {
 void Communicator::signature_from_data(int peer, uint32_t imm) {
   if (suspect_from_ < 0) {
     suspect_from_ = peer;
-    suspect_until_ = Deadline::after(std::chrono::milliseconds(kNoticeGraceMs));
+    suspect_until_ = Deadline::after(std::chrono::milliseconds(kSuspectGraceMs));
     log(CHORUS_LOG_DEBUG, "rank " + std::to_string(peer) + " sent data with digest " +
                               std::to_string(imm) + " where " + std::to_string(call_imm_) +
                               " was expected; asking for its signature");
@@ -247,11 +247,14 @@ void Communicator::signature_from_data(int peer, uint32_t imm) {
 }
 
 void Communicator::answer_signature_requests() {
-  if (asked_.empty()) return;
+  // send_signature may pump notices (all its slots busy), which answers too.
+  if (asked_.empty() || answering_) return;
+  answering_ = true;
   auto asked = std::move(asked_);
   asked_.clear();
   for (int p : asked)
     if (call_sig_active_ && !talked_[size_t(p)]) send_signature(p);
+  answering_ = false;
 }
 
 bool Communicator::suspect_expired() {

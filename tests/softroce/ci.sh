@@ -31,7 +31,7 @@ if ! bash "$src/scripts/install-softroce.sh"; then
 fi
 missing=()
 for f in bin/chorus-conformance bin/chorusrun bin/chorus-bench bin/chorus-info \
-         bin/collective_check lib/chorus/libchorus-transport-verbs.so \
+         bin/collective_check bin/mismatch_check lib/chorus/libchorus-transport-verbs.so \
          lib/chorus/libchorus-transport-tcp.so lib/chorus/libchorus-algorithm-ring.so; do
   [ -e "$build/$f" ] || missing+=("$f")
 done
