@@ -24,6 +24,10 @@
 // inner transport's per-endpoint limits itself, counting a post as
 // outstanding until the caller has reaped its completion from this queue.
 //
+// Immediates (transport ABI minor 5): post_send_imm is forwarded when the
+// inner transport has it, and the context declares CHORUS_TP_CAP_IMM_DATA
+// only then; held and dropped sends keep their immediate.
+//
 // Threading: as the ABI says, one thread at a time per context; interrupt
 // may come from any thread and only forwards to the inner transport.
 #include <chorus/transport.h>
@@ -67,6 +71,8 @@ struct HeldSend {
   size_t length;
   chorus_tp_mr_t* mr;
   uint64_t wr_id;
+  bool with_imm;  // posted with post_send_imm: forwarded the same way
+  uint32_t imm;
 };
 
 }  // namespace
@@ -115,6 +121,13 @@ struct chorus_tp_context {
   std::mt19937_64 rng;
 
   const chorus_transport_plugin_v1_t& ops() const { return *inner->ops; }
+
+  /// Posts a send to the inner transport the way the caller posted it.
+  int post_inner(chorus_tp_endpoint_t* iep, const void* buf, size_t length, chorus_tp_mr_t* mr,
+                 uint64_t wr_id, bool with_imm, uint32_t imm) const {
+    return with_imm ? ops().post_send_imm(iep, buf, length, mr, wr_id, imm)
+                    : ops().post_send(iep, buf, length, mr, wr_id);
+  }
 
   /// Records a failure of the inner transport's `op` as this thread's error.
   int forward_error(int rc, const char* op) const {
@@ -220,7 +233,7 @@ struct chorus_tp_context {
       ep->held_blocked = false;
       while (!ep->held.empty() && ep->held.front().due <= now) {
         const chorus::faulty::HeldSend h = ep->held.front();
-        int rc = ops().post_send(ep->inner, h.buf, h.length, h.mr, h.wr_id);
+        int rc = post_inner(ep->inner, h.buf, h.length, h.mr, h.wr_id, h.with_imm, h.imm);
         if (rc == CHORUS_ERR_AGAIN) {
           ep->held_blocked = true;
           break;
@@ -343,6 +356,8 @@ int faulty_context_open(const chorus_tp_context_info_t* info, chorus_tp_context_
       ctx->ops().context_close(ctx->ictx);
       return status;
     }
+    // Immediates only when the inner table can carry them, whatever its caps say.
+    if (!ctx->inner->has_post_send_imm()) ctx->caps.flags &= ~uint32_t{CHORUS_TP_CAP_IMM_DATA};
     ctx->rank = info->rank;
     ctx->data_channels = inner_info.data_channels;
     ctx->rng.seed(ctx->cfg.seed ^ (0x9E3779B97F4A7C15ull * uint64_t(info->rank + 1)));
@@ -434,34 +449,49 @@ int faulty_mem_deregister(chorus_tp_context_t* ctx, chorus_tp_mr_t* mr) {
   return rc == CHORUS_OK ? rc : ctx->forward_error(rc, "mem_deregister");
 }
 
-int faulty_post_send(chorus_tp_endpoint_t* ep, const void* buf, size_t length, chorus_tp_mr_t* mr,
-                     uint64_t wr_id) {
-  if (!ep) return null_argument("post_send");
-  return guarded("post_send", [&]() -> int {
+/// post_send and post_send_imm: the same faults, the same queues.
+int post_send_common(const char* op, chorus_tp_endpoint_t* ep, const void* buf, size_t length,
+                     chorus_tp_mr_t* mr, uint64_t wr_id, bool with_imm, uint32_t imm) {
+  if (!ep) return null_argument(op);
+  return guarded(op, [&]() -> int {
     chorus_tp_context* ctx = ep->ctx;
+    if (with_imm && !(ctx->caps.flags & CHORUS_TP_CAP_IMM_DATA))
+      return set_last_error(CHORUS_ERR_NOT_SUPPORTED,
+                            std::string("faulty: post_send_imm: inner transport '") +
+                                ctx->ops().name + "' does not carry immediates");
     if (ep->dropped) return set_last_error(CHORUS_ERR_PEER_LOST, ep->drop_reason);
     if (ep->out_sends >= ctx->caps.max_outstanding_sends)
-      return set_last_error(CHORUS_ERR_AGAIN,
-                            "faulty: post_send: " + std::to_string(ep->out_sends) +
-                                " sends to rank " + std::to_string(ep->peer) +
-                                " outstanding; reap completions first");
+      return set_last_error(CHORUS_ERR_AGAIN, std::string("faulty: ") + op + ": " +
+                                                  std::to_string(ep->out_sends) +
+                                                  " sends to rank " + std::to_string(ep->peer) +
+                                                  " outstanding; reap completions first");
     if (ctx->cfg.drop_after && ep->sends >= ctx->cfg.drop_after) {
       ++ep->out_sends;
       ctx->drop(ep, wr_id);
       return CHORUS_OK;
     }
     if (ctx->cfg.delay_us) {
-      ep->held.push_back({ctx->due_time(ep), buf, length, mr, wr_id});
+      ep->held.push_back({ctx->due_time(ep), buf, length, mr, wr_id, with_imm, imm});
       ++ctx->held;
     } else {
-      int rc = ctx->ops().post_send(ep->inner, buf, length, mr, wr_id);
-      if (rc != CHORUS_OK) return ctx->forward_error(rc, "post_send");
+      int rc = ctx->post_inner(ep->inner, buf, length, mr, wr_id, with_imm, imm);
+      if (rc != CHORUS_OK) return ctx->forward_error(rc, op);
       ep->inner_sends.push_back(wr_id);
     }
     ++ep->sends;
     ++ep->out_sends;
     return CHORUS_OK;
   });
+}
+
+int faulty_post_send(chorus_tp_endpoint_t* ep, const void* buf, size_t length, chorus_tp_mr_t* mr,
+                     uint64_t wr_id) {
+  return post_send_common("post_send", ep, buf, length, mr, wr_id, false, 0);
+}
+
+int faulty_post_send_imm(chorus_tp_endpoint_t* ep, const void* buf, size_t length,
+                         chorus_tp_mr_t* mr, uint64_t wr_id, uint32_t imm) {
+  return post_send_common("post_send_imm", ep, buf, length, mr, wr_id, true, imm);
 }
 
 int faulty_post_recv(chorus_tp_endpoint_t* ep, void* buf, size_t length, chorus_tp_mr_t* mr,
@@ -593,4 +623,8 @@ const chorus_transport_plugin_v1_t chorus_transport_plugin_v1 = {
     // wait_fd (minor 4): none. Delays are injected in poll and wait; a caller
     // sleeping on the inner transport's fd instead would bypass them.
     nullptr,
+    // post_send_imm (minor 5): always in the table, since the inner transport
+    // is chosen per context; NOT_SUPPORTED where the context has no
+    // CHORUS_TP_CAP_IMM_DATA.
+    chorus::faulty::faulty_post_send_imm,
 };

@@ -3,6 +3,7 @@
 
 #include <chorus/transport.h>
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,12 @@ struct InnerTransport {
   bool has_interrupt() const {
     return ops->struct_size >= offsetof(chorus_transport_plugin_v1_t, interrupt) + sizeof(void*) &&
            ops->interrupt != nullptr;
+  }
+  /// Whether the inner table has the optional `post_send_imm` op (minor 5).
+  bool has_post_send_imm() const {
+    return ops->struct_size >=
+               offsetof(chorus_transport_plugin_v1_t, post_send_imm) + sizeof(void*) &&
+           ops->post_send_imm != nullptr;
   }
 };
 

@@ -71,11 +71,11 @@ std::size_t read_some(int fd, unsigned char* buf, std::size_t n, int timeout_ms)
   return got;
 }
 
-/// A v2 Hello (docs/transport-abi.md §3) as rank 1 would send it.
+/// A version-3 Hello (transports/tcp/tcp_wire.h) as rank 1 would send it.
 std::array<unsigned char, 72> make_hello(std::uint64_t target_nonce, std::uint64_t sender_nonce) {
   std::array<unsigned char, 72> hello{};
   const std::uint32_t magic = 0x48524843;  // "CHRH"
-  const std::uint16_t version = 2, sockets = 1, index = 0;
+  const std::uint16_t version = 3, sockets = 1, index = 0;
   const std::int32_t rank = 1, peer_rank = 0, channel = 0;
   std::memcpy(hello.data() + 0, &magic, 4);
   std::memcpy(hello.data() + 4, &version, 2);

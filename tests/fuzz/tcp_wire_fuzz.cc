@@ -99,7 +99,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (h.kind == wire::FrameKind::kStripe) {
       const wire::Part part = wire::stripe_part(h.length, h.stripes, h.index);
       check(part.begin <= h.length && part.size <= h.length - part.begin);
-      (void)wire::stripe_header_matches(h, h.index, expected, h.stripes, part.size);
+      (void)wire::stripe_header_matches(h, h.index, expected, h.stripes, h.imm, part.size);
       continue;
     }
     if (wire::check_message_header(h, expected, sockets) != nullptr) break;

@@ -61,6 +61,8 @@ class PoisonCounter {
 
 const char* kOldTransport = "libchorus-transport-old-minor.so";
 const char* kOldAlgorithm = "libchorus-algorithm-old-minor.so";
+/// fd-loopback: a transport built against minor 4 (no post_send_imm), in its own folder.
+const char* kMinor4Transport = "../fixtures_waitfd/libchorus-transport-fd-loopback.so";
 
 /// Polls `ctx` until `want` entries (successes + failures) have been seen.
 bool pump(const chorus_transport_plugin_v1_t* tp, chorus_tp_context_t* ctx, size_t want,
@@ -321,12 +323,31 @@ TEST_CASE("auto with a sub-transport older than wait_fd runs, waiting through it
 
 TEST_CASE("auto over two sub-transports with wait objects starts no helper thread",
           "[plugin_abi][evolution]") {
+  PoisonCounter poison(kMinor4Transport);
+  REQUIRE(poison.ok());
   const int threads_before = chorus::core::auto_transport_helper_threads();
   const auto errors = run_auto_three_ranks("fd-loopback");
   CHECK(errors[0] == "");
   CHECK(errors[1] == "");
   CHECK(errors[2] == "");
   CHECK(chorus::core::auto_transport_helper_threads() == threads_before);
+  CHECK(poison.calls() == 0);  // its post_send_imm slot lies beyond struct_size
+}
+
+TEST_CASE("a transport built against minor 4 loads as ABI 1.4 without post_send_imm",
+          "[plugin_abi][evolution]") {
+  PoisonCounter poison(kMinor4Transport);
+  REQUIRE(poison.ok());
+  auto t = load_plugin(PluginKind::kTransport, "fd-loopback", {CHORUS_WAITFD_FIXTURE_DIR});
+  REQUIRE(t.is_ok());
+  CHECK((*t)->abi_version() == "1.4");
+  const chorus_transport_plugin_v1_t* tp = (*t)->transport();
+  CHECK(tp->minor == 4);
+  CHECK(tp->struct_size == offsetof(chorus_transport_plugin_v1_t, post_send_imm));
+  // The rule every caller applies before an optional op: post_send_imm is absent.
+  CHECK_FALSE(tp->struct_size >=
+              offsetof(chorus_transport_plugin_v1_t, post_send_imm) + sizeof(void*));
+  CHECK(poison.calls() == 0);
 }
 
 TEST_CASE("an algorithm table that ends after init is accepted; the ops it lacks are absent",

@@ -9,10 +9,11 @@
  * straight into the peer's oldest posted receive, or parked until one is
  * posted. One lock guards every context, so ranks may run on threads.
  *
- * FIXTURE_WAIT_FD: the same loopback built against the current minor, with
- * a wait object (an eventfd rung with every completion and interrupt,
- * cleared by a poll that finds the queue empty), named "fd-loopback". It is
- * what lets tests run auto with two sub-transports that both have one.
+ * FIXTURE_WAIT_FD: the same loopback built against minor 4, with a wait
+ * object (an eventfd rung with every completion and interrupt, cleared by a
+ * poll that finds the queue empty), named "fd-loopback". It is what lets
+ * tests run auto with two sub-transports that both have one. Its table ends
+ * before minor 5's post_send_imm, whose slot holds a poison entry.
  *
  * FIXTURE_OLD_MINOR_ALGORITHM: an algorithm plugin whose table is a
  * hypothetical shorter minor 0 that ends right after `init`.
@@ -26,6 +27,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -553,9 +555,18 @@ static int lb_wait_fd(chorus_tp_context_t* ctx, int* fd_out) {
   return CHORUS_OK;
 }
 
+/* In the slot of minor 5's post_send_imm, beyond this table's struct_size. */
+static int poison_post_send_imm(chorus_tp_endpoint_t* ep, const void* buf, size_t length,
+                                chorus_tp_mr_t* mr, uint64_t wr_id, uint32_t imm) {
+  (void)ep, (void)buf, (void)length, (void)mr, (void)wr_id, (void)imm;
+  ++chorus_fixture_poison_calls;
+  return CHORUS_OK;
+}
+
+/* A minor-4 table is today's table cut before post_send_imm. */
 EXPORT const chorus_transport_plugin_v1_t chorus_transport_plugin_v1 = {
-    sizeof(chorus_transport_plugin_v1_t),
-    CHORUS_TRANSPORT_ABI_MINOR,
+    offsetof(chorus_transport_plugin_v1_t, post_send_imm),
+    4,
     "fd-loopback",
     lb_init,
     NULL,
@@ -576,6 +587,7 @@ EXPORT const chorus_transport_plugin_v1_t chorus_transport_plugin_v1 = {
     lb_interrupt,
     NULL,
     lb_wait_fd,
+    poison_post_send_imm,
 };
 #else
 static int poison_describe(char* buf, size_t len) {

@@ -204,6 +204,11 @@ check "conformance: faulty over tcp, faults off" 300 \
   env CHORUS_PLUGIN_PATH="$faulty_dir:$plugin_dir" CHORUS_CONFORMANCE_TRANSPORT=faulty \
   CHORUS_CONFORMANCE_CONFIG=inner=tcp CHORUS_CONFORMANCE_REQUIRE_AVAILABLE=1 \
   "$build/bin/chorus-conformance"
+# Immediates forwarded to an inner transport that has them (shm here, tcp above).
+check "conformance [imm]: faulty over shm" 120 \
+  env CHORUS_PLUGIN_PATH="$faulty_dir:$plugin_dir" CHORUS_CONFORMANCE_TRANSPORT=faulty \
+  CHORUS_CONFORMANCE_CONFIG=inner=shm CHORUS_CONFORMANCE_REQUIRE_AVAILABLE=1 \
+  "$build/bin/chorus-conformance" "[imm]"
 # Pass-through settings and the delay path under the data contract (order,
 # limits, short receives, duplex, close; the 64 MiB size cases ran above).
 check "conformance [data]~[sizes]: faulty, inner.sockets=2, delay_us=300, seed=5" 300 \

@@ -98,7 +98,7 @@ def coordinator(target, go, ready):
 
 
 def tcp_hello(nonce_target=0x1234, nonce_sender=0x5678):
-    return (struct.pack("<IHHiiiHHQQ", 0x48524843, 2, 1, 1, 0, 0, 0, 0, nonce_target, nonce_sender)
+    return (struct.pack("<IHHiiiHHQQ", 0x48524843, 3, 1, 1, 0, 0, 0, 0, nonce_target, nonce_sender)
             + os.urandom(32))
 
 

@@ -54,7 +54,9 @@ chorus_tp_caps_t Context::caps() const {
   c.max_message_size = std::uint64_t{1} << 40;
   c.max_outstanding_sends = Endpoint::kMaxOutstanding;
   c.max_outstanding_recvs = Endpoint::kMaxOutstanding;
-  c.flags = 0;  // no registration: the transport copies from and to any host memory
+  // No registration: the transport copies from and to any host memory.
+  // Every frame header carries an immediate (shm_endpoint.cc).
+  c.flags = CHORUS_TP_CAP_IMM_DATA;
   c.max_address_size = sizeof(Blob);
   return c;
 }

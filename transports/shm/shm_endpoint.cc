@@ -21,13 +21,18 @@ namespace {
 
 /// Every frame starts on a 64-byte boundary with this header; the payload
 /// follows it and may wrap around the end of the ring. A header never wraps:
-/// the capacity is a multiple of 64.
+/// the capacity is a multiple of 64. Every frame of a message carries its
+/// immediate (0 for a plain post_send); the receiver takes it from the first
+/// frame (kFirst or kByRef). With up to 40 payload bytes a message is still
+/// one frame in one cache line.
 struct FrameHeader {
   std::uint64_t msg_len;   // whole message
   std::uint32_t frag_len;  // payload bytes in this frame (16 for kByRef)
   std::uint32_t kind;
+  std::uint32_t imm;       // the sender's immediate (transport ABI minor 5)
+  std::uint32_t reserved;  // 0
 };
-static_assert(sizeof(FrameHeader) == 16);
+static_assert(sizeof(FrameHeader) == 24);
 
 enum : std::uint32_t {
   kFirst = 1,  // first (maybe only) fragment of an inline message
@@ -208,7 +213,8 @@ void Endpoint::connect(const void* peer_blob, std::size_t length) {
   notify_peer();  // its large sends may be waiting for cma_ok
 }
 
-int Endpoint::post_send(const void* buf, std::size_t length, std::uint64_t wr_id) noexcept {
+int Endpoint::enqueue_send(const void* buf, std::size_t length, std::uint64_t wr_id,
+                           std::uint32_t imm) noexcept {
   if (failed_) return set_last_error(CHORUS_ERR_PEER_LOST, "post_send: " + fail_text_);
   if (buf == nullptr && length > 0) {
     return set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
@@ -218,7 +224,7 @@ int Endpoint::post_send(const void* buf, std::size_t length, std::uint64_t wr_id
     return set_last_error(CHORUS_ERR_AGAIN, "post_send: " + std::to_string(kMaxOutstanding) +
                                                 " sends outstanding to " + peer_name());
   }
-  sends_.push({static_cast<const unsigned char*>(buf), length, wr_id, 0, 0, 0});
+  sends_.push({static_cast<const unsigned char*>(buf), length, wr_id, 0, 0, 0, imm});
   ++sends_unreaped_;
   if (connected_ && progress_sends()) notify_peer();
   return CHORUS_OK;
@@ -297,7 +303,7 @@ bool Endpoint::progress_sends() noexcept {
     if (s.mode == 2) {
       constexpr std::uint64_t kFrame = frame_bytes(sizeof(ByRef));
       if (space() < kFrame && (!refresh_tail() || space() < kFrame)) break;
-      const FrameHeader fh{s.len, sizeof(ByRef), kByRef};
+      const FrameHeader fh{s.len, sizeof(ByRef), kByRef, s.imm, 0};
       const ByRef ref{reinterpret_cast<std::uintptr_t>(s.buf), ++rndv_issued_};
       ring_write(ring, tx_cap_, tx_head_, &fh, sizeof fh);
       ring_write(ring, tx_cap_, tx_head_ + sizeof fh, &ref, sizeof ref);
@@ -320,7 +326,7 @@ bool Endpoint::progress_sends() noexcept {
       const std::uint64_t fit = (space() & ~std::uint64_t{63}) - sizeof(FrameHeader);
       const std::uint64_t payload = std::min(want, fit);
       const FrameHeader fh{s.len, static_cast<std::uint32_t>(payload),
-                           s.written == 0 ? kFirst : kMore};
+                           s.written == 0 ? kFirst : kMore, s.imm, 0};
       ring_write(ring, tx_cap_, tx_head_, &fh, sizeof fh);
       if (payload > 0) ring_write(ring, tx_cap_, tx_head_ + sizeof fh, s.buf + s.written, payload);
       s.written += payload;
@@ -391,7 +397,7 @@ bool Endpoint::progress_recvs() noexcept {
         ring_read(ring, cap, data_pos, r.buf + rx_got_, fh.frag_len);
         rx_got_ += fh.frag_len;
         if (rx_got_ == rx_msg_len_) {
-          complete_recv(r, rx_msg_len_);
+          complete_recv(r, rx_msg_len_, rx_imm_);
           recvs_.pop();
           rx_active_ = false;
         }
@@ -430,7 +436,7 @@ bool Endpoint::progress_recvs() noexcept {
                 "process_vm_readv of " + std::to_string(fh.msg_len) + " bytes from " + peer_name() +
                     " failed: " + errno_text(err));
         } else {
-          complete_recv(r, fh.msg_len);
+          complete_recv(r, fh.msg_len, fh.imm);
         }
         recvs_.pop();
         oh->rndv_done.store(ref.seq, std::memory_order_release);
@@ -438,12 +444,13 @@ bool Endpoint::progress_recvs() noexcept {
         RecvWr& front = recvs_.front();
         ring_read(ring, cap, data_pos, front.buf, fh.frag_len);
         if (fh.frag_len == fh.msg_len) {
-          complete_recv(front, fh.msg_len);
+          complete_recv(front, fh.msg_len, fh.imm);
           recvs_.pop();
         } else {
           rx_active_ = true;
           rx_msg_len_ = fh.msg_len;
           rx_got_ = fh.frag_len;
+          rx_imm_ = fh.imm;
         }
       }
     }
@@ -524,8 +531,8 @@ void Endpoint::complete_send(const SendWr& s) noexcept {
   ctx_.cq().push({s.wr_id, CHORUS_TP_SEND, 0, s.len, handle()});
 }
 
-void Endpoint::complete_recv(const RecvWr& r, std::uint64_t byte_len) noexcept {
-  ctx_.cq().push({r.wr_id, CHORUS_TP_RECV, 0, byte_len, handle()});
+void Endpoint::complete_recv(const RecvWr& r, std::uint64_t byte_len, std::uint32_t imm) noexcept {
+  ctx_.cq().push({r.wr_id, CHORUS_TP_RECV, imm, byte_len, handle()});
 }
 
 void Endpoint::error(std::uint64_t wr_id, std::uint32_t opcode, int status,

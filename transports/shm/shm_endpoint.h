@@ -74,7 +74,15 @@ class Endpoint {
   void connect(const void* peer_blob, std::size_t length);
 
   /// Never block. OK, AGAIN (queue full) or PEER_LOST (with last_error set).
-  int post_send(const void* buf, std::size_t length, std::uint64_t wr_id) noexcept;
+  /// A plain send carries immediate 0; post_send_imm carries `imm` (transport
+  /// ABI minor 5), which the frame headers take to the peer's completion.
+  int post_send(const void* buf, std::size_t length, std::uint64_t wr_id) noexcept {
+    return enqueue_send(buf, length, wr_id, 0);
+  }
+  int post_send_imm(const void* buf, std::size_t length, chorus_tp_mr_t* /*mr*/,
+                    std::uint64_t wr_id, std::uint32_t imm) noexcept {
+    return enqueue_send(buf, length, wr_id, imm);
+  }
   int post_recv(void* buf, std::size_t length, std::uint64_t wr_id) noexcept;
 
   /// One progress pass: write queued sends, read arrived messages, complete
@@ -100,6 +108,7 @@ class Endpoint {
     std::uint64_t written;   // bytes copied into the ring (inline mode)
     std::uint64_t rndv_seq;  // by-reference sequence number, 0 for inline
     int mode;                // 0 undecided, 1 inline, 2 by reference
+    std::uint32_t imm;       // the immediate every frame of the message carries
   };
   struct RecvWr {
     unsigned char* buf;
@@ -107,6 +116,8 @@ class Endpoint {
     std::uint64_t wr_id;
   };
 
+  int enqueue_send(const void* buf, std::size_t length, std::uint64_t wr_id,
+                   std::uint32_t imm) noexcept;
   bool progress_sends() noexcept;
   bool progress_recvs() noexcept;
   bool check_peer(Clock::time_point now) noexcept;
@@ -114,7 +125,7 @@ class Endpoint {
   /// Fails everything outstanding with `status` and marks the endpoint failed.
   void fail(int status, const std::string& why) noexcept;
   void complete_send(const SendWr& s) noexcept;
-  void complete_recv(const RecvWr& r, std::uint64_t byte_len) noexcept;
+  void complete_recv(const RecvWr& r, std::uint64_t byte_len, std::uint32_t imm) noexcept;
   void error(std::uint64_t wr_id, std::uint32_t opcode, int status,
              const std::string& text) noexcept;
   /// Rings the peer's bell (and wakes it if it sleeps).
@@ -153,6 +164,7 @@ class Endpoint {
   bool rx_active_ = false;        // the front receive is being filled
   std::uint64_t rx_msg_len_ = 0;  // length of the message being received
   std::uint64_t rx_got_ = 0;
+  std::uint32_t rx_imm_ = 0;      // immediate of the message being received
   std::uint64_t rx_discard_ = 0;  // bytes of a dropped message still to skip
   std::uint32_t recvs_unreaped_ = 0;
 };

@@ -22,7 +22,8 @@
 namespace chorus::shm {
 
 inline constexpr std::uint32_t kSegmentMagic = 0x4d485343;  // "CSHM"
-inline constexpr std::uint16_t kLayoutVersion = 2;
+/// 3: frame headers grew to 24 bytes to carry the sender's immediate.
+inline constexpr std::uint16_t kLayoutVersion = 3;
 inline constexpr std::size_t kCacheLine = 64;
 /// Label of a segment's memfd ("chorus-shm-<rank>-<peer>-<channel>", seen in
 /// /proc/<pid>/fd). Named segments of layout 1 were

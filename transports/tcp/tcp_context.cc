@@ -146,7 +146,9 @@ chorus_tp_caps_t Context::caps() const {
   caps.max_message_size = wire::kMaxMessageSize;
   caps.max_outstanding_sends = Endpoint::kMaxOutstanding;
   caps.max_outstanding_recvs = Endpoint::kMaxOutstanding;
-  caps.flags = 0;  // no registration, no RMA, host memory only
+  // No registration, no RMA, host memory only; the data frame header carries
+  // an immediate (tcp_wire.h).
+  caps.flags = CHORUS_TP_CAP_IMM_DATA;
   caps.max_address_size = static_cast<std::uint32_t>(wire::kMaxBlobSize);
   return caps;
 }

@@ -154,7 +154,8 @@ void Endpoint::release_sockets() {
 
 // ---- posting ---------------------------------------------------------------
 
-int Endpoint::post_send(const void* buf, std::size_t length, std::uint64_t wr_id) {
+int Endpoint::enqueue_send(const void* buf, std::size_t length, std::uint64_t wr_id,
+                           std::uint32_t imm) {
   if (!connected_) {
     return set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
                           "post_send: the endpoint to " + who() + " is not connected");
@@ -183,6 +184,7 @@ int Endpoint::post_send(const void* buf, std::size_t length, std::uint64_t wr_id
   h.stripes = wr.stripes;
   h.index = 0;
   h.seq = tx_seq_++;
+  h.imm = imm;
   h.length = length;
   wire::encode(h, wr.hdr);
   ++send_tail_;
@@ -283,6 +285,7 @@ void Endpoint::write_socket(Socket& s) {
           h.stripes = wr.stripes;
           h.index = static_cast<std::uint16_t>(s.index);
           h.seq = provider::little_endian::load<std::uint32_t>(wr.hdr.data() + 8);
+          h.imm = provider::little_endian::load<std::uint32_t>(wr.hdr.data() + 12);
           h.length = part.size;
           wire::encode(h, s.tx_hdr);
         }
@@ -403,6 +406,7 @@ void Endpoint::progress_rx() {
           return;
         }
         rx_len_ = h.length;
+        rx_imm_ = h.imm;
         rx_stripes_ = h.stripes;
         rx_ = Rx::kAwaitRecv;
         [[fallthrough]];
@@ -446,7 +450,7 @@ void Endpoint::progress_rx() {
         if (rx_parts_left_ > 0) return;
         if (!rx_discard_) {
           const RecvWr& r = recvs_[recv_head_ & kMask];
-          ctx_.cq().push(handle(), CHORUS_TP_RECV, r.wr_id, rx_len_);
+          ctx_.cq().push(handle(), CHORUS_TP_RECV, r.wr_id, rx_len_, rx_imm_);
           ++recv_head_;
         }
         ++rx_seq_;
@@ -523,7 +527,7 @@ void Endpoint::read_part(Socket& s) {
       if (s.rx_hdr_off < kFrameHeaderSize) continue;
       wire::FrameHeader h;
       if (!wire::decode(s.rx_hdr, h) ||
-          !wire::stripe_header_matches(h, s.index, rx_seq_, rx_stripes_, s.rx_size)) {
+          !wire::stripe_header_matches(h, s.index, rx_seq_, rx_stripes_, rx_imm_, s.rx_size)) {
         protocol_error("bad stripe header on socket " + std::to_string(s.index));
         return;
       }

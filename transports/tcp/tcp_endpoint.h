@@ -66,7 +66,15 @@ class Endpoint : public provider::EndpointBase<Context> {
   /// Blocks until every socket is connected or the timeout passes. Throws Error.
   void connect(const void* peer_blob, std::size_t length, int timeout_ms);
 
-  int post_send(const void* buf, std::size_t length, std::uint64_t wr_id);
+  /// A plain send carries immediate 0 in its frame header; post_send_imm
+  /// carries `imm` (transport ABI minor 5).
+  int post_send(const void* buf, std::size_t length, std::uint64_t wr_id) {
+    return enqueue_send(buf, length, wr_id, 0);
+  }
+  int post_send_imm(const void* buf, std::size_t length, chorus_tp_mr_t* /*mr*/,
+                    std::uint64_t wr_id, std::uint32_t imm) {
+    return enqueue_send(buf, length, wr_id, imm);
+  }
   int post_recv(void* buf, std::size_t length, std::uint64_t wr_id);
 
   /// Records epoll readiness of one of this endpoint's sockets.
@@ -97,6 +105,7 @@ class Endpoint : public provider::EndpointBase<Context> {
 
   static constexpr std::uint64_t kMask = kMaxOutstanding - 1;
 
+  int enqueue_send(const void* buf, std::size_t length, std::uint64_t wr_id, std::uint32_t imm);
   void attach(std::vector<int>& fds);
   void progress_tx();
   void write_socket(Socket& s);
@@ -142,6 +151,7 @@ class Endpoint : public provider::EndpointBase<Context> {
   Rx rx_ = Rx::kHeader;
   std::uint32_t rx_seq_ = 0;
   std::uint64_t rx_len_ = 0;
+  std::uint32_t rx_imm_ = 0;
   unsigned rx_stripes_ = 1;
   unsigned rx_parts_left_ = 0;
   bool rx_discard_ = false;  // the message is too long for the receive: drop it

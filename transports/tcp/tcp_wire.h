@@ -21,11 +21,13 @@ using provider::wire::Zero;
 //
 // Every message starts with one 24-byte header on socket 0:
 //   u32 magic "CHRF" | u8 kind=1 | u8 stripes | u16 index=0 | u32 seq |
-//   u32 reserved=0 | u64 length (whole message)
-// followed by the bytes of part 0. A message striped over n > 1 sockets also
-// carries, on each socket i in 1..n-1 and in message order, a header of
-// kind=2 with index=i, the same seq and stripes, and length = size of part i,
-// followed by that part. Part geometry is stripe_part() on both sides.
+//   u32 imm | u64 length (whole message)
+// followed by the bytes of part 0. `imm` is the sender's immediate
+// (post_send_imm, transport ABI minor 5), 0 for a plain post_send. A message
+// striped over n > 1 sockets also carries, on each socket i in 1..n-1 and in
+// message order, a header of kind=2 with index=i, the same seq, stripes and
+// imm, and length = size of part i, followed by that part. Part geometry is
+// stripe_part() on both sides.
 
 inline constexpr std::uint32_t kFrameMagic = 0x46524843;  // "CHRF"
 inline constexpr std::size_t kFrameHeaderSize = 24;
@@ -38,10 +40,11 @@ struct FrameHeader {
   std::uint8_t stripes = 1;
   std::uint16_t index = 0;
   std::uint32_t seq = 0;
+  std::uint32_t imm = 0;
   std::uint64_t length = 0;
 
   static constexpr void fields(auto& io, auto& s) {
-    io(Expect{kFrameMagic}, s.kind, s.stripes, s.index, s.seq, Zero<4>{}, s.length);
+    io(Expect{kFrameMagic}, s.kind, s.stripes, s.index, s.seq, s.imm, s.length);
   }
   bool valid() const { return kind == FrameKind::kMessage || kind == FrameKind::kStripe; }
 };
@@ -49,8 +52,8 @@ static_assert(provider::wire::size<FrameHeader>() == kFrameHeaderSize);
 
 inline void encode(const FrameHeader& h, FrameBytes& out) { provider::wire::encode(h, out.data()); }
 
-/// False when the magic, kind or reserved field is wrong: the stream is not
-/// ours or is corrupt. Pure: reads exactly kFrameHeaderSize bytes.
+/// False when the magic or kind is wrong: the stream is not ours or is
+/// corrupt. Pure: reads exactly kFrameHeaderSize bytes.
 inline bool decode(const FrameBytes& in, FrameHeader& h) {
   return provider::wire::decode_into(in.data(), in.size(), h);
 }
@@ -77,9 +80,9 @@ inline const char* check_message_header(const FrameHeader& h, std::uint32_t expe
 /// Checks a decoded stripe header (kind 2, on socket `index` > 0) against the
 /// message it belongs to. Pure.
 inline bool stripe_header_matches(const FrameHeader& h, unsigned index, std::uint32_t seq,
-                                  unsigned stripes, std::uint64_t part_size) {
+                                  unsigned stripes, std::uint32_t imm, std::uint64_t part_size) {
   return h.kind == FrameKind::kStripe && h.index == index && h.seq == seq && h.stripes == stripes &&
-         h.length == part_size;
+         h.imm == imm && h.length == part_size;
 }
 
 inline unsigned stripes_for(std::uint64_t length, int sockets) {
@@ -131,7 +134,9 @@ inline constexpr std::uint32_t kChallengeMagic = 0x43524843;  // "CHRC"
 inline constexpr std::uint32_t kProofMagic = 0x50524843;      // "CHRP"
 inline constexpr std::uint32_t kAckMagic = 0x41524843;        // "CHRA"
 /// 2: authenticated handshake (Hello grew the connector nonce).
-inline constexpr std::uint16_t kProtocolVersion = 2;
+/// 3: data frame headers carry an immediate where version 2 had a reserved
+///    zero (a version-2 peer would drop the stream at the first nonzero one).
+inline constexpr std::uint16_t kProtocolVersion = 3;
 inline constexpr std::size_t kAuthSize = 32;
 inline constexpr std::size_t kHelloSize = 72;
 inline constexpr std::size_t kChallengeSize = 8 + 2 * kAuthSize;
