@@ -154,9 +154,11 @@ int auto_context_open(const chorus_tp_context_info_t* info, chorus_tp_context_t*
       uint32_t(min_known(a.max_outstanding_sends, b.max_outstanding_sends));
   ctx->caps.max_outstanding_recvs =
       uint32_t(min_known(a.max_outstanding_recvs, b.max_outstanding_recvs));
-  ctx->caps.flags =
-      ((a.flags | b.flags) & CHORUS_TP_CAP_NEEDS_REGISTRATION) |
-      (a.flags & b.flags & ~uint32_t(CHORUS_TP_CAP_NEEDS_REGISTRATION | CHORUS_TP_CAP_IMM_DATA));
+  // Immediates, like the other caps, only when both sub-transports have them
+  // (auto_post_send_imm forwards per endpoint; the core asks per peer,
+  // auto_transport_peer_imm).
+  ctx->caps.flags = ((a.flags | b.flags) & CHORUS_TP_CAP_NEEDS_REGISTRATION) |
+                    (a.flags & b.flags & ~uint32_t(CHORUS_TP_CAP_NEEDS_REGISTRATION));
   uint64_t address = auto_blob_overhead() +
                      (ctx->has_local() ? (a.max_address_size ? a.max_address_size : 1024) : 0) +
                      (b.max_address_size ? b.max_address_size : 1024);
