@@ -5,7 +5,7 @@
 # size, the median over the rounds of each job's time per call (chorus-bench
 # already reports the median over its iterations) and the on/off ratio.
 #
-#   [MINBYTES=8] [MAXBYTES=4M] bench/signature_cost.sh [BUILD_DIR] [RANKS] [ROUNDS] [chorus-bench args]
+#   [MINBYTES=8] [MAXBYTES=4M] [ITERS=200] [WARMUP=20] bench/signature_cost.sh [BUILD_DIR] [RANKS] [ROUNDS] [chorus-bench args]
 set -euo pipefail
 build=${1:-build}
 ranks=${2:-2}
@@ -16,7 +16,7 @@ trap 'rm -rf "$out"' EXIT
 for r in $(seq 1 "$rounds"); do
   for mode in true false; do
     CHORUS_CHECK_SIGNATURES=$mode "$build/bin/chorusrun" -n "$ranks" -- \
-      "$build/bin/chorus-bench" --coll all_reduce -b "${MINBYTES:-8}" -e "${MAXBYTES:-4M}" -f 8 -n 200 -w 20 --json "$@" |
+      "$build/bin/chorus-bench" --coll all_reduce -b "${MINBYTES:-8}" -e "${MAXBYTES:-4M}" -f 8 -n "${ITERS:-200}" -w "${WARMUP:-20}" --json "$@" |
       grep '^\[0\] {' | sed 's/^\[0\] //' | sed "s/^/$mode /" >>"$out/results"
   done
 done
