@@ -12,8 +12,8 @@
 // With "efault" (tcp only) it ends with rank 0 sending from memory that is
 // not mapped: rank 0 must report a local error (CHORUS_ERR_SYSTEM naming the
 // bad address), never PEER_LOST; rank 1, whose peer left, reports rank 0.
-// (Receiving into unmapped memory is a SIGSEGV, as in any memcpy: tcp copies
-// the first bytes of a message from its staging buffer.)
+// (Receiving into memory that is not writable is checked by tcp and shm
+// themselves: the conformance case [bad_buffer].)
 #include <chorus/chorus.h>
 #include <chorus/chorus.hpp>
 
