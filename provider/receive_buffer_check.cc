@@ -4,6 +4,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -45,7 +46,19 @@ int ReceiveBufferCheck::probe(std::uintptr_t begin, std::uintptr_t end) noexcept
     }
     return got < 0 ? errno : EFAULT;  // a short count: a later page faulted
   }
-  known_[next_slot_] = {begin & ~(page - 1), (end + page - 1) & ~(page - 1)};
+  const Range good{begin & ~(page - 1), (end + page - 1) & ~(page - 1)};
+  // A range that overlaps or touches a remembered one joins it (their union
+  // has no gap), so the pieces of one large buffer, received into at
+  // different offsets, end up as one entry instead of evicting the others.
+  for (std::size_t i = 0; i < kRanges; ++i) {
+    Range& r = known_[i];
+    if (r.begin != r.end && good.begin <= r.end && good.end >= r.begin) {
+      r = {std::min(r.begin, good.begin), std::max(r.end, good.end)};
+      last_hit_ = i;
+      return 0;
+    }
+  }
+  known_[next_slot_] = good;
   last_hit_ = next_slot_;
   next_slot_ = (next_slot_ + 1) % kRanges;
   return 0;

@@ -17,9 +17,10 @@ namespace chorus::provider {
 /// must be readable) and writes it back (writable), and answers EFAULT
 /// instead of raising a signal. The bytes keep their values. A probe costs a
 /// system call (about a microsecond, plus tens of nanoseconds per page), so
-/// the last kRanges page ranges found good are remembered and a buffer inside
-/// one of them costs a few comparisons: the steady state of a program that
-/// reuses its buffers makes no system call at all.
+/// the last kRanges page ranges found good are remembered (ranges that
+/// overlap or touch are joined) and a buffer inside one of them costs a few
+/// comparisons: the steady state of a program that reuses its buffers makes
+/// no system call at all.
 ///
 /// Not thread-safe: one per context, used by the context's caller thread.
 ///
