@@ -12,12 +12,14 @@
 // With "efault" (tcp only) it ends with rank 0 sending from memory that is
 // not mapped: rank 0 must report a local error (CHORUS_ERR_SYSTEM naming the
 // bad address), never PEER_LOST; rank 1, whose peer left, reports rank 0.
-// (Receiving into unmapped memory is a SIGSEGV, as in any memcpy: tcp copies
-// the first bytes of a message from its staging buffer.)
+// Receiving into memory that is not writable (read-only, unmapped) fails as
+// a local error on every transport it runs over (tcp and shm check receive
+// buffers; the conformance case [bad_buffer] goes further).
 #include <chorus/chorus.h>
 #include <chorus/chorus.hpp>
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -307,6 +309,40 @@ int main(int argc, char** argv) {
     expect(wrong == 0, "isend/irecv ring: " + std::to_string(wrong) + " wrong");
     // A complete request with a sub-millisecond timeout: done, not an error.
     expect(recv_req.wait_for(std::chrono::nanoseconds(1)), "wait_for(1 ns) on a done request");
+  }
+
+  // --- a receive into memory that is not writable (issue #16) -------------
+  // Rank 1 receives from rank 0 into a read-only page, then into an unmapped
+  // one: the receive fails as a local INVALID_ARGUMENT naming the buffer
+  // (tcp and shm check receive buffers when they are posted), nothing
+  // crashes, rank 0's send completes, and the next message arrives intact.
+  if (size >= 2 && rank <= 1) {
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    for (const bool unmapped : {false, true}) {
+      const std::string kind = unmapped ? "an unmapped page" : "a read-only page";
+      const std::vector<int32_t> sent(16, 41);
+      std::vector<int32_t> next(16, 0);
+      void* bad = mmap(nullptr, page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      expect(bad != MAP_FAILED, "mmap PROT_READ");
+      if (unmapped) munmap(bad, page);
+      if (rank == 0) {
+        ok(chorus_send(comm, sent.data(), sent.size(), CHORUS_INT32, 1),
+           "send to a receive into " + kind);
+        ok(chorus_send(comm, sent.data(), sent.size(), CHORUS_INT32, 1),
+           "send after a receive into " + kind);
+      } else {
+        const int rc = chorus_recv(comm, bad, sent.size(), CHORUS_INT32, 0);
+        const std::string msg = rc == CHORUS_OK ? "" : chorus_last_error();
+        expect((rc == CHORUS_ERR_INVALID_ARGUMENT || rc == CHORUS_ERR_SYSTEM) &&
+                   msg.find("not writable memory") != std::string::npos,
+               "recv into " + kind + ": expected a local error naming the buffer, got " +
+                   std::string(chorus_status_name(rc)) + " (" + msg + ")");
+        ok(chorus_recv(comm, next.data(), next.size(), CHORUS_INT32, 0),
+           "recv after a receive into " + kind);
+        expect(next == sent, "the message after a receive into " + kind + " arrived intact");
+      }
+      if (!unmapped && bad != MAP_FAILED) munmap(bad, page);
+    }
   }
 
   // --- local failures are local (tcp) -------------------------------------

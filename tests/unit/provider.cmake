@@ -4,6 +4,7 @@ add_executable(provider_test
   provider/context_base_test.cc
   provider/little_endian_test.cc
   provider/plugin_helpers_test.cc
+  provider/receive_buffer_check_test.cc
   provider/settings_test.cc
   provider/wire_fields_test.cc)
 target_link_libraries(provider_test PRIVATE chorus_catch_main chorus_provider)

@@ -9,6 +9,7 @@
 
 #include <chorus/transport.h>
 #include <chorus/provider/context_base.hpp>
+#include <chorus/provider/receive_buffer_check.hpp>
 
 #include <atomic>
 #include <cstddef>
@@ -46,6 +47,10 @@ class Context : public provider::ConfiguredContext<Config> {
   int wait(int timeout_ms) noexcept;
   int interrupt() noexcept;
 
+  /// Which receive buffers are writable memory (docs/shm.md, "Receive
+  /// buffers"); shared by the endpoints, used from the caller thread only.
+  provider::ReceiveBufferCheck& receive_buffer_check() { return receive_buffer_check_; }
+
  private:
   /// One progress pass over every endpoint; true when anything moved.
   /// `timed` makes it check for exited peers now (otherwise every 64th
@@ -62,6 +67,7 @@ class Context : public provider::ConfiguredContext<Config> {
   std::vector<Endpoint*> sleepers_;
   std::atomic<bool> interrupt_pending_{false};
   std::atomic<std::uint32_t> interrupt_word_{0};
+  provider::ReceiveBufferCheck receive_buffer_check_;
 };
 
 }  // namespace chorus::shm

@@ -240,7 +240,11 @@ int Endpoint::post_recv(void* buf, std::size_t length, std::uint64_t wr_id) noex
     return set_last_error(CHORUS_ERR_AGAIN, "post_recv: " + std::to_string(kMaxOutstanding) +
                                                 " receives outstanding from " + peer_name());
   }
-  recvs_.push({static_cast<unsigned char*>(buf), length, wr_id});
+  // Checked now, while nothing depends on it, so that the copy out of the
+  // ring (memcpy) never meets a bad pointer; a reused buffer costs no
+  // system call (ReceiveBufferCheck).
+  const int fault = ctx_.receive_buffer_check().check(buf, length);
+  recvs_.push({static_cast<unsigned char*>(buf), length, wr_id, fault});
   ++recvs_unreaped_;
   if (connected_ && progress_recvs()) notify_peer();
   return CHORUS_OK;
@@ -405,12 +409,17 @@ bool Endpoint::progress_recvs() noexcept {
     } else {
       if (recvs_.empty()) break;  // backpressure: the message waits in the ring
       const RecvWr r = recvs_.front();
-      if (fh.msg_len > r.len) {
-        // Dropped, as TCP does: the stream stays consistent for the next message.
+      if (fh.msg_len > r.len || (r.fault != 0 && fh.msg_len > 0)) {
+        // Dropped, as TCP does: the stream stays consistent for the next
+        // message. Both are the caller's errors, not the peer's.
         error(r.wr_id, CHORUS_TP_RECV, CHORUS_ERR_INVALID_ARGUMENT,
-              "message of " + std::to_string(fh.msg_len) + " bytes arrived for a receive of " +
-                  std::to_string(r.len) + " bytes from " + peer_name() +
-                  "; the message was dropped");
+              fh.msg_len > r.len
+                  ? "message of " + std::to_string(fh.msg_len) +
+                        " bytes arrived for a receive of " + std::to_string(r.len) +
+                        " bytes from " + peer_name() + "; the message was dropped"
+                  : ReceiveBufferCheck::describe(r.buf, r.len, r.fault) + ": the message of " +
+                        std::to_string(fh.msg_len) + " bytes from " + peer_name() +
+                        " was dropped");
         recvs_.pop();
         if (fh.kind == kByRef) {
           ByRef ref;

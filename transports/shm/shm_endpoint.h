@@ -83,6 +83,9 @@ class Endpoint {
                     std::uint64_t wr_id, std::uint32_t imm) noexcept {
     return enqueue_send(buf, length, wr_id, imm);
   }
+  /// A buffer that is not writable memory of this process is accepted (OK)
+  /// and fails when its message arrives: the message is dropped and the
+  /// receive completes with INVALID_ARGUMENT naming the buffer.
   int post_recv(void* buf, std::size_t length, std::uint64_t wr_id) noexcept;
 
   /// One progress pass: write queued sends, read arrived messages, complete
@@ -114,6 +117,7 @@ class Endpoint {
     unsigned char* buf;
     std::uint64_t len;
     std::uint64_t wr_id;
+    int fault;  // 0, or the errno that says `buf` is not writable memory
   };
 
   int enqueue_send(const void* buf, std::size_t length, std::uint64_t wr_id,

@@ -9,6 +9,7 @@
 
 #include <chorus/transport.h>
 #include <chorus/provider/context_base.hpp>
+#include <chorus/provider/receive_buffer_check.hpp>
 
 #include <sys/epoll.h>
 
@@ -39,6 +40,9 @@ class Context : public provider::ConfiguredContext<Config> {
   const auth::Key& job_key() const { return job_key_; }
   Acceptor& acceptor() { return *acceptor_; }
   std::span<std::byte> discard_buffer() { return discard_; }
+  /// Which receive buffers are writable memory (docs/transport-abi.md,
+  /// provider toolkit); shared by the endpoints, caller thread only.
+  provider::ReceiveBufferCheck& receive_buffer_check() { return receive_buffer_check_; }
   /// "host:port" other ranks connect to, for messages.
   std::string listen_address() const;
 
@@ -75,6 +79,7 @@ class Context : public provider::ConfiguredContext<Config> {
   auth::Key job_key_;
   asio::ip::address advertised_;
   std::vector<std::byte> discard_;
+  provider::ReceiveBufferCheck receive_buffer_check_;
   UniqueFd epoll_fd_;
   UniqueFd event_fd_;
   std::vector<epoll_event> events_;

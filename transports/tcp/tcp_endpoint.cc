@@ -206,7 +206,10 @@ int Endpoint::post_recv(void* buf, std::size_t length, std::uint64_t wr_id) {
     return set_last_error(CHORUS_ERR_AGAIN, "post_recv: 1024 receives from " + who() +
                                                 " are outstanding; poll completions and retry");
   }
-  recvs_[recv_tail_ & kMask] = RecvWr{static_cast<std::byte*>(buf), length, wr_id};
+  // Checked now, so that neither the copy out of the staging buffer (memcpy)
+  // nor read() meets a bad pointer; a reused buffer costs no system call.
+  const int fault = ctx_.receive_buffer_check().check(buf, length);
+  recvs_[recv_tail_ & kMask] = RecvWr{static_cast<std::byte*>(buf), length, wr_id, fault};
   ++recv_tail_;
   ++recvs_outstanding_;
   if (rx_ == Rx::kAwaitRecv || (rx_ == Rx::kHeader && sockets_[0].readable)) progress_rx();
@@ -417,12 +420,18 @@ void Endpoint::progress_rx() {
         // posted, and then goes straight into the receive buffer.
         if (recv_head_ == recv_tail_) return;
         const RecvWr& r = recvs_[recv_head_ & kMask];
-        rx_discard_ = r.length < rx_len_;
+        rx_discard_ = r.length < rx_len_ || (r.fault != 0 && rx_len_ > 0);
         rx_dest_ = r.buf;
         if (rx_discard_) {
-          const std::string msg = "message of " + std::to_string(rx_len_) +
-                                  " bytes arrived for a receive of " + std::to_string(r.length) +
-                                  " bytes from " + who() + "; the message was discarded";
+          // The caller's error, not the peer's: the stream stays usable.
+          const std::string msg =
+              r.length < rx_len_
+                  ? "message of " + std::to_string(rx_len_) + " bytes arrived for a receive of " +
+                        std::to_string(r.length) + " bytes from " + who() +
+                        "; the message was discarded"
+                  : provider::ReceiveBufferCheck::describe(r.buf, r.length, r.fault) +
+                        ": the message of " + std::to_string(rx_len_) + " bytes from " + who() +
+                        " was discarded";
           ctx_.cq().push_error(handle(), CHORUS_TP_RECV, r.wr_id, CHORUS_ERR_INVALID_ARGUMENT,
                                peer_rank_, msg);
           ++recv_head_;

@@ -75,6 +75,9 @@ class Endpoint : public provider::EndpointBase<Context> {
                     std::uint64_t wr_id, std::uint32_t imm) {
     return enqueue_send(buf, length, wr_id, imm);
   }
+  /// A buffer that is not writable memory of this process is accepted (OK)
+  /// and fails when its message arrives: the message is discarded and the
+  /// receive completes with INVALID_ARGUMENT naming the buffer.
   int post_recv(void* buf, std::size_t length, std::uint64_t wr_id);
 
   /// Records epoll readiness of one of this endpoint's sockets.
@@ -100,6 +103,7 @@ class Endpoint : public provider::EndpointBase<Context> {
     std::byte* buf = nullptr;
     std::uint64_t length = 0;
     std::uint64_t wr_id = 0;
+    int fault = 0;  // the errno that says `buf` is not writable memory
   };
   enum class Rx { kHeader, kAwaitRecv, kPayload, kClosed };
 
