@@ -222,8 +222,14 @@ class RawSocket {
   int fd_ = -1;
 };
 
-Bytes hello_frame(int rank, int size, std::string_view token) {
-  const auto hello = frame::encode_hello({rank, size, frame::job_tag(token)});
+Bytes hello_frame(int rank, int size, std::string_view token, std::uint16_t listen_port = 0) {
+  frame::Address listen;
+  if (listen_port != 0) {
+    listen.port = listen_port;
+    listen.family = 4;
+    listen.bytes = {127, 0, 0, 1};
+  }
+  const auto hello = frame::encode_hello({rank, size, frame::job_tag(token), listen});
   return frame::encode_frame(frame::Type::kHello, hello);
 }
 
@@ -815,18 +821,37 @@ TEST_CASE("a peer stalling mid-frame cannot hang the job", "[bootstrap]") {
   const auto port = free_port();
   std::vector<Outcome> out(kRanks);
   RawSocket impostor;
+  RawSocket link;
   std::atomic<bool> welcomed{false};
   run_ranks(kRanks, [&](int r) {
     Outcome& me = out[static_cast<std::size_t>(r)];
     if (r == 2) {
-      // Joins properly, then sends half a contribution and stalls.
+      // Joins properly (rank 1 links to it as its ring neighbour), then sends
+      // half a contribution and stalls.
+      const std::uint16_t link_port = free_port();
+      RawSocket listener(::socket(AF_INET, SOCK_STREAM, 0));
+      sockaddr_in addr{};
+      addr.sin_family = AF_INET;
+      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      addr.sin_port = htons(link_port);
+      if (::bind(listener.fd(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+          ::listen(listener.fd(), 4) != 0) {
+        return me.fail("cannot listen for rank 1's link");
+      }
       impostor = RawSocket::connect_to(port);
       if (!authenticate(impostor, "")) return me.fail("rank 0's proof did not verify");
-      impostor.send_all(hello_frame(2, kRanks, ""));
+      impostor.send_all(hello_frame(2, kRanks, "", link_port));
       const Bytes welcome = impostor.receive(frame::kHeaderSize + frame::kWelcomeSize, 5s);
       if (frame::decode_frame(welcome).state != frame::DecodeState::kFrame) {
         return me.fail("no welcome");
       }
+      pollfd p{listener.fd(), POLLIN, 0};
+      if (::poll(&p, 1, 5000) <= 0) return me.fail("rank 1 did not link");
+      link = RawSocket(::accept(listener.fd(), nullptr, nullptr));
+      authenticate_as_root(link, "");
+      link.receive(frame::kHeaderSize + frame::kHelloSize, 5s);
+      link.send_all(frame::encode_frame(frame::Type::kWelcome,
+                                        frame::encode_welcome({kRanks, frame::job_tag(""), {}})));
       welcomed = true;
       const auto head = frame::encode_header(frame::Type::kContribute, frame::kOpHeaderSize + 100);
       impostor.send_all(head);
@@ -922,7 +947,8 @@ TEST_CASE("bad arguments fail the call and the side channel", "[bootstrap]") {
     auto b = Bootstrap::connect(o, Deadline::after(1s));
     REQUIRE(b.is_ok());
     std::vector<Bytes> all;
-    const Status s = (*b)->all_gather(Bytes(Bootstrap::kMaxBlob + 1), all, Deadline::after(1s));
+    Bytes data(Bootstrap::kMaxBlob + 1);
+    const Status s = (*b)->broadcast(data, 0, Deadline::after(1s));
     CHECK(s.code() == CHORUS_ERR_INVALID_ARGUMENT);
     CHECK_THAT(s.message(), Catch::Contains("exceeds the side channel's limit"));
     CHECK(all.empty());

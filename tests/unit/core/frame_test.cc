@@ -69,7 +69,7 @@ TEST_CASE("frame header layout is little-endian and starts with CHRS", "[frame]"
   const auto h = encode_header(Type::kDeliver, 0x01020304u);
   const std::vector<std::byte> expect = {
       std::byte{'C'}, std::byte{'H'}, std::byte{'R'}, std::byte{'S'},  // magic
-      std::byte{2},   std::byte{0},                                    // version
+      std::byte{3},   std::byte{0},                                    // version
       std::byte{5},   std::byte{0},                                    // type
       std::byte{4},   std::byte{3},   std::byte{2},   std::byte{1}};   // length
   CHECK(std::vector<std::byte>(h.begin(), h.end()) == expect);
@@ -130,7 +130,7 @@ TEST_CASE("frame decoder refuses bad magic, version and type", "[frame]") {
     CHECK_THAT(describe(d.error, d.header), Catch::Contains("version 1"));
   }
   SECTION("unknown types") {
-    for (const std::uint16_t type : {0, 9, 0xffff}) {
+    for (const std::uint16_t type : {0, 10, 0xffff}) {
       const Decoded d = decode_frame(raw_header(kMagic, kVersion, type, 0));
       REQUIRE(d.state == DecodeState::kError);
       CHECK(d.error == Error::kUnknownType);
