@@ -3,6 +3,7 @@
 // threads only record what happened and the test thread checks it.
 #include "core/bootstrap.h"
 #include "core/auth.h"
+#include "core/bootstrap_ring.h"
 
 #include <catch2/catch.hpp>
 
@@ -388,6 +389,62 @@ TEST_CASE("all_gather of maximum-size blobs", "[bootstrap]") {
   });
   INFO(describe(out));
   for (const auto& o : out) CHECK(o.code == CHORUS_OK);
+}
+
+TEST_CASE("all_gather of blobs larger than a frame, more than 1 MiB in all", "[bootstrap]") {
+  // Rank 1's blob takes three pieces; the table is about 4.3 MiB in all and
+  // goes around the ring of ranks 1-4 (rank 0 only sends its own).
+  constexpr int kRanks = 5;
+  const auto size_of = [](int q) -> std::size_t {
+    return q == 1 ? 2 * Bootstrap::kMaxBlob + 5 : 500000 + static_cast<std::size_t>(q);
+  };
+  const auto port = free_port();
+  std::vector<Outcome> out(kRanks);
+  std::vector<std::uint64_t> sent(kRanks);
+  run_ranks(kRanks, [&](int r) {
+    Outcome& me = out[static_cast<std::size_t>(r)];
+    auto b = Bootstrap::connect(options(r, kRanks, port, "job-1"), Deadline::after(10s));
+    if (!b.is_ok()) return me.set(b.status());
+    const std::uint64_t before = (*b)->bytes_sent();
+    std::vector<Bytes> all;
+    const Status s = (*b)->all_gather(blob(r, size_of(r), 4), all, Deadline::after(30s));
+    sent[static_cast<std::size_t>(r)] = (*b)->bytes_sent() - before;
+    if (!s.is_ok()) return me.set(s);
+    if (auto bad = verify(all, kRanks, size_of, 4); !bad.empty()) return me.fail(bad);
+  });
+  INFO(describe(out));
+  for (const auto& o : out) CHECK(o.code == CHORUS_OK);
+  // Rank 0 sent its own blob and a step check's worth of headers, no more.
+  CHECK(sent[0] >= size_of(0));
+  CHECK(sent[0] < size_of(0) + 4096);
+}
+
+TEST_CASE("ring arithmetic: every rank gets every blob once", "[bootstrap]") {
+  for (int size = 2; size <= 9; ++size) {
+    INFO(size << " ranks");
+    for (int origin = 0; origin < size; ++origin) {
+      // Follow the blob from where it enters the ring.
+      std::vector<int> got(static_cast<std::size_t>(size), 0);
+      got[static_cast<std::size_t>(origin)] = 1;
+      int at = ring::entry(origin);
+      if (origin == 0) ++got[1];
+      while (ring::forwards(at, size, origin)) {
+        at = ring::next(at, size);
+        ++got[static_cast<std::size_t>(at)];
+      }
+      if (origin != 0) ++got[0];  // rank size-1 feeds rank 0
+      for (int r = 0; r < size; ++r) CHECK(got[static_cast<std::size_t>(r)] == 1);
+    }
+    for (int r = 1; r < size; ++r) {
+      int from_prev = 0;
+      for (int origin = 0; origin < size; ++origin) {
+        if (origin != r && origin != 0 && ring::linked(r, size)) ++from_prev;
+        if (origin == 0 && r != 1 && ring::linked(r, size)) ++from_prev;
+      }
+      CHECK(ring::from_prev(r, size) == from_prev);
+      CHECK(ring::next(ring::prev(r, size), size) == r);
+    }
+  }
 }
 
 TEST_CASE("barrier holds every rank until all have arrived", "[bootstrap]") {
