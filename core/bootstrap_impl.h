@@ -341,8 +341,7 @@ class Bootstrap::Impl {
   void pass_blob(const ConnPtr& to, int index, std::span<const std::byte> blob);
   void pass_on(const ConnPtr& to, const Bytes& payload);
   std::optional<Status> take_pass(Conn& from, std::vector<Bytes>& got, std::vector<char>& done,
-                                  int& complete);
-  int pass_index_ = -1;  ///< the blob take_pass() took last, -1: none
+                                  int& complete, int& index);
   ConnPtr link_to(int peer) const;
   std::string who(const Conn& c) const;
   Status gone_status(const Conn& c);

@@ -62,7 +62,9 @@ void Bootstrap::Impl::pass_on(const ConnPtr& to, const Bytes& payload) {
 /// belongs to another call and was left in place: rank 0, which saw every
 /// rank's step check, will fail the job).
 std::optional<Status> Bootstrap::Impl::take_pass(Conn& from, std::vector<Bytes>& got,
-                                                 std::vector<char>& done, int& complete) {
+                                                 std::vector<char>& done, int& complete,
+                                                 int& index) {
+  index = -1;
   const Frame& f = from.passes.front();
   const auto head = frame::decode_op(f.payload);
   const auto broke = [&](const std::string& why) {
@@ -70,28 +72,25 @@ std::optional<Status> Bootstrap::Impl::take_pass(Conn& from, std::vector<Bytes>&
                  " during all_gather #", seq_, ")");
   };
   if (!head) return broke("malformed pass frame");
-  if (head->seq != seq_ || head->op != frame::Op::kAllGather) {
-    pass_index_ = -1;
-    return std::nullopt;
+  if (head->seq != seq_ || head->op != frame::Op::kAllGather) return std::nullopt;
+  const int origin = head->arg;
+  if (origin < 0 || origin >= size_ || origin == rank_ || done[static_cast<std::size_t>(origin)]) {
+    return broke(cat("a piece of rank ", origin, "'s blob that this rank does not expect"));
   }
-  const int index = head->arg;
-  if (index < 0 || index >= size_ || index == rank_ || done[static_cast<std::size_t>(index)]) {
-    return broke(cat("a piece of rank ", index, "'s blob that this rank does not expect"));
-  }
-  Bytes& blob = got[static_cast<std::size_t>(index)];
+  Bytes& blob = got[static_cast<std::size_t>(origin)];
   const std::size_t piece = f.payload.size() - frame::kOpHeaderSize;
   if (blob.size() + piece > frame::kMaxGatherBlob) {
-    return broke(cat("rank ", index, "'s blob exceeds ", frame::kMaxGatherBlob, " bytes"));
+    return broke(cat("rank ", origin, "'s blob exceeds ", frame::kMaxGatherBlob, " bytes"));
   }
   blob.insert(blob.end(), f.payload.begin() + static_cast<std::ptrdiff_t>(frame::kOpHeaderSize),
               f.payload.end());
   if ((head->flags & frame::kMorePieces) == 0) {
-    done[static_cast<std::size_t>(index)] = 1;
+    done[static_cast<std::size_t>(origin)] = 1;
     ++complete;
   }
   forwarded_.push_back(std::move(from.passes.front().payload));
   from.passes.pop_front();
-  pass_index_ = index;
+  index = origin;
   return std::nullopt;
 }
 
@@ -109,9 +108,10 @@ Status Bootstrap::Impl::root_gather(std::span<const std::byte> mine, std::vector
   Status status = pump(
       deadline,
       [&]() -> std::optional<Status> {
+        int index = -1;
         while (!source->passes.empty()) {
-          if (auto bad = take_pass(*source, got, done, complete)) return bad;
-          if (pass_index_ < 0) break;
+          if (auto bad = take_pass(*source, got, done, complete, index)) return bad;
+          if (index < 0) break;
           forwarded_.pop_back();  // rank 0 passes nothing on
         }
         events_.clear();
@@ -171,11 +171,12 @@ Status Bootstrap::Impl::peer_gather(std::span<const std::byte> mine, std::vector
       deadline,
       [&]() -> std::optional<Status> {
         for (const ConnPtr& s : sources) {
+          int index = -1;
           while (!s->passes.empty()) {
-            if (auto bad = take_pass(*s, got, done, complete)) return bad;
-            if (pass_index_ < 0) break;
-            if (next && ring::forwards(rank_, size_, pass_index_)) pass_on(next, forwarded_.back());
-            if (feeds_root && pass_index_ != 0) pass_on(coord_, forwarded_.back());
+            if (auto bad = take_pass(*s, got, done, complete, index)) return bad;
+            if (index < 0) break;
+            if (next && ring::forwards(rank_, size_, index)) pass_on(next, forwarded_.back());
+            if (feeds_root && index != 0) pass_on(coord_, forwarded_.back());
           }
         }
         // State, not events: a few connections, and an event seen while

@@ -196,13 +196,12 @@ Status Bootstrap::Impl::peer_collective(frame::Op op, int root, std::span<const 
   if (c.gone == Gone::kNo) send(coord_, buffers);
   if (op == frame::Op::kAllGather) return peer_gather(mine, out, deadline, start);
 
-  const std::size_t expected = 1;
   Status status = pump(
       deadline,
       [&]() -> std::optional<Status> {
         events_.clear();
-        if (c.inbox.size() >= expected && c.writes == 0) return Status::ok();
-        if (c.inbox.size() < expected && c.gone != Gone::kNo) return gone_status(c);
+        if (!c.inbox.empty() && c.writes == 0) return Status::ok();
+        if (c.inbox.empty() && c.gone != Gone::kNo) return gone_status(c);
         if (!c.write_error.empty()) {
           return error(CHORUS_ERR_PEER_LOST, "lost ", who(c), " on the side channel (",
                        c.write_error, ")");
@@ -212,27 +211,24 @@ Status Bootstrap::Impl::peer_collective(frame::Op op, int root, std::span<const 
       [&] {
         return error(CHORUS_ERR_TIMEOUT, frame::op_name(op), " #", seq_, " timed out after ",
                      seconds_text(Clock::now() - start), " waiting for rank 0 (coordinator ",
-                     coordinator_, ") with ", c.inbox.size(), " of ", expected,
-                     " result frames received; rank 0 waits for every rank to call it");
+                     coordinator_, ") with ", c.inbox.size(),
+                     " of 1 result frames received; rank 0 waits for every rank to call it");
       });
   if (!status.is_ok()) return fail(std::move(status));
 
-  std::vector<Bytes> got;
-  got.reserve(expected);
-  for (std::size_t k = 0; k < expected; ++k) {
-    Frame f = std::move(c.inbox.front());
-    c.inbox.pop_front();
-    const auto head = frame::decode_op(f.payload);
-    const int index = op == frame::Op::kBroadcast ? root : 0;
-    if (!head || head->seq != seq_ || head->op != op || head->arg != index) {
-      return fail(error(CHORUS_ERR_PEER_LOST, who(c),
-                        " broke the side-channel protocol (unexpected result frame for ",
-                        frame::op_name(op), " #", seq_, ")"));
-    }
-    f.payload.erase(f.payload.begin(),
-                    f.payload.begin() + static_cast<std::ptrdiff_t>(frame::kOpHeaderSize));
-    got.push_back(std::move(f.payload));
+  Frame f = std::move(c.inbox.front());
+  c.inbox.pop_front();
+  const auto head = frame::decode_op(f.payload);
+  const int index = op == frame::Op::kBroadcast ? root : 0;
+  if (!head || head->seq != seq_ || head->op != op || head->arg != index) {
+    return fail(error(CHORUS_ERR_PEER_LOST, who(c),
+                      " broke the side-channel protocol (unexpected result frame for ",
+                      frame::op_name(op), " #", seq_, ")"));
   }
+  f.payload.erase(f.payload.begin(),
+                  f.payload.begin() + static_cast<std::ptrdiff_t>(frame::kOpHeaderSize));
+  std::vector<Bytes> got;
+  got.push_back(std::move(f.payload));
   out = std::move(got);
   return Status::ok();
 }
