@@ -65,10 +65,10 @@ stats() {  # values... -> min/mean/max
   printf '%s\n' "$@" | awk '{ s += $1; if (NR == 1 || $1 < lo) lo = $1; if ($1 > hi) hi = $1 }
     END { printf "%g/%.1f/%g", lo, s / NR, hi }'
 }
-init=$(awk -v a="$start" -v b="$ready" 'BEGIN { printf "%.2f", b - a }')
+init_s=$(awk -v a="$start" -v b="$ready" 'BEGIN { printf "%.2f", b - a }')
 bytes=$(awk '/# stats r0 .* bootstrap.bytes_sent / { print $NF }' "$out")
 time_us=$(awk '/^\[0\] +8 / { print $5; exit }' "$out")
 wrong=$(awk '/^\[0\] +8 / { print $8; exit }' "$out")
 rss_mib=$(printf '%s\n' "${rss[@]}" | awk '{ printf "%.1f\n", $1 / 1024 }')
 # shellcheck disable=SC2086
-echo "$n $transport ${init} ${bytes:-?} ss=${ss_bytes} $(stats "${fds[@]}") $(stats $rss_mib) ${time_us:-?} wrong=${wrong:-?} sampled=${#fds[@]}"
+echo "$n $transport ${init_s} ${bytes:-?} ss=${ss_bytes} $(stats "${fds[@]}") $(stats $rss_mib) ${time_us:-?} wrong=${wrong:-?} sampled=${#fds[@]}"

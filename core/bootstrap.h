@@ -89,9 +89,10 @@ class Bootstrap {
 
   /// Joins the job. Blocks until every rank has joined (rank 0: all size-1
   /// peers said hello and were welcomed; others: connected, welcomed, and
-  /// linked with their ring neighbours) or the deadline passes. Non-root ranks retry while the coordinator is not
-  /// listening yet. Rank 0 drops (and logs) connections that are not ranks of
-  /// this job and keeps waiting. size == 1 opens no sockets. Once the job
+  /// linked with their ring neighbours) or the deadline passes. Non-root
+  /// ranks retry while the coordinator is not listening yet. Rank 0 drops
+  /// (and logs) connections that are not ranks of this job and keeps
+  /// waiting. size == 1 opens no sockets. Once the job
   /// has formed, rank 0 keeps the port and a thread of its own answers every
   /// later caller with a refusal (docs/reliability.md, "Two jobs, one port").
   /// @returns the Bootstrap, or CHORUS_ERR_INVALID_ARGUMENT (bad options,

@@ -22,8 +22,9 @@
 // types that this peer may send at all) and only then sizes the payload
 // buffer, so nobody can make us allocate more than max_payload(type) bytes,
 // and an unidentified caller no more than a hello. Complete frames go to the
-// connection's inbox (kPass frames of the ring to its `passes`); an abort frame, an I/O error or a protocol error marks
-// the connection gone and stops its reader. Either way the connection is put
+// connection's inbox (the ring's kPass frames to its `passes`); an abort
+// frame, an I/O error or a protocol error marks the connection gone and stops
+// its reader. Either way the connection is put
 // on events_, which the waiting code scans instead of every connection.
 #pragma once
 
@@ -180,27 +181,27 @@ struct Frame {
 struct Conn {
   explicit Conn(asio::io_context& io) : socket(io), handshake_timer(io) {}
   tcp::socket socket;
-  asio::steady_timer handshake_timer;  ///< rank 0: bounds a pending caller's handshake
+  asio::steady_timer handshake_timer;  ///< bounds a pending caller's handshake
   Auth auth = Auth::kNew;
   auth::Nonce rank_nonce{};   ///< the connecting rank's nonce
-  auth::Nonce root_nonce{};   ///< rank 0's nonce
+  auth::Nonce root_nonce{};   ///< the listening end's nonce (rank 0, or a ring neighbour)
   Bytes auth_frame;           ///< an authentication frame being written
   Bytes proof_frame;          ///< connecting side: the proof and the hello, being written
   std::string where;          ///< the other end, for messages
   int rank = -1;              ///< the other end's rank once known
-  bool pending = false;       ///< rank 0: accepted, no hello yet
+  bool pending = false;       ///< a listener's caller: accepted, no hello yet
   std::uint32_t allowed = 0;  ///< bit(type) for every frame type the other end may send
   std::array<std::byte, frame::kHeaderSize> header{};
-  Bytes payload;            ///< the frame being read
-  std::deque<Frame> inbox;  ///< complete frames not yet consumed, but kPass
-  std::deque<Frame> passes; ///< complete kPass frames not yet consumed
-  frame::Address listen{};  ///< rank 0: where this rank takes ring links
-  bool linked = false;      ///< a ring link whose other end welcomed or was welcomed
-  int writes = 0;           ///< our writes queued or in flight
+  Bytes payload;             ///< the frame being read
+  std::deque<Frame> inbox;   ///< complete frames not yet consumed, but kPass
+  std::deque<Frame> passes;  ///< complete kPass frames not yet consumed
+  frame::Address listen{};   ///< rank 0: where this rank takes ring links
+  bool linked = false;       ///< a ring link whose other end welcomed or was welcomed
+  int writes = 0;            ///< our writes queued or in flight
   std::deque<std::vector<asio::const_buffer>> queue;  ///< those writes, oldest in flight
-  std::string write_error;  ///< the first failed write
-  Gone gone = Gone::kNo;    ///< the reader has stopped, and why
-  std::string why;          ///< kIo/kProtocol: reason; kAbort: the other end's text
+  std::string write_error;                            ///< the first failed write
+  Gone gone = Gone::kNo;                              ///< the reader has stopped, and why
+  std::string why;  ///< kIo/kProtocol: reason; kAbort: the other end's text
   int abort_code = 0;
   bool shut = false;  ///< we stopped all I/O on it; its handlers change nothing
 };
@@ -340,6 +341,7 @@ class Bootstrap::Impl {
                      Clock::time_point start);
   void pass_blob(const ConnPtr& to, int index, std::span<const std::byte> blob);
   void pass_on(const ConnPtr& to, const Bytes& payload);
+  void release_passes();
   std::optional<Status> take_pass(Conn& from, std::vector<Bytes>& got, std::vector<char>& done,
                                   int& complete, int& index);
   ConnPtr link_to(int peer) const;
@@ -370,11 +372,11 @@ class Bootstrap::Impl {
   Deadline join_deadline_ = Deadline::never();
   bool port_taken_ = false;  ///< rank 0: listen found the port in use
 
-  std::vector<ConnPtr> peers_;    ///< rank 0: peers_[r] for 1 <= r < size, null until joined
-  std::vector<ConnPtr> links_;    ///< non-root: its ring neighbours' connections (at most 2)
-  frame::Address listen_{};       ///< non-root: where it takes ring links (port 0: none)
+  std::vector<ConnPtr> peers_;  ///< rank 0: peers_[r] for 1 <= r < size, null until joined
+  std::vector<ConnPtr> links_;  ///< non-root: its ring neighbours' connections (at most 2)
+  frame::Address listen_{};     ///< non-root: where it takes ring links (port 0: none)
   std::vector<frame::Address> connect_to_;  ///< non-root: from the welcome, higher neighbours first
-  std::vector<ConnPtr> pending_;  ///< rank 0 while joining: callers without a hello yet
+  std::vector<ConnPtr> pending_;  ///< while joining, a listening rank's callers without a hello yet
   int joined_ = 0;
   ConnPtr coord_;                ///< non-root: the connection to rank 0
   std::vector<ConnPtr> events_;  ///< connections that got a frame, went away or failed a write
@@ -393,7 +395,8 @@ class Bootstrap::Impl {
   std::vector<std::array<std::byte, frame::kHeaderSize + frame::kOpHeaderSize>> delivery_heads_;
   std::vector<asio::const_buffer> delivery_buffers_;
   /// kPass frames of the current all_gather: frame and op headers, and the
-  /// payloads passed on; they live until the call ends.
+  /// payloads passed on; they live until the call has succeeded (or, after a
+  /// failure, until the Bootstrap goes).
   std::deque<std::array<std::byte, frame::kHeaderSize + frame::kOpHeaderSize>> pass_heads_;
   std::deque<std::array<std::byte, frame::kHeaderSize>> forward_heads_;
   std::deque<Bytes> forwarded_;

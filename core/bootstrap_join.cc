@@ -86,8 +86,8 @@ std::optional<Status> Bootstrap::Impl::try_join(Deadline deadline, Clock::time_p
   // The hello says where this rank takes ring links: on the interface that
   // reaches rank 0.
   if (Status s = open_link_listener(); !s.is_ok()) return s;
-  hello_ = frame::encode_frame(frame::Type::kHello,
-                               frame::encode_hello({rank_, size_, tag_, listen_}));
+  hello_ =
+      frame::encode_frame(frame::Type::kHello, frame::encode_hello({rank_, size_, tag_, listen_}));
   start_handshake(coord_);
 
   bool retry = false;
@@ -110,8 +110,8 @@ std::optional<Status> Bootstrap::Impl::try_join(Deadline deadline, Clock::time_p
                          " welcomed this rank into a different job (job size or token differ)");
           }
           if (welcome->connect_to.size() != ring_addresses(rank_).size()) {
-            return error(CHORUS_ERR_INVALID_ARGUMENT, "the coordinator ", coordinator_,
-                         " sent ", welcome->connect_to.size(),
+            return error(CHORUS_ERR_INVALID_ARGUMENT, "the coordinator ", coordinator_, " sent ",
+                         welcome->connect_to.size(),
                          " ring-neighbour addresses in its welcome, this rank expects ",
                          ring_addresses(rank_).size());
           }

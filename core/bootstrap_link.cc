@@ -115,9 +115,8 @@ std::string Bootstrap::Impl::check_link_hello(const frame::Hello& hello) const {
                hello.size, " ranks)");
   }
   const auto ns = neighbours(rank_, size_);
-  const bool expected = std::any_of(ns.begin(), ns.end(), [&](int n) {
-    return n == hello.rank && ring::connects_to(n, rank_);
-  });
+  const bool expected = std::any_of(
+      ns.begin(), ns.end(), [&](int n) { return n == hello.rank && ring::connects_to(n, rank_); });
   if (!expected) {
     return cat("it claims rank ", hello.rank, ", which is not a ring neighbour that links to rank ",
                rank_);
@@ -138,8 +137,8 @@ void Bootstrap::Impl::admit_link(const ConnPtr& c, const frame::Hello& hello) {
         frame::encode_frame(frame::Type::kWelcome, frame::encode_welcome({size_, tag_, {}})));
   }
   send(c, asio::buffer(welcomes_.front()));
-  log(CHORUS_LOG_DEBUG, cat("rank ", rank_, ": ring link from rank ", c->rank, " (", c->where,
-                            ") is up"));
+  log(CHORUS_LOG_DEBUG,
+      cat("rank ", rank_, ": ring link from rank ", c->rank, " (", c->where, ") is up"));
 }
 
 void Bootstrap::Impl::connect_link(int peer, const frame::Address& address) {

@@ -49,6 +49,15 @@ void Bootstrap::Impl::pass_blob(const ConnPtr& to, int index, std::span<const st
   } while (offset < blob.size());
 }
 
+/// Frees the frames of a finished all_gather (the payloads passed on are a
+/// copy of most of the table); only once no write uses them.
+void Bootstrap::Impl::release_passes() {
+  if (writes_in_flight_ != 0) return;
+  pass_heads_.clear();
+  forward_heads_.clear();
+  forwarded_.clear();
+}
+
 /// Sends a kPass payload received from a neighbour on, unchanged.
 void Bootstrap::Impl::pass_on(const ConnPtr& to, const Bytes& payload) {
   auto& head = forward_heads_.emplace_back(
@@ -130,10 +139,10 @@ Status Bootstrap::Impl::root_gather(std::span<const std::byte> mine, std::vector
       [&] {
         return error(CHORUS_ERR_TIMEOUT, "all_gather #", seq_, " timed out after ",
                      seconds_text(Clock::now() - start), " waiting for rank ", size_ - 1,
-                     " (the ring's last rank) with ", complete, " of ", size_,
-                     " blobs complete");
+                     " (the ring's last rank) with ", complete, " of ", size_, " blobs complete");
       });
   if (!status.is_ok()) return fail(std::move(status));
+  release_passes();
   out = std::move(got);
   return Status::ok();
 }
@@ -213,11 +222,12 @@ Status Bootstrap::Impl::peer_gather(std::span<const std::byte> mine, std::vector
       [&] {
         return error(CHORUS_ERR_TIMEOUT, "all_gather #", seq_, " timed out after ",
                      seconds_text(Clock::now() - start), " with ", complete, " of ", size_,
-                     " blobs complete, waiting for rank ",
-                     prev ? prev->rank : 0, prev ? " (its ring predecessor)" : " (coordinator)",
+                     " blobs complete, waiting for rank ", prev ? prev->rank : 0,
+                     prev ? " (its ring predecessor)" : " (coordinator)",
                      "; every rank must call it");
       });
   if (!status.is_ok()) return fail(std::move(status));
+  release_passes();
   out = std::move(got);
   return Status::ok();
 }

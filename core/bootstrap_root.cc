@@ -228,8 +228,8 @@ void Bootstrap::Impl::drop_callers() {
   accept_retry_.cancel();
   for (const ConnPtr& c : pending_) {
     if (!c->pending) continue;  // admitted or dropped already
-    log(CHORUS_LOG_WARN, cat("rank ", rank_, ": dropped a connection from ", c->where,
-                             " that never said hello"));
+    log(CHORUS_LOG_WARN,
+        cat("rank ", rank_, ": dropped a connection from ", c->where, " that never said hello"));
     drop(*c, nullptr);
   }
   pending_.clear();
@@ -380,9 +380,9 @@ void Bootstrap::Impl::refuse(const ConnPtr& c, const std::string& why, bool tell
 
 void Bootstrap::Impl::admit(const ConnPtr& c, const Frame& hello_frame) {
   const auto hello = frame::decode_hello(hello_frame.payload);
-  const std::string why = !hello         ? std::string("malformed hello")
+  const std::string why = !hello       ? std::string("malformed hello")
                           : rank_ == 0 ? check_hello(*hello, *c)
-                                         : check_link_hello(*hello);
+                                       : check_link_hello(*hello);
   if (!why.empty()) return refuse(c, why, true);
   c->pending = false;
   c->handshake_timer.cancel();

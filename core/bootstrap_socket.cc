@@ -67,25 +67,25 @@ void Bootstrap::Impl::on_payload(const ConnPtr& c, frame::Type type, const asio:
 }
 
 void Bootstrap::Impl::write_next(const ConnPtr& c) {
-  asio::async_write(c->socket, c->queue.front(), [this, c](const asio::error_code& ec,
-                                                           std::size_t n) {
-    bytes_sent_.fetch_add(n, std::memory_order_relaxed);
-    c->queue.pop_front();
-    --c->writes;
-    --writes_in_flight_;
-    if (ec) {
-      // The rest of the queue cannot follow a broken frame.
-      writes_in_flight_ -= static_cast<int>(c->queue.size());
-      c->writes = 0;
-      c->queue.clear();
-      if (!c->shut && c->write_error.empty()) {
-        c->write_error = ec.message();
-        events_.push_back(c);
-      }
-      return;
-    }
-    if (!c->queue.empty()) write_next(c);
-  });
+  asio::async_write(c->socket, c->queue.front(),
+                    [this, c](const asio::error_code& ec, std::size_t n) {
+                      bytes_sent_.fetch_add(n, std::memory_order_relaxed);
+                      c->queue.pop_front();
+                      --c->writes;
+                      --writes_in_flight_;
+                      if (ec) {
+                        // The rest of the queue cannot follow a broken frame.
+                        writes_in_flight_ -= static_cast<int>(c->queue.size());
+                        c->writes = 0;
+                        c->queue.clear();
+                        if (!c->shut && c->write_error.empty()) {
+                          c->write_error = ec.message();
+                          events_.push_back(c);
+                        }
+                        return;
+                      }
+                      if (!c->queue.empty()) write_next(c);
+                    });
 }
 
 void Bootstrap::Impl::mark_gone(const ConnPtr& c, Gone gone, std::string why) {
@@ -109,7 +109,9 @@ void Bootstrap::Impl::shut_down(Conn& c, const frame::Abort* abort) {
     const Bytes f =
         frame::encode_frame(frame::Type::kAbort, frame::encode_abort(abort->code, abort->text));
     c.socket.non_blocking(true, ec);
-    if (!ec) bytes_sent_.fetch_add(c.socket.send(asio::buffer(f), 0, ec), std::memory_order_relaxed);
+    if (!ec) {
+      bytes_sent_.fetch_add(c.socket.send(asio::buffer(f), 0, ec), std::memory_order_relaxed);
+    }
   }
   c.socket.shutdown(tcp::socket::shutdown_send, ec);
   c.socket.cancel(ec);

@@ -30,11 +30,6 @@ Status Bootstrap::Impl::collective(frame::Op op, int root, std::span<const std::
                                     ": side channel unusable after an earlier error"));
   }
   ++seq_;
-  if (writes_in_flight_ == 0) {
-    pass_heads_.clear();
-    forward_heads_.clear();
-    forwarded_.clear();
-  }
   const std::size_t limit = op == frame::Op::kAllGather ? frame::kMaxGatherBlob : kMaxBlob;
   if (mine.size() > limit) {
     return fail(error(CHORUS_ERR_INVALID_ARGUMENT, frame::op_name(op), ": a ", mine.size(),
@@ -127,8 +122,8 @@ Status Bootstrap::Impl::root_collective(frame::Op op, int root, std::span<const 
 
   // The result to every peer: the root's blob, or one empty frame for a
   // barrier, straight from `got`.
-  const std::vector<std::size_t> items{
-      op == frame::Op::kBroadcast ? static_cast<std::size_t>(root) : 0};
+  const std::vector<std::size_t> items{op == frame::Op::kBroadcast ? static_cast<std::size_t>(root)
+                                                                   : 0};
   delivery_heads_.resize(items.size());
   // One buffer list for all peers: each write holds a span of it, not a copy.
   std::vector<asio::const_buffer>& buffers = delivery_buffers_;
@@ -190,9 +185,8 @@ Status Bootstrap::Impl::peer_collective(frame::Op op, int root, std::span<const 
   const auto op_head = frame::encode_op({seq_, op, root});
   std::copy(frame_head.begin(), frame_head.end(), contribution_head_.begin());
   std::copy(op_head.begin(), op_head.end(), contribution_head_.begin() + frame::kHeaderSize);
-  const std::array<asio::const_buffer, 2> buffers{asio::buffer(contribution_head_),
-                                                  asio::buffer(contribution.data(),
-                                                               contribution.size())};
+  const std::array<asio::const_buffer, 2> buffers{
+      asio::buffer(contribution_head_), asio::buffer(contribution.data(), contribution.size())};
   if (c.gone == Gone::kNo) send(coord_, buffers);
   if (op == frame::Op::kAllGather) return peer_gather(mine, out, deadline, start);
 

@@ -56,15 +56,15 @@ inline constexpr std::size_t kMaxAbortText = 4096;
 
 /// Frame types. Frozen: append only, bump kVersion when a meaning changes.
 enum class Type : std::uint16_t {
-  kHello = 1,       ///< non-root -> rank 0: who I am (Hello payload)
-  kWelcome = 2,     ///< rank 0 -> non-root: every rank has joined (Welcome payload)
-  kAbort = 3,       ///< either way: the side channel is being torn down (Abort payload)
-  kContribute = 4,  ///< non-root -> rank 0: OpHeader + this rank's blob
-  kDeliver = 5,     ///< rank 0 -> non-root: OpHeader + one blob of the result
-  kAuthInit = 6,       ///< non-root -> rank 0, first frame: the rank's nonce (AuthInit)
-  kAuthChallenge = 7,  ///< rank 0 -> non-root: rank 0's nonce and proof (AuthChallenge)
-  kAuthProof = 8,      ///< non-root -> rank 0: the rank's proof (AuthProof), then the hello
-  kPass = 9,  ///< along the ring (bootstrap_ring.h): OpHeader + a piece of one rank's blob
+  kHello = 1,          ///< connecting -> listening end: who I am (Hello payload)
+  kWelcome = 2,        ///< rank 0: every rank has joined; a ring neighbour: link up (Welcome)
+  kAbort = 3,          ///< either way: the side channel is being torn down (Abort payload)
+  kContribute = 4,     ///< non-root -> rank 0: OpHeader + this rank's blob
+  kDeliver = 5,        ///< rank 0 -> non-root: OpHeader + one blob of the result
+  kAuthInit = 6,       ///< connecting -> listening end, first frame: its nonce (AuthInit)
+  kAuthChallenge = 7,  ///< listening -> connecting end: its nonce and proof (AuthChallenge)
+  kAuthProof = 8,      ///< connecting -> listening end: its proof (AuthProof), then the hello
+  kPass = 9,           ///< along the ring (bootstrap_ring.h): OpHeader + a piece of one rank's blob
 };
 
 /// Collectives carried by kContribute / kDeliver frames.
@@ -308,7 +308,9 @@ inline Address decode_address(const std::byte* in) noexcept {
   Address a;
   a.port = load_le<std::uint16_t>(in);
   a.family = std::to_integer<std::uint8_t>(in[2]);
-  for (std::size_t i = 0; i < a.bytes.size(); ++i) a.bytes[i] = std::to_integer<std::uint8_t>(in[4 + i]);
+  for (std::size_t i = 0; i < a.bytes.size(); ++i) {
+    a.bytes[i] = std::to_integer<std::uint8_t>(in[4 + i]);
+  }
   return a;
 }
 
@@ -426,6 +428,8 @@ inline std::optional<OpHeader> decode_op(std::span<const std::byte> in) noexcept
 // with kAuthInit carrying its nonce; rank 0 answers kAuthChallenge with its
 // own nonce and its proof over both; the rank checks that proof and answers
 // kAuthProof, then its hello. Rank 0 reads no hello before a valid proof.
+// A ring link runs the same exchange, the listening neighbour in rank 0's
+// part.
 
 using AuthBytes = std::array<std::byte, kAuthNonceSize>;
 
