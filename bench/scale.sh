@@ -23,7 +23,8 @@ chorusrun=$build/bin/chorusrun bench=$build/bin/chorus-bench
 [ -x "$chorusrun" ] && [ -x "$bench" ] || { echo "no $chorusrun or $bench" >&2; exit 2; }
 hard=$(ulimit -Hn)
 ulimit -n "$hard" 2>/dev/null && echo "scale.sh: ulimit -n raised to $(ulimit -n)" >&2
-iters=${SCALE_ITERS:-20}
+# Enough iterations that the ranks are still up while /proc is read.
+iters=${SCALE_ITERS:-$([ "$n" -le 16 ] && echo 1000 || { [ "$n" -le 64 ] && echo 100 || echo 20; })}
 dir=$(mktemp -d /tmp/chorus-scale.XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 out=$dir/out
