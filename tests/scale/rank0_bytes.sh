@@ -3,8 +3,8 @@
 # checked 8 B all_reduce) at 8 and at 32 ranks over tcp, each rank 0's
 # bootstrap.bytes_sent counter read through chorus-bench --stats. 4x the
 # ranks may cost rank 0 at most 6x the bytes (4x plus slack for fixed costs);
-# the old star through rank 0 cost about 16x (its all_gather of the address
-# tables was O(N^3)).
+# the old star through rank 0 cost about 57x from 16 to 64 ranks (its
+# all_gather of the address tables was O(N^3); docs/scale.md).
 #   rank0_bytes.sh CHORUSRUN CHORUS_BENCH
 set -u
 chorusrun=$1 bench=$2
