@@ -304,7 +304,9 @@ inline void encode_address(const Address& a, std::byte* out) noexcept {
   for (std::size_t i = 0; i < a.bytes.size(); ++i) out[4 + i] = static_cast<std::byte>(a.bytes[i]);
 }
 
-inline Address decode_address(const std::byte* in) noexcept {
+/// nullopt when the reserved byte is not 0.
+inline std::optional<Address> decode_address(const std::byte* in) noexcept {
+  if (in[3] != std::byte{0}) return std::nullopt;
   Address a;
   a.port = load_le<std::uint16_t>(in);
   a.family = std::to_integer<std::uint8_t>(in[2]);
@@ -334,8 +336,10 @@ inline std::array<std::byte, kHelloSize> encode_hello(const Hello& h) noexcept {
 
 inline std::optional<Hello> decode_hello(std::span<const std::byte> in) noexcept {
   if (in.size() < kHelloSize) return std::nullopt;
+  const auto listen = decode_address(in.data() + 16);
+  if (!listen) return std::nullopt;
   return Hello{load_le<std::int32_t>(in.data()), load_le<std::int32_t>(in.data() + 4),
-               load_le<std::uint64_t>(in.data() + 8), decode_address(in.data() + 16)};
+               load_le<std::uint64_t>(in.data() + 8), *listen};
 }
 
 /// The answer to an admitted hello: i32 size, u64 job_tag, then up to
@@ -364,7 +368,9 @@ inline std::optional<Welcome> decode_welcome(std::span<const std::byte> in) {
   const std::size_t count =
       std::min((in.size() - kWelcomeSize) / kAddressSize, kMaxWelcomeAddresses);
   for (std::size_t i = 0; i < count; ++i) {
-    w.connect_to.push_back(decode_address(in.data() + kWelcomeSize + i * kAddressSize));
+    const auto a = decode_address(in.data() + kWelcomeSize + i * kAddressSize);
+    if (!a) return std::nullopt;
+    w.connect_to.push_back(*a);
   }
   return w;
 }

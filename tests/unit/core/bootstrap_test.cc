@@ -953,8 +953,8 @@ TEST_CASE("a coordinator stalling mid-frame cannot hang a rank", "[bootstrap]") 
     RawSocket peer(::accept(listener.fd(), nullptr, nullptr));
     authenticate_as_root(peer, "");
     peer.receive(frame::kHeaderSize + frame::kHelloSize, 5s);
-    peer.send_all(
-        frame::encode_frame(frame::Type::kWelcome, frame::encode_welcome({2, frame::job_tag("")})));
+    peer.send_all(frame::encode_frame(frame::Type::kWelcome,
+                                      frame::encode_welcome({2, frame::job_tag(""), {}})));
     peer.receive(frame::kHeaderSize + frame::kOpHeaderSize, 5s);
     peer.send_all(frame::encode_header(frame::Type::kDeliver, frame::kOpHeaderSize));
     peer.receive(1, 5s);  // until rank 1 gives up and aborts
