@@ -157,8 +157,8 @@ int auto_post_send(chorus_tp_endpoint_t* e, const void* buf, size_t length, chor
   return rc == CHORUS_OK ? rc : sub.pass_on(rc, "post_send");
 }
 
-int auto_post_send_imm(chorus_tp_endpoint_t* e, const void* buf, size_t length,
-                       chorus_tp_mr_t* mr, uint64_t wr_id, uint32_t imm) {
+int auto_post_send_imm(chorus_tp_endpoint_t* e, const void* buf, size_t length, chorus_tp_mr_t* mr,
+                       uint64_t wr_id, uint32_t imm) {
   AutoEndpoint* ep = nullptr;
   if (int rc = connected(e, "post_send_imm", ep); rc != CHORUS_OK) return rc;
   const Sub& sub = ep->owner->subs[ep->chosen];

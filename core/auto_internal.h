@@ -269,8 +269,8 @@ int auto_endpoint_open(chorus_tp_context_t* c, int peer_rank, int channel, void*
 int auto_endpoint_connect(chorus_tp_endpoint_t* e, const void* peer_address, size_t length,
                           int timeout_ms);
 int auto_endpoint_close(chorus_tp_endpoint_t* e);
-int auto_post_send_imm(chorus_tp_endpoint_t* e, const void* buf, size_t length,
-                       chorus_tp_mr_t* mr, uint64_t wr_id, uint32_t imm);
+int auto_post_send_imm(chorus_tp_endpoint_t* e, const void* buf, size_t length, chorus_tp_mr_t* mr,
+                       uint64_t wr_id, uint32_t imm);
 int auto_post_send(chorus_tp_endpoint_t* e, const void* buf, size_t length, chorus_tp_mr_t* mr,
                    uint64_t wr_id);
 int auto_post_recv(chorus_tp_endpoint_t* e, void* buf, size_t length, chorus_tp_mr_t* mr,

@@ -430,15 +430,15 @@ class Communicator {
   // The signature in the data (transport immediates): a collective's data
   // messages carry signature_digest() of its signature, and a pair the data
   // crosses both ways needs no notice (docs/reliability.md §4.5).
-  std::vector<char> imm_peer_;   // [peer]: its data endpoints carry immediates
-  bool imm_any_ = false;         // some peer's do
-  bool sig_in_data_ = false;     // the running call checks its digest in the data
-  uint32_t call_imm_ = 0;        // the immediate of the running call's sends
+  std::vector<char> imm_peer_;    // [peer]: its data endpoints carry immediates
+  bool imm_any_ = false;          // some peer's do
+  bool sig_in_data_ = false;      // the running call checks its digest in the data
+  uint32_t call_imm_ = 0;         // the immediate of the running call's sends
   std::vector<uint8_t> touched_;  // [peer]: 1 posted a send, 2 a receive (sig_in_data_)
   int suspect_from_ = -1;         // a peer whose data carried another digest, this call
   Deadline suspect_until_ = Deadline::never();  // then: how long to wait for its signature
-  std::vector<int> asked_;        // peers that asked for this rank's signature
-  bool answering_ = false;        // in answer_signature_requests
+  std::vector<int> asked_;                      // peers that asked for this rank's signature
+  bool answering_ = false;                      // in answer_signature_requests
   /// Per (collective, algorithm): the peers its last call crossed data with
   /// one way only. The next such call sends them its signature at its start
   /// rather than at its end, overlapping the exchange with the data. Both

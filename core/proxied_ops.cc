@@ -1,8 +1,8 @@
 // The transport ops an algorithm sees: post_send, post_recv, poll and
 // read_error wrap the real transport's to count outstanding posts, put the
 // call's signature digest in the data or send the signature on first
-// contact, and take the core's notices out of the completion stream. They find their communicator through t_running, set by
-// the dispatching thread for the length of a call.
+// contact, and take the core's notices out of the completion stream. They find their communicator
+// through t_running, set by the dispatching thread for the length of a call.
 
 #include "core/communicator.h"
 

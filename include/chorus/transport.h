@@ -275,8 +275,8 @@ typedef struct chorus_transport_plugin_v1 {
    * CHORUS_ERR_NOT_SUPPORTED. The core uses it to carry a call's signature
    * check inside the data (docs/reliability.md §4.5).
    */
-  int (*post_send_imm)(chorus_tp_endpoint_t* ep, const void* buf, size_t length,
-                       chorus_tp_mr_t* mr, uint64_t wr_id, uint32_t imm);
+  int (*post_send_imm)(chorus_tp_endpoint_t* ep, const void* buf, size_t length, chorus_tp_mr_t* mr,
+                       uint64_t wr_id, uint32_t imm);
 } chorus_transport_plugin_v1_t;
 
 #ifdef __cplusplus

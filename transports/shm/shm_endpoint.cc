@@ -418,8 +418,7 @@ bool Endpoint::progress_recvs() noexcept {
                         " bytes arrived for a receive of " + std::to_string(r.len) +
                         " bytes from " + peer_name() + "; the message was dropped"
                   : ReceiveBufferCheck::describe(r.buf, r.len, r.fault) + ": the message of " +
-                        std::to_string(fh.msg_len) + " bytes from " + peer_name() +
-                        " was dropped");
+                        std::to_string(fh.msg_len) + " bytes from " + peer_name() + " was dropped");
         recvs_.pop();
         if (fh.kind == kByRef) {
           ByRef ref;

@@ -247,8 +247,8 @@ class TransportPlugin {
   /// `post_send_imm(buf, length, mr, wr_id, imm)`; its context then declares
   /// CHORUS_TP_CAP_IMM_DATA.
   static constexpr auto post_send_imm_op() {
-    using Op = int (*)(chorus_tp_endpoint_t*, const void*, size_t, chorus_tp_mr_t*, uint64_t,
-                       uint32_t);
+    using Op =
+        int (*)(chorus_tp_endpoint_t*, const void*, size_t, chorus_tp_mr_t*, uint64_t, uint32_t);
     if constexpr (requires(Endpoint & e, chorus_tp_mr_t * mr) {
                     e.post_send_imm(nullptr, size_t{0}, mr, uint64_t{0}, uint32_t{0});
                   }) {
