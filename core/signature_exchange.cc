@@ -36,6 +36,19 @@ void Communicator::begin_signature(const CallSig& sig, bool talk_all) {
   std::fill(talked_.begin(), talked_.end(), 0);
   std::fill(owed_[0].begin(), owed_[0].end(), 0);
   std::fill(owed_[1].begin(), owed_[1].end(), 0);
+  if (sig_in_data_) {
+    // A peer that runs this call number without the digest (a broadcast, a
+    // transport without immediates) sent its signature on the notice
+    // endpoint, maybe before this call began; this call pushes none to
+    // meet it, so compare it here, as on_signature does during the call.
+    for (int p = 0; p < size_ && !mismatch_known_; ++p)
+      for (const SigStream& s : streams_[size_t(p)])
+        for (const CallSig& t : s.theirs)
+          if (t.is_collective() && t.seq == call_sig_.seq && !signatures_agree(call_sig_, t)) {
+            note_mismatch(call_sig_, t, -1);
+            break;
+          }
+  }
   if (sig_in_data_)
     if (const OneWay* w = find_oneway())
       for (int p = 0; p < size_; ++p)
