@@ -306,11 +306,7 @@ class Bootstrap::Impl {
   void accept_next();
   void serve_callers();
   void caller_event(const ConnPtr& c);
-  /// `abort`, when given, goes to each caller dropped (rank 0 after the job
-  /// formed: the late-arrival refusal, so a rank of another job that was
-  /// still in its handshake learns why instead of retrying until the port
-  /// is gone).
-  void drop_callers(const frame::Abort* abort = nullptr);
+  void drop_callers();
   std::optional<Status> join_step();
   void handshake_step(const ConnPtr& c);
   void refuse(const ConnPtr& c, const std::string& why, bool tell);
@@ -327,8 +323,6 @@ class Bootstrap::Impl {
   std::vector<frame::Address> ring_addresses(int rank) const;
   void contest(const std::string& why);
   void refuse_late_callers();
-  /// The refusal a caller gets once the job has formed.
-  std::string late_text() const;
   void announce_collision(Deadline deadline);
   std::optional<Status> try_join(Deadline deadline, Clock::time_point start,
                                  std::string& last_error);

@@ -65,12 +65,7 @@ Status Bootstrap::Impl::join_as_root(Deadline deadline) {
   acceptor_.close(ignored);
   accept_retry_.cancel();
   contested_timer_.cancel();
-  if (status.is_ok()) {
-    const frame::Abort late{CHORUS_ERR_INVALID_ARGUMENT, late_text()};
-    drop_callers(&late);
-  } else {
-    drop_callers();
-  }
+  drop_callers();
   if (!status.is_ok()) return fail(std::move(status));
 
   // Each rank learns where the ring neighbours it connects to listen.
@@ -227,7 +222,7 @@ void Bootstrap::Impl::caller_event(const ConnPtr& c) {
 }
 
 /// Once the join is over: no more callers; those still in the handshake go.
-void Bootstrap::Impl::drop_callers(const frame::Abort* abort) {
+void Bootstrap::Impl::drop_callers() {
   asio::error_code ignored;
   acceptor_.close(ignored);
   accept_retry_.cancel();
@@ -235,7 +230,7 @@ void Bootstrap::Impl::drop_callers(const frame::Abort* abort) {
     if (!c->pending) continue;  // admitted or dropped already
     log(CHORUS_LOG_WARN,
         cat("rank ", rank_, ": dropped a connection from ", c->where, " that never said hello"));
-    drop(*c, abort);
+    drop(*c, nullptr);
   }
   pending_.clear();
   // Events of dropped callers (a failed challenge write) are not the job's.
@@ -287,12 +282,6 @@ void Bootstrap::Impl::contest(const std::string& why) {
   contested_timer_.async_wait([](const asio::error_code&) {});
 }
 
-std::string Bootstrap::Impl::late_text() const {
-  return cat("the job at ", coordinator_, " (", size_,
-             " ranks) had already formed when this process arrived, and admits no more ranks: ",
-             kTwoJobsFix);
-}
-
 /// After the join: the port stays rank 0's for the job's lifetime, and every
 /// caller gets a refusal at once (LateArrivals), so a late, stale or foreign
 /// rank fails by protocol, not by its init deadline, and the port is not
@@ -300,7 +289,10 @@ std::string Bootstrap::Impl::late_text() const {
 void Bootstrap::Impl::refuse_late_callers() {
   const int fd = ::fcntl(acceptor_.native_handle(), F_DUPFD_CLOEXEC, 0);
   if (fd < 0) return;
-  const std::string text = late_text();
+  const std::string text =
+      cat("the job at ", coordinator_, " (", size_,
+          " ranks) had already formed when this process arrived, and admits no more ranks: ",
+          kTwoJobsFix);
   late_ = std::make_unique<LateArrivals>(
       fd,
       frame::encode_frame(frame::Type::kAbort,
