@@ -56,6 +56,7 @@ constexpr std::uint64_t frame_bytes(std::uint64_t payload) {
 
 void ring_write(unsigned char* ring, std::uint64_t cap, std::uint64_t pos, const void* src,
                 std::uint64_t n) {
+  if (n == 0) return;  // an empty message may come with a null buffer
   const std::uint64_t off = pos & (cap - 1);
   const std::uint64_t first = std::min(n, cap - off);
   std::memcpy(ring + off, src, first);
@@ -64,6 +65,7 @@ void ring_write(unsigned char* ring, std::uint64_t cap, std::uint64_t pos, const
 
 void ring_read(const unsigned char* ring, std::uint64_t cap, std::uint64_t pos, void* dst,
                std::uint64_t n) {
+  if (n == 0) return;  // an empty receive may have a null buffer
   const std::uint64_t off = pos & (cap - 1);
   const std::uint64_t first = std::min(n, cap - off);
   std::memcpy(dst, ring + off, first);
