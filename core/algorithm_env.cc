@@ -66,7 +66,7 @@ int Communicator::env_progress(void* core, chorus_tp_completion_t* out, size_t m
       for (int i = 0; i < n; ++i) self->note_completed(out[i]);
       return n;
     }
-    self->suspect_expired();
+    self->settle_suspect(false);
     if (self->mismatch_blocks_call())
       return env_fail(core, CHORUS_ERR_MISMATCH, self->mismatch_message().c_str());
     if (n == 0 && self->awaiting_signatures_ && self->signatures_matched()) return 0;

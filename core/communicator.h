@@ -289,8 +289,9 @@ class Communicator {
   bool drain_notices();
   /// drain_notices and waits, until done() holds, `limit` passes or an abort.
   void pump_notices(const Deadline& limit, const std::function<bool()>& done);
-  /// A post to `ep` failed with PEER_LOST: remembers the peer for env_fail.
-  void note_post_lost(const chorus_tp_endpoint_t* ep);
+  /// A post to `peer` (-1: not a data endpoint) failed with PEER_LOST:
+  /// remembers the peer for env_fail.
+  void note_post_lost(int peer);
   /// Tells every other rank that this one lost lost_rank_; bounded.
   void send_notices();
   /// Orderly finalize: tells every peer this rank is leaving and waits,
@@ -322,10 +323,10 @@ class Communicator {
   void finish_signatures();
   /// Replies to the signature requests (kNoticeSignatureAsk) received.
   void answer_signature_requests();
-  /// True when data with another digest arrived and the sender's signature
-  /// did not follow within the grace: records the mismatch (with the
-  /// sender's call unknown), so the running call fails with MISMATCH.
-  bool suspect_expired();
+  /// Data with another digest arrived and the sender's signature did not
+  /// follow within the grace (or `now`: the call is failing anyway): records
+  /// the mismatch with the sender's call unknown, so the call fails MISMATCH.
+  void settle_suspect(bool now);
   /// A signature arrived from `peer`: queues and matches it.
   void on_signature(int peer, const CallSig& theirs);
   /// Records the first mismatch, tells every other rank, and makes the
@@ -365,9 +366,10 @@ class Communicator {
   static int proxy_post_recv(chorus_tp_endpoint_t* ep, void* buf, size_t length, chorus_tp_mr_t* mr,
                              uint64_t wr_id);
   static int proxy_poll(chorus_tp_context_t* ctx, chorus_tp_completion_t* out, size_t max);
-  /// The bookkeeping after a post to `ep`: outstanding counts, retries, or
-  /// the peer a PEER_LOST refusal names. Returns `rc`.
-  int after_post(chorus_tp_endpoint_t* ep, int peer, bool send, int rc);
+  /// The bookkeeping after a post to `peer` (-1: not a data endpoint):
+  /// outstanding counts, retries, or the peer a PEER_LOST refusal names.
+  /// Returns `rc`.
+  int after_post(int peer, bool send, int rc);
   /// After the call's first data post to `ep`'s peer: its signature follows
   /// (after, so that on the peer it mostly arrives with the data and costs
   /// no wakeup of its own).

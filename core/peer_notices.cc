@@ -188,10 +188,7 @@ Status Communicator::settle_failure(Status st) {
   if (!mismatch_known_ && call_sig_active_ && !signatures_matched() && !notice_peer_.empty())
     pump_notices(Deadline::after(std::chrono::milliseconds(kNoticeGraceMs)),
                  [&] { return mismatch_known_ || signatures_matched(); });
-  if (!mismatch_known_ && suspect_from_ >= 0) {
-    suspect_until_ = Deadline::after(std::chrono::milliseconds(0));
-    suspect_expired();
-  }
+  settle_suspect(true);
   if (!mismatch_known_) return st;
   spread_mismatch();
   return {CHORUS_ERR_MISMATCH, who() + ": " + call_what_ + ": " + mismatch_message()};
@@ -317,9 +314,8 @@ void Communicator::pump_notices(const Deadline& limit, const std::function<bool(
   }
 }
 
-void Communicator::note_post_lost(const chorus_tp_endpoint_t* ep) {
-  if (post_lost_peer_ >= 0) return;
-  if (auto it = endpoint_peer_.find(ep); it != endpoint_peer_.end()) post_lost_peer_ = it->second;
+void Communicator::note_post_lost(int peer) {
+  if (post_lost_peer_ < 0) post_lost_peer_ = peer;
 }
 
 std::string Communicator::lost_suffix(int peer) {

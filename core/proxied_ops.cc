@@ -26,7 +26,7 @@ int Communicator::proxy_post_send(chorus_tp_endpoint_t* ep, const void* buf, siz
   const int rc = self->call_imm_ != 0 && peer >= 0 && self->imm_peer_[size_t(peer)]
                      ? self->tp_->post_send_imm(ep, buf, length, mr, wr_id, self->call_imm_)
                      : self->tp_->post_send(ep, buf, length, mr, wr_id);
-  self->after_post(ep, peer, true, rc);
+  self->after_post(peer, true, rc);
   if (rc == CHORUS_OK) self->signature_after_post(peer, true);
   return rc;
 }
@@ -37,18 +37,18 @@ int Communicator::proxy_post_recv(chorus_tp_endpoint_t* ep, void* buf, size_t le
   if (!self) return CHORUS_ERR_INTERNAL;
   const int peer = self->peer_of(ep);
   const int rc = self->tp_->post_recv(ep, buf, length, mr, wr_id);
-  self->after_post(ep, peer, false, rc);
+  self->after_post(peer, false, rc);
   if (rc == CHORUS_OK) self->signature_after_post(peer, false);
   return rc;
 }
 
-int Communicator::after_post(chorus_tp_endpoint_t* ep, int peer, bool send, int rc) {
+int Communicator::after_post(int peer, bool send, int rc) {
   if (rc == CHORUS_OK)
     note_posted(peer, send);
   else if (rc == CHORUS_ERR_AGAIN)
     retries_.fetch_add(1, std::memory_order_relaxed);
   else if (rc == CHORUS_ERR_PEER_LOST)
-    note_post_lost(ep);
+    note_post_lost(peer);
   return rc;
 }
 

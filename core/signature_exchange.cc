@@ -270,13 +270,12 @@ void Communicator::answer_signature_requests() {
   answering_ = false;
 }
 
-bool Communicator::suspect_expired() {
-  if (suspect_from_ < 0 || mismatch_known_ || !suspect_until_.expired()) return false;
+void Communicator::settle_suspect(bool now) {
+  if (suspect_from_ < 0 || mismatch_known_ || !(now || suspect_until_.expired())) return;
   // The peer's signature did not come: the data still says it made another call.
   CallSig theirs;
   theirs.rank = suspect_from_;
   note_mismatch(call_sig_, theirs, -1);
-  return true;
 }
 
 }  // namespace chorus::core
