@@ -297,6 +297,7 @@ class Bootstrap::Impl {
   std::string check_hello(const frame::Hello& hello, const Conn& c);
   void contest(const std::string& why);
   void refuse_late_callers();
+  void settle_pending();
   void announce_collision(Deadline deadline);
   std::optional<Status> try_join(Deadline deadline, Clock::time_point start,
                                  std::string& last_error);

@@ -63,16 +63,12 @@ Status Bootstrap::Impl::join_as_root(Deadline deadline) {
   acceptor_.close(ignored);
   accept_retry_.cancel();
   contested_timer_.cancel();
-  for (const ConnPtr& c : pending_) {
-    if (!c->pending) continue;  // admitted (now in peers_) or dropped already
-    log(CHORUS_LOG_WARN,
-        cat("rank 0: dropped a connection from ", c->where, " that never said hello"));
-    drop(*c, nullptr);
+  if (!status.is_ok()) {
+    settle_pending();
+    return fail(std::move(status));
   }
-  pending_.clear();
-  // Events of dropped callers (a failed challenge write) are not the job's.
-  std::erase_if(events_, [](const ConnPtr& c) { return c->shut; });
-  if (!status.is_ok()) return fail(std::move(status));
+  // Callers still in their handshake stay open through the welcome (their
+  // challenge may still be on its way out) and are refused after it.
 
   welcome_ = frame::encode_frame(frame::Type::kWelcome, frame::encode_welcome({size_, tag_}));
   for (int r = 1; r < size_; ++r) {
@@ -84,6 +80,7 @@ Status Bootstrap::Impl::join_as_root(Deadline deadline) {
       deadline,
       [this]() -> std::optional<Status> {
         for (const ConnPtr& c : std::exchange(events_, {})) {
+          if (c->pending || c->shut) continue;  // a caller that is not one of the job's ranks
           if (!c->write_error.empty()) {
             return error(CHORUS_ERR_PEER_LOST, "lost rank ", c->rank, " while welcoming it (",
                          c->write_error, ")");
@@ -100,6 +97,7 @@ Status Bootstrap::Impl::join_as_root(Deadline deadline) {
         return error(CHORUS_ERR_TIMEOUT, "timed out after ", seconds_text(Clock::now() - start),
                      " sending the welcome to ", ranks_text(slow));
       });
+  settle_pending();
   if (!status.is_ok()) return fail(std::move(status));
   log(CHORUS_LOG_INFO, cat("rank 0: all ", size_, " ranks joined the side channel at ",
                            coordinator_, " in ", seconds_text(Clock::now() - start)));
@@ -272,6 +270,36 @@ void Bootstrap::Impl::refuse_late_callers() {
                 " that arrived after the job formed (a stale rank, or a rank of another job on "
                 "this port); later ones are refused without a log line"));
       });
+}
+
+/// The join is over: callers that had not said hello by then are not this
+/// job's ranks. Once the job has formed (late_ exists) each gets the late
+/// caller's refusal, so a rank of another job that was mid-handshake fails
+/// with the cause instead of retrying until its init deadline; a caller with
+/// a write still queued, or after a failed join, is dropped as before.
+void Bootstrap::Impl::settle_pending() {
+  for (const ConnPtr& c : pending_) {
+    if (!c->pending) continue;  // admitted (now in peers_) or dropped already
+    const int fd = late_ && c->writes == 0 && c->gone == Gone::kNo && c->socket.is_open()
+                       ? ::fcntl(c->socket.native_handle(), F_DUPFD_CLOEXEC, 0)
+                       : -1;
+    if (fd >= 0) {
+      log(CHORUS_LOG_WARN, cat("rank 0: refused a connection from ", c->where,
+                               " that had not said hello when the job formed (a rank of another "
+                               "job on this port, or a stale rank)"));
+      // Not drop(): a half-close would reach the caller before the refusal.
+      close(c.get());
+      c->pending = false;
+      late_->adopt(fd);
+    } else {
+      log(CHORUS_LOG_WARN,
+          cat("rank 0: dropped a connection from ", c->where, " that never said hello"));
+      drop(*c, nullptr);
+    }
+  }
+  pending_.clear();
+  // Events of dropped callers (a failed challenge write) are not the job's.
+  std::erase_if(events_, [](const ConnPtr& c) { return c->shut; });
 }
 
 /// This process was to be rank 0 but the port is taken. If the holder is

@@ -41,11 +41,12 @@ LateArrivals::LateArrivals(int listen_fd, std::vector<std::byte> refusal,
                            std::function<void(const std::string&)> on_first)
     : listen_fd_(listen_fd),
       stop_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
+      wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
       refusal_(std::move(refusal)),
       on_first_(std::move(on_first)) {
   // Without a way to stop the thread there is no thread: callers then find
   // the port closed, as before the job formed.
-  if (stop_fd_ < 0) {
+  if (stop_fd_ < 0 || wake_fd_ < 0) {
     ::close(listen_fd_);
     listen_fd_ = -1;
     return;
@@ -58,7 +59,23 @@ LateArrivals::~LateArrivals() {
   if (stop_fd_ >= 0) (void)!::write(stop_fd_, &one, sizeof one);
   if (thread_.joinable()) thread_.join();
   if (stop_fd_ >= 0) ::close(stop_fd_);
+  if (wake_fd_ >= 0) ::close(wake_fd_);
   if (listen_fd_ >= 0) ::close(listen_fd_);
+  for (const int fd : adopted_) ::close(fd);
+}
+
+void LateArrivals::adopt(int fd) {
+  if (fd < 0) return;
+  if (!thread_.joinable()) {
+    ::close(fd);
+    return;
+  }
+  {
+    const std::lock_guard<std::mutex> lock(adopted_mutex_);
+    adopted_.push_back(fd);
+  }
+  const std::uint64_t one = 1;
+  (void)!::write(wake_fd_, &one, sizeof one);
 }
 
 void LateArrivals::run() {
@@ -72,8 +89,17 @@ void LateArrivals::run() {
     ::close(held[i].fd);
     held.erase(held.begin() + static_cast<std::ptrdiff_t>(i));
   };
+  // Sends the refusal to a caller and holds it until it hangs up.
+  auto refuse = [&](int fd) {
+    // One non-blocking send: the frame is small and nothing else is queued.
+    (void)!::send(fd, refusal_.data(), refusal_.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    ::shutdown(fd, SHUT_WR);
+    if (held.size() >= kMaxHeld) release(0);
+    held.push_back({fd, Clock::now() + kLinger});
+  };
+  constexpr std::size_t kFixed = 3;  // stop, wake, listen
   for (;;) {
-    std::vector<pollfd> fds{{stop_fd_, POLLIN, 0}, {listen_fd_, POLLIN, 0}};
+    std::vector<pollfd> fds{{stop_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}, {listen_fd_, POLLIN, 0}};
     for (const Held& h : held) fds.push_back({h.fd, POLLIN, 0});
     int timeout_ms = -1;
     const auto now = Clock::now();
@@ -88,7 +114,7 @@ void LateArrivals::run() {
     // Callers that hung up (or sent something: read and ignored) or outstayed.
     const auto later = Clock::now();
     for (std::size_t i = held.size(); i-- > 0;) {
-      const short ev = fds[i + 2].revents;
+      const short ev = fds[i + kFixed].revents;
       if (ev & POLLIN) {
         char sink[512];
         const ssize_t got = ::recv(held[i].fd, sink, sizeof sink, MSG_DONTWAIT);
@@ -99,6 +125,16 @@ void LateArrivals::run() {
       }
     }
     if (fds[1].revents & POLLIN) {
+      std::uint64_t count = 0;
+      (void)!::read(wake_fd_, &count, sizeof count);
+      std::vector<int> taken;
+      {
+        const std::lock_guard<std::mutex> lock(adopted_mutex_);
+        taken.swap(adopted_);
+      }
+      for (const int fd : taken) refuse(fd);
+    }
+    if (fds[2].revents & POLLIN) {
       const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
       if (fd < 0) continue;  // EAGAIN, or EMFILE: the next poll tries again
       if (refused_.fetch_add(1, std::memory_order_relaxed) == 0 && on_first_) {
@@ -108,11 +144,7 @@ void LateArrivals::run() {
             ...) {  // NOLINT(bugprone-empty-catch): a throwing logger must not stop the refusals
         }
       }
-      // One non-blocking send: the frame is small and the socket is new.
-      (void)!::send(fd, refusal_.data(), refusal_.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-      ::shutdown(fd, SHUT_WR);
-      if (held.size() >= kMaxHeld) release(0);
-      held.push_back({fd, Clock::now() + kLinger});
+      refuse(fd);
     }
   }
   for (const Held& h : held) ::close(h.fd);

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstddef>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,7 +21,8 @@ namespace chorus::core {
 /// counted, so a flood cannot flood the log.
 ///
 /// Thread-safety: constructed and destroyed by one thread; the destructor
-/// stops the thread and closes every descriptor. Nothing else is shared.
+/// stops the thread and closes every descriptor. `adopt` may be called from
+/// any thread; nothing else is shared.
 class LateArrivals {
  public:
   LateArrivals(int listen_fd, std::vector<std::byte> refusal,
@@ -28,6 +30,12 @@ class LateArrivals {
   ~LateArrivals();
   LateArrivals(const LateArrivals&) = delete;
   LateArrivals& operator=(const LateArrivals&) = delete;
+
+  /// Takes over `fd`, a caller accepted before the job formed that had not
+  /// said hello by then: it gets the same refusal as a late caller (it is
+  /// not one of this job's ranks, or it would have been admitted). Takes
+  /// ownership of `fd` whatever happens.
+  void adopt(int fd);
 
   /// Callers refused so far.
   std::size_t refused() const { return refused_.load(std::memory_order_relaxed); }
@@ -37,6 +45,9 @@ class LateArrivals {
 
   int listen_fd_;
   int stop_fd_;
+  int wake_fd_;
+  std::mutex adopted_mutex_;
+  std::vector<int> adopted_;  // guarded by adopted_mutex_
   const std::vector<std::byte> refusal_;
   const std::function<void(const std::string&)> on_first_;
   std::atomic<std::size_t> refused_{0};

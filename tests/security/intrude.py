@@ -93,6 +93,12 @@ def coordinator(target, go, ready):
         if os.path.exists(ready):
             break
         time.sleep(0.1)
+    # The job formed while this caller had not said hello: rank 0 refuses it
+    # as it refuses a late caller (an abort frame), rather than a bare close.
+    reply = drain(idle)
+    refused = b"had already formed" in reply
+    print(f"coordinator silent: {len(reply)} bytes back"
+          + (" (refused: the job had already formed)" if refused else ""))
     idle.close()
     return bad
 

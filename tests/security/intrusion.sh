@@ -27,9 +27,12 @@ wait_file "$dir/coordinator" 30 || fail "rank 0 never wrote its coordinator addr
 coordinator=$(cat "$dir/coordinator")
 # Rank 0 listens once it has bound; give it a moment.
 for _ in $(seq 1 50); do grep -q "listening on .*(coordinator" "$dir/job.log" && break; sleep 0.1; done
-python3 "$intrude" coordinator "$coordinator" "$dir/go1" "$dir/ready" || fail "coordinator intrusion"
+python3 "$intrude" coordinator "$coordinator" "$dir/go1" "$dir/ready" | tee "$dir/intrude.log"
+[ "${PIPESTATUS[0]}" = 0 ] || fail "coordinator intrusion"
 
 wait_file "$dir/ready" 60 || fail "the job did not come up after the coordinator attacks"
+grep -q "coordinator silent: .*(refused: the job had already formed)" "$dir/intrude.log" ||
+  fail "the silent caller was not sent the late caller's refusal when the job formed"
 data=$(grep -o "listening on [0-9.]*:[0-9]* (sockets=" "$dir/job.log" | head -1 | sed 's/listening on \([^ ]*\) .*/\1/')
 [ -n "$data" ] || fail "no TCP data port in the debug log"
 # Every listener of the job binds the configured interface (loopback by
@@ -57,7 +60,7 @@ expect "dropped a connection from 127.0.0.1:[0-9]* before it authenticated (End 
 expect "before it authenticated (auth-init frame of 4294967280 bytes exceeds" "coordinator oversized frame"
 expect "refused a connection from 127.0.0.1:[0-9]*: sent a hello frame before authenticating" "coordinator unauthenticated hello"
 expect "refused a connection from 127.0.0.1:[0-9]*: authentication failed" "coordinator wrong token"
-expect "dropped a connection from 127.0.0.1:[0-9]* that never said hello" "coordinator silent connect"
+expect "refused a connection from 127.0.0.1:[0-9]* that had not said hello when the job formed" "coordinator silent connect"
 expect "dropped connection from 127.0.0.1:[0-9]*: not a Chorus TCP handshake" "data-port garbage"
 expect "dropped connection from 127.0.0.1:[0-9]*: it ended before its handshake" "data-port truncated hello"
 expect "dropped connection from 127.0.0.1:[0-9]* claiming rank 1 (channel 0): authentication failed" "data-port wrong key / oversized"

@@ -78,13 +78,21 @@ res=0; for n in B1 B2 B3; do [ "$(rc_of $n)" != 0 ] && refused $n && grep -q "ha
 check $res "$scenario: a late rank was not refused with the cause and the fix"
 
 # 3. Launcher identities (Slurm job ids) differ, no token, fully interleaved:
-#    the jobs never merge; A runs, every rank of B is refused.
+#    the jobs never merge; A runs, every rank of B is refused. A stays up
+#    until B's ranks have ended: a B rank that first calls after A has exited
+#    finds no one on the port, and nothing could tell it the cause. Whether
+#    a B rank calls before A forms, during A's formation (mid-handshake) or
+#    after it, it must be refused.
 scenario=identity; stamp "$scenario"
 port=$(chorus_free_port)
+hold="$dir/identity.formed $dir/identity.stop"
 start A0 1 0 SLURM_JOB_ID=1001 SLURM_STEP_ID=0; listening || echo "rank 0 never listened"
-start B0 2 0 SLURM_JOB_ID=1002 SLURM_STEP_ID=0
-for r in 1 2 3; do start A$r 1 $r SLURM_JOB_ID=1001 SLURM_STEP_ID=0; start B$r 2 $r SLURM_JOB_ID=1002 SLURM_STEP_ID=0; done
-for n in A0 A1 A2 A3 B0 B1 B2 B3; do finish $n; done
+hold= start B0 2 0 SLURM_JOB_ID=1002 SLURM_STEP_ID=0
+for r in 1 2 3; do start A$r 1 $r SLURM_JOB_ID=1001 SLURM_STEP_ID=0; hold= start B$r 2 $r SLURM_JOB_ID=1002 SLURM_STEP_ID=0; done
+hold=
+for n in B0 B1 B2 B3; do finish $n; done
+touch "$dir/identity.stop"
+for n in A0 A1 A2 A3; do finish $n; done
 no_mix A0 A1 A2 A3 B0 B1 B2 B3; check $? "$scenario: a rank returned data of the other job"
 res=0; for n in A0 A1 A2 A3; do [ "$(rc_of $n)" = 0 ] || res=1; done
 check $res "$scenario: job A did not run"
