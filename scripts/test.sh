@@ -80,6 +80,8 @@ suite_counted() {
   f=$(sed -E 's/.* ([0-9]+) failed/\1/' <<<"$line")
   echo "$name: $((p + f)) registered, $((p + f)) selected, $((p + f)) run, $p passed, 0 skipped, $f failed" |
     tee -a "$summary"
+  # The suites print "FAIL <name> ..." per failed step: name them at the end of the log too.
+  grep -E '^FAIL:? ' "$work/$name.log" | sed -E "s/^FAIL:? +/$name: failed: /" | tee -a "$summary"
   [ "$rc" -eq 0 ] && [ "$f" -eq 0 ]
 }
 
