@@ -617,7 +617,7 @@ TEST_CASE("stray connections during the join never break the job", "[bootstrap]"
   CHECK_FALSE(authenticate(forger, "guess"));
   forger.send_all(hello_frame(1, kRanks, "job-1"));
   // Half an auth-init frame, then silence: the handshake deadline is 10 s, so
-  // it is still pending when the job joins and dropped then.
+  // it is still pending when the job joins and refused then.
   RawSocket truncated = RawSocket::connect_to(port);
   const auto init_header = frame::encode_header(frame::Type::kAuthInit, 32);
   truncated.send_all(std::span(init_header).first(7));
@@ -665,7 +665,18 @@ TEST_CASE("stray connections during the join never break the job", "[bootstrap]"
   CHECK(log.contains("authentication failed"));
   CHECK(log.contains("claims rank 0"));
   CHECK(log.contains("job token differs"));
-  CHECK(log.contains("never said hello"));
+  CHECK(log.contains("that had not said hello when the job formed"));
+  // The callers still in their handshake when the job formed got the late
+  // caller's refusal, not a bare close.
+  for (RawSocket* s : {&silent, &truncated}) {
+    const Bytes late = s->receive(4096, 5s);
+    const frame::Decoded f = frame::decode_frame(late);
+    REQUIRE(f.state == frame::DecodeState::kFrame);
+    CHECK(f.header.type == static_cast<std::uint16_t>(frame::Type::kAbort));
+    const auto refusal = frame::decode_abort(f.payload);
+    REQUIRE(refusal);
+    CHECK_THAT(refusal->text, Catch::Contains("had already formed"));
+  }
 }
 
 TEST_CASE("a second process with the same rank is refused", "[bootstrap]") {
