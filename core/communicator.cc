@@ -108,7 +108,10 @@ Communicator::~Communicator() {
   {
     std::unique_lock lock(q_mu_);
     stopping_ = true;
-    if (busy_ || !queue_.empty()) {
+    // A request the worker has finished (its waiter may be this caller) is
+    // not pending, even if the worker has not yet marked itself idle.
+    const bool running = busy_ && !(running_ && running_->done());
+    if (running || !queue_.empty()) {
       lock.unlock();
       log(CHORUS_LOG_WARN, "finalized with requests pending; aborting them");
       finalizing_.store(true);

@@ -506,6 +506,10 @@ class Communicator {
   std::condition_variable q_cv_;
   std::deque<std::shared_ptr<Request>> queue_;
   bool busy_ = false;
+  // The request the worker runs (null when idle or for an inline call): once
+  // it is done its waiter may finalize before the worker clears busy_, and
+  // that is not a pending request.
+  std::shared_ptr<Request> running_;
   bool stopping_ = false;
   uint64_t next_seq_ = 0;
   // Operations with a sequence number above this fail (set by cancel()).

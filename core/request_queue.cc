@@ -176,10 +176,12 @@ void Communicator::worker_main() {
     auto req = std::move(queue_.front());
     queue_.pop_front();
     busy_ = true;
+    running_ = req;
     lock.unlock();
     run_request(*req);
     req.reset();
     lock.lock();
+    running_.reset();
     busy_ = false;
     q_cv_.notify_all();
   }

@@ -1,0 +1,246 @@
+// chorus-engine-bench: what the execution engine gives a host program that
+// keeps several operations in flight (issue #18, part 7), through the public
+// C API only. Run under chorusrun.
+//
+//   inflight: K non-blocking all_reduces (float32 sum, B bytes each, K
+//     buffers) posted back to back and then waited, against the same K run
+//     one at a time with the blocking call. Per iteration: barrier, then the
+//     timed batch; the slowest rank's time counts; medians over the
+//     iterations, both modes interleaved iteration by iteration so that a
+//     noisy neighbour hits both alike. Prints both medians and their ratio
+//     (one-at-a-time / in-flight: above 1 means overlap helps).
+//   pingpong: ranks 0 and 1 bounce a message with isend/irecv (posted in
+//     that order and waited), sizes from -b to -e; half the median round
+//     trip is the one-way latency, as osu_latency reports it. Other ranks
+//     only join the init and the checks.
+//
+// -c checks every element of every result on every rank (outside the timed
+// region); a rank that finds a wrong element says so and exits 3.
+#include <chorus/chorus.h>
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int fail(const char* what, int rc) {
+  std::fprintf(stderr, "chorus-engine-bench: %s failed: %s: %s\n", what, chorus_status_name(rc),
+               chorus_last_error());
+  return 1;
+}
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+/// "64K", "1M", "8": bytes, with an optional K/M/G suffix (powers of 2).
+bool parse_bytes(const std::string& text, std::uint64_t& out) {
+  std::size_t used = 0;
+  unsigned long long v = 0;
+  try {
+    v = std::stoull(text, &used);
+  } catch (const std::exception&) {
+    return false;
+  }
+  const std::string unit = text.substr(used);
+  const int shift = unit.empty() ? 0 : unit == "K" ? 10 : unit == "M" ? 20 : unit == "G" ? 30 : -1;
+  if (shift < 0) return false;
+  out = std::uint64_t(v) << shift;
+  return true;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n == 0 ? 0.0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/// The slowest rank's value.
+int slowest(chorus_comm_t* comm, double& t) {
+  double in = t;
+  const int rc = chorus_all_reduce(comm, &in, &t, 1, CHORUS_FLOAT64, CHORUS_MAX);
+  return rc;
+}
+
+/// Input of rank r, op k, element i: small integers, so float32 sums are exact.
+float input(int r, int k, std::size_t i) { return float((r + 1) * 3 + k * 7 + int(i % 13)); }
+
+float expected(int size, int k, std::size_t i) {
+  float sum = 0;
+  for (int r = 0; r < size; ++r) sum += input(r, k, i);
+  return sum;
+}
+
+struct Options {
+  std::string mode;
+  std::uint64_t bytes = 64 << 10;
+  int ops = 16;
+  int iters = 30;
+  int warmup = 3;
+  std::uint64_t min_bytes = 8;
+  std::uint64_t max_bytes = 64 << 10;
+  bool check = false;
+};
+
+int run_inflight(chorus_comm_t* comm, int rank, int size, const Options& o) {
+  const std::size_t count = std::max<std::uint64_t>(1, o.bytes / sizeof(float));
+  std::vector<std::vector<float>> in(std::size_t(o.ops)), out(std::size_t(o.ops));
+  for (int k = 0; k < o.ops; ++k) {
+    in[std::size_t(k)].resize(count);
+    out[std::size_t(k)].assign(count, 0.0f);
+    for (std::size_t i = 0; i < count; ++i) in[std::size_t(k)][i] = input(rank, k, i);
+  }
+  std::uint64_t wrong = 0;
+  auto check = [&] {
+    for (int k = 0; k < o.ops; ++k) {
+      for (std::size_t i = 0; i < count; ++i)
+        if (out[std::size_t(k)][i] != expected(size, k, i)) ++wrong;
+      std::fill(out[std::size_t(k)].begin(), out[std::size_t(k)].end(), 0.0f);
+    }
+  };
+  std::vector<double> one_at_a_time, in_flight;
+  std::vector<chorus_request_t*> reqs(std::size_t(o.ops), nullptr);
+  for (int it = 0; it < o.warmup + o.iters; ++it) {
+    // Mode 0: blocking, one at a time. Mode 1: all posted, then waited.
+    for (int mode = 0; mode < 2; ++mode) {
+      if (int rc = chorus_barrier(comm); rc != CHORUS_OK) return fail("barrier", rc);
+      const auto t0 = Clock::now();
+      for (int k = 0; k < o.ops; ++k) {
+        float* dst = out[std::size_t(k)].data();
+        const float* src = in[std::size_t(k)].data();
+        const int rc = mode == 0
+                           ? chorus_all_reduce(comm, src, dst, count, CHORUS_FLOAT32, CHORUS_SUM)
+                           : chorus_iall_reduce(comm, src, dst, count, CHORUS_FLOAT32, CHORUS_SUM,
+                                                &reqs[std::size_t(k)]);
+        if (rc != CHORUS_OK) return fail(mode == 0 ? "all_reduce" : "iall_reduce", rc);
+      }
+      if (mode == 1) {
+        for (chorus_request_t*& r : reqs) {
+          if (int rc = chorus_wait(r, -1); rc != CHORUS_OK) return fail("wait", rc);
+          chorus_request_free(r);
+          r = nullptr;
+        }
+      }
+      double t = seconds_since(t0);
+      if (int rc = slowest(comm, t); rc != CHORUS_OK) return fail("all_reduce (timing)", rc);
+      if (it >= o.warmup) (mode == 0 ? one_at_a_time : in_flight).push_back(t);
+      if (o.check) check();
+    }
+  }
+  const double seq = median(one_at_a_time), par = median(in_flight);
+  if (rank == 0) {
+    std::printf(
+        "{\"bench\": \"inflight\", \"ranks\": %d, \"transport\": \"%s\", \"bytes\": %llu, "
+        "\"ops\": %d, \"iters\": %d, \"one_at_a_time_us\": %.1f, \"in_flight_us\": %.1f, "
+        "\"ratio\": %.3f, \"checked\": %s}\n",
+        size, chorus_comm_transport(comm), static_cast<unsigned long long>(count * sizeof(float)),
+        o.ops, o.iters, seq * 1e6, par * 1e6, par > 0 ? seq / par : 0.0,
+        o.check ? "true" : "false");
+  }
+  if (o.check) {
+    std::printf("# rank %d: %llu wrong elements\n", rank, static_cast<unsigned long long>(wrong));
+    if (wrong != 0) return 3;
+  }
+  return 0;
+}
+
+int run_pingpong(chorus_comm_t* comm, int rank, int size, const Options& o) {
+  if (size < 2) {
+    std::fprintf(stderr, "chorus-engine-bench: pingpong needs at least 2 ranks\n");
+    return 2;
+  }
+  std::uint64_t wrong = 0;
+  for (std::uint64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= 2) {
+    std::vector<std::uint8_t> send(bytes), recv(bytes);
+    std::vector<double> rtt;
+    for (int it = 0; it < o.warmup + o.iters; ++it) {
+      for (std::size_t i = 0; i < bytes; ++i)
+        send[i] = std::uint8_t((i * 31 + std::size_t(it)) ^ std::size_t(rank));
+      if (int rc = chorus_barrier(comm); rc != CHORUS_OK) return fail("barrier", rc);
+      if (rank > 1) continue;
+      const int peer = 1 - rank;
+      const auto t0 = Clock::now();
+      chorus_request_t* s = nullptr;
+      chorus_request_t* r = nullptr;
+      // Rank 0 sends first and then receives the echo; rank 1 receives, then sends.
+      for (int leg = 0; leg < 2; ++leg) {
+        const bool sending = (leg == 0) == (rank == 0);
+        const int rc = sending ? chorus_isend(comm, send.data(), bytes, CHORUS_UINT8, peer, &s)
+                               : chorus_irecv(comm, recv.data(), bytes, CHORUS_UINT8, peer, &r);
+        if (rc != CHORUS_OK) return fail(sending ? "isend" : "irecv", rc);
+        chorus_request_t*& req = sending ? s : r;
+        if (int w = chorus_wait(req, -1); w != CHORUS_OK) return fail("wait", w);
+        chorus_request_free(req);
+        req = nullptr;
+      }
+      if (it >= o.warmup) rtt.push_back(seconds_since(t0));
+      if (o.check) {
+        for (std::size_t i = 0; i < bytes; ++i)
+          if (recv[i] != std::uint8_t((i * 31 + std::size_t(it)) ^ std::size_t(peer))) ++wrong;
+      }
+    }
+    if (rank == 0) {
+      std::printf(
+          "{\"bench\": \"pingpong\", \"ranks\": %d, \"transport\": \"%s\", \"bytes\": %llu, "
+          "\"iters\": %d, \"latency_us\": %.2f, \"checked\": %s}\n",
+          size, chorus_comm_transport(comm), static_cast<unsigned long long>(bytes), o.iters,
+          median(rtt) / 2 * 1e6, o.check ? "true" : "false");
+      std::fflush(stdout);
+    }
+  }
+  if (o.check) {
+    std::printf("# rank %d: %llu wrong bytes\n", rank, static_cast<unsigned long long>(wrong));
+    if (wrong != 0) return 3;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{
+      "chorus-engine-bench: operations in flight and isend/irecv latency (under chorusrun)"};
+  app.add_option("mode", o.mode, "inflight | pingpong")
+      ->required()
+      ->check(CLI::IsMember({"inflight", "pingpong"}));
+  std::string bytes = "64K", min_bytes = "8", max_bytes = "64K";
+  app.add_option("--bytes", bytes, "inflight: bytes per all_reduce (K/M/G suffixes)");
+  app.add_option("-k,--ops", o.ops, "inflight: operations per batch")->check(CLI::Range(1, 1024));
+  app.add_option("-n,--iters", o.iters, "timed iterations")->check(CLI::Range(1, 1000000));
+  app.add_option("-w,--warmup", o.warmup, "untimed iterations")->check(CLI::Range(0, 1000000));
+  app.add_option("-b,--minbytes", min_bytes, "pingpong: smallest message (K/M/G suffixes)");
+  app.add_option("-e,--maxbytes", max_bytes, "pingpong: largest message (K/M/G suffixes)");
+  app.add_flag("-c,--check", o.check, "check every element on every rank");
+  CLI11_PARSE(app, argc, argv);
+  if (!parse_bytes(bytes, o.bytes) || !parse_bytes(min_bytes, o.min_bytes) ||
+      !parse_bytes(max_bytes, o.max_bytes) || o.min_bytes == 0) {
+    std::fprintf(stderr,
+                 "chorus-engine-bench: a size is not a positive byte count with an optional "
+                 "K/M/G suffix (--bytes %s, -b %s, -e %s)\n",
+                 bytes.c_str(), min_bytes.c_str(), max_bytes.c_str());
+    return 2;
+  }
+
+  chorus_options_t opts;
+  chorus_options_init(&opts);
+  chorus_comm_t* comm = nullptr;
+  if (int rc = chorus_comm_init(&opts, &comm); rc != CHORUS_OK) return fail("init", rc);
+  int rank = 0, size = 1;
+  chorus_comm_rank(comm, &rank);
+  chorus_comm_size(comm, &size);
+  const int rc =
+      o.mode == "inflight" ? run_inflight(comm, rank, size, o) : run_pingpong(comm, rank, size, o);
+  std::fflush(stdout);
+  chorus_comm_finalize(comm);
+  return rc;
+}
