@@ -1,5 +1,6 @@
-// Bootstrap: the TCP side channel through rank 0 that ranks use to find each
-// other, swap address blobs and hold barriers before any transport is up.
+// Bootstrap: the TCP side channel that ranks use to find each other, swap
+// address blobs and hold barriers before any transport is up: a star through
+// rank 0 for joining, barriers and broadcasts, a ring for all_gather.
 #pragma once
 
 #include "core/deadline.h"
@@ -52,12 +53,17 @@ struct HostPort {
 ///          outside 1..65535, or an unbracketed IPv6 address.
 Result<HostPort> parse_host_port(std::string_view text);
 
-/// The side channel of one job: a star of TCP connections through rank 0.
+/// The side channel of one job: a star of TCP connections through rank 0,
+/// and a ring of the other ranks (core/bootstrap_ring.h), each link
+/// authenticated like a connection to rank 0.
 ///
 /// Every collective here is called by every rank, in the same order (the
 /// frames carry a sequence number and the operation, and rank 0 fails all
-/// ranks with CHORUS_ERR_INVALID_ARGUMENT on a mismatch). Each non-root rank
-/// sends its part to rank 0, which sends the combined result back to all.
+/// ranks with CHORUS_ERR_INVALID_ARGUMENT on a mismatch). For a barrier or a
+/// broadcast each non-root rank sends its part to rank 0, which sends the
+/// result back to all; an all_gather goes around the ring, and rank 0 sends
+/// only its own blob. Rank 0 thus sends O(N) bytes per call for blobs of a
+/// fixed size.
 ///
 /// Errors: any failure (timeout, lost peer, mismatch, bad argument) is final.
 /// The Bootstrap tells the other ranks (rank 0 relays it to everyone), so
@@ -75,14 +81,18 @@ Result<HostPort> parse_host_port(std::string_view text);
 ///       callers (core/late_arrivals.h); neither touches the job's state.
 class Bootstrap {
  public:
-  /// Largest blob a rank may contribute to one call.
+  /// Largest blob a broadcast may carry.
   static constexpr std::size_t kMaxBlob = frame::kMaxBlob;
+  /// Largest blob a rank may contribute to an all_gather (sent in pieces of
+  /// kMaxBlob bytes).
+  static constexpr std::size_t kMaxGatherBlob = frame::kMaxGatherBlob;
 
   /// Joins the job. Blocks until every rank has joined (rank 0: all size-1
-  /// peers said hello and were welcomed; others: connected and welcomed) or
-  /// the deadline passes. Non-root ranks retry while the coordinator is not
-  /// listening yet. Rank 0 drops (and logs) connections that are not ranks of
-  /// this job and keeps waiting. size == 1 opens no sockets. Once the job
+  /// peers said hello and were welcomed; others: connected, welcomed, and
+  /// linked with their ring neighbours) or the deadline passes. Non-root
+  /// ranks retry while the coordinator is not listening yet. Rank 0 drops
+  /// (and logs) connections that are not ranks of this job and keeps
+  /// waiting. size == 1 opens no sockets. Once the job
   /// has formed, rank 0 keeps the port and a thread of its own answers every
   /// later caller with a refusal (docs/reliability.md, "Two jobs, one port").
   /// @returns the Bootstrap, or CHORUS_ERR_INVALID_ARGUMENT (bad options,
@@ -102,9 +112,9 @@ class Bootstrap {
   int rank() const;
   int size() const;
 
-  /// Every rank contributes `mine` (at most kMaxBlob bytes, may be empty); on
-  /// success all[r] holds rank r's blob on every rank. `all` is only written
-  /// on success.
+  /// Every rank contributes `mine` (at most kMaxGatherBlob bytes, may be
+  /// empty); on success all[r] holds rank r's blob on every rank. `all` is
+  /// only written on success.
   Status all_gather(std::span<const std::byte> mine, std::vector<std::vector<std::byte>>& all,
                     Deadline deadline);
 
@@ -114,6 +124,10 @@ class Bootstrap {
   /// On success `data` on every rank equals `data` on rank `root` (at most
   /// kMaxBlob bytes). Non-root `data` is only written on success.
   Status broadcast(std::vector<std::byte>& data, int root, Deadline deadline);
+
+  /// Bytes this rank has written to the side channel so far, on all its
+  /// connections (joining included). May be read from any thread.
+  std::uint64_t bytes_sent() const;
 
  private:
   class Impl;

@@ -1,9 +1,13 @@
 // Bootstrap::Impl and the helpers its files share; private to the
 // bootstrap. Where each part lives:
 //   bootstrap_socket.cc  the event loop, reads, writes, shutdown, failure
-//   bootstrap_root.cc    rank 0: listen, accept, authenticate, admit
+//   bootstrap_root.cc    rank 0: listen, accept, authenticate, admit; the
+//                        same accept and handshake serve every listener
 //   bootstrap_join.cc    the other ranks: connect, authenticate, retry
-//   bootstrap_star.cc    all_gather, barrier and broadcast through rank 0
+//   bootstrap_link.cc    the other ranks: links to their ring neighbours
+//   bootstrap_star.cc    barrier and broadcast through rank 0, and the
+//                        step check every collective makes there
+//   bootstrap_pass.cc    all_gather along the ring (bootstrap_ring.h)
 //   bootstrap.cc         the public Bootstrap surface and parse_host_port
 //
 // Concurrency: each Bootstrap owns an io_context that runs only inside its own
@@ -18,13 +22,15 @@
 // types that this peer may send at all) and only then sizes the payload
 // buffer, so nobody can make us allocate more than max_payload(type) bytes,
 // and an unidentified caller no more than a hello. Complete frames go to the
-// connection's inbox; an abort frame, an I/O error or a protocol error marks
-// the connection gone and stops its reader. Either way the connection is put
+// connection's inbox (the ring's kPass frames to its `passes`); an abort
+// frame, an I/O error or a protocol error marks the connection gone and stops
+// its reader. Either way the connection is put
 // on events_, which the waiting code scans instead of every connection.
 #pragma once
 
 #include "core/auth.h"
 #include "core/bootstrap.h"
+#include "core/bootstrap_ring.h"
 #include "core/late_arrivals.h"
 
 #include <fcntl.h>
@@ -36,6 +42,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <deque>
@@ -169,26 +176,32 @@ struct Frame {
 };
 
 /// One TCP connection: on rank 0 one per peer (and one per caller that has
-/// not said hello yet), on the others one to rank 0.
+/// not said hello yet), on the others one to rank 0 and one per ring
+/// neighbour (and, while joining, one per caller without a hello yet).
 struct Conn {
   explicit Conn(asio::io_context& io) : socket(io), handshake_timer(io) {}
   tcp::socket socket;
-  asio::steady_timer handshake_timer;  ///< rank 0: bounds a pending caller's handshake
+  asio::steady_timer handshake_timer;  ///< bounds a pending caller's handshake
   Auth auth = Auth::kNew;
   auth::Nonce rank_nonce{};   ///< the connecting rank's nonce
-  auth::Nonce root_nonce{};   ///< rank 0's nonce
+  auth::Nonce root_nonce{};   ///< the listening end's nonce (rank 0, or a ring neighbour)
   Bytes auth_frame;           ///< an authentication frame being written
+  Bytes proof_frame;          ///< connecting side: the proof and the hello, being written
   std::string where;          ///< the other end, for messages
   int rank = -1;              ///< the other end's rank once known
-  bool pending = false;       ///< rank 0: accepted, no hello yet
+  bool pending = false;       ///< a listener's caller: accepted, no hello yet
   std::uint32_t allowed = 0;  ///< bit(type) for every frame type the other end may send
   std::array<std::byte, frame::kHeaderSize> header{};
-  Bytes payload;            ///< the frame being read
-  std::deque<Frame> inbox;  ///< complete frames not yet consumed
-  int writes = 0;           ///< our async writes in flight
-  std::string write_error;  ///< the first failed write
-  Gone gone = Gone::kNo;    ///< the reader has stopped, and why
-  std::string why;          ///< kIo/kProtocol: reason; kAbort: the other end's text
+  Bytes payload;             ///< the frame being read
+  std::deque<Frame> inbox;   ///< complete frames not yet consumed, but kPass
+  std::deque<Frame> passes;  ///< complete kPass frames not yet consumed
+  frame::Address listen{};   ///< rank 0: where this rank takes ring links
+  bool linked = false;       ///< a ring link whose other end welcomed or was welcomed
+  int writes = 0;            ///< our writes queued or in flight
+  std::deque<std::vector<asio::const_buffer>> queue;  ///< those writes, oldest in flight
+  std::string write_error;                            ///< the first failed write
+  Gone gone = Gone::kNo;                              ///< the reader has stopped, and why
+  std::string why;  ///< kIo/kProtocol: reason; kAbort: the other end's text
   int abort_code = 0;
   bool shut = false;  ///< we stopped all I/O on it; its handlers change nothing
 };
@@ -222,7 +235,7 @@ class Bootstrap::Impl {
     asio::error_code ignored;
     acceptor_.close(ignored);
     resolver_.cancel();
-    for (auto* list : {&peers_, &pending_}) {
+    for (auto* list : {&peers_, &pending_, &links_}) {
       for (const ConnPtr& c : *list) close(c.get());
     }
     close(coord_.get());
@@ -241,6 +254,7 @@ class Bootstrap::Impl {
 
   Status join_as_root(Deadline deadline);
   Status join_as_peer(Deadline deadline);
+  std::uint64_t bytes_sent() const { return bytes_sent_.load(std::memory_order_relaxed); }
   Status collective(frame::Op op, int root, std::span<const std::byte> mine,
                     std::vector<Bytes>& out, Deadline deadline);
 
@@ -281,6 +295,7 @@ class Bootstrap::Impl {
   void mark_gone(const ConnPtr& c, Gone gone, std::string why);
   template <class Buffers>
   void send(const ConnPtr& c, const Buffers& buffers);
+  void write_next(const ConnPtr& c);
   void shut_down(Conn& c, const frame::Abort* abort);
   void drop(Conn& c, const frame::Abort* abort);
   static void close(Conn* c);
@@ -289,12 +304,23 @@ class Bootstrap::Impl {
   // Joining.
   Status listen(const std::vector<tcp::endpoint>& endpoints);
   void accept_next();
+  void serve_callers();
+  void caller_event(const ConnPtr& c);
+  void drop_callers();
   std::optional<Status> join_step();
   void handshake_step(const ConnPtr& c);
   void refuse(const ConnPtr& c, const std::string& why, bool tell);
   void admit(const ConnPtr& c, const Frame& hello_frame);
-  std::optional<Status> check_challenge(const Frame& f);
+  void admit_link(const ConnPtr& c, const frame::Hello& hello);
+  void start_handshake(const ConnPtr& c);
+  std::optional<Status> check_challenge(const ConnPtr& conn, const Frame& f,
+                                        const std::string& other);
   std::string check_hello(const frame::Hello& hello, const Conn& c);
+  std::string check_link_hello(const frame::Hello& hello) const;
+  Status open_link_listener();
+  Status link_ring(Deadline deadline, Clock::time_point start);
+  void connect_link(int peer, const frame::Address& address);
+  std::vector<frame::Address> ring_addresses(int rank) const;
   void contest(const std::string& why);
   void refuse_late_callers();
   void settle_pending();
@@ -308,6 +334,18 @@ class Bootstrap::Impl {
                          std::vector<Bytes>& out, Deadline deadline);
   Status peer_collective(frame::Op op, int root, std::span<const std::byte> mine,
                          std::vector<Bytes>& out, Deadline deadline);
+  Status collect_contributions(frame::Op op, int root, std::vector<Bytes>& got, Deadline deadline,
+                               Clock::time_point start);
+  Status root_gather(std::span<const std::byte> mine, std::vector<Bytes>& out, Deadline deadline,
+                     Clock::time_point start);
+  Status peer_gather(std::span<const std::byte> mine, std::vector<Bytes>& out, Deadline deadline,
+                     Clock::time_point start);
+  void pass_blob(const ConnPtr& to, int index, std::span<const std::byte> blob);
+  void pass_on(const ConnPtr& to, const Bytes& payload);
+  void release_passes();
+  std::optional<Status> take_pass(Conn& from, std::vector<Bytes>& got, std::vector<char>& done,
+                                  int& complete, int& index);
+  ConnPtr link_to(int peer) const;
   std::string who(const Conn& c) const;
   Status gone_status(const Conn& c);
 
@@ -329,45 +367,51 @@ class Bootstrap::Impl {
   asio::steady_timer contested_timer_{io_};
   /// rank 0 after the join: owns the listening socket, refuses late callers.
   std::unique_ptr<LateArrivals> late_;
+  bool formed_ = false;  ///< rank 0: every rank has joined; callers are refused
   /// rank 0: why this job cannot tell its ranks from another job's, once known.
   std::string contested_;
   Clock::time_point contested_until_{};
   Deadline join_deadline_ = Deadline::never();
   bool port_taken_ = false;  ///< rank 0: listen found the port in use
 
-  std::vector<ConnPtr> peers_;    ///< rank 0: peers_[r] for 1 <= r < size, null until joined
-  std::vector<ConnPtr> pending_;  ///< rank 0 while joining: callers without a hello yet
+  std::vector<ConnPtr> peers_;  ///< rank 0: peers_[r] for 1 <= r < size, null until joined
+  std::vector<ConnPtr> links_;  ///< non-root: its ring neighbours' connections (at most 2)
+  frame::Address listen_{};     ///< non-root: where it takes ring links (port 0: none)
+  std::vector<frame::Address> connect_to_;  ///< non-root: from the welcome, higher neighbours first
+  std::vector<ConnPtr> pending_;  ///< while joining, a listening rank's callers without a hello yet
   int joined_ = 0;
   ConnPtr coord_;                ///< non-root: the connection to rank 0
   std::vector<ConnPtr> events_;  ///< connections that got a frame, went away or failed a write
   int writes_in_flight_ = 0;
+  /// Bytes this rank has written to the side channel, all connections.
+  std::atomic<std::uint64_t> bytes_sent_{0};
 
   std::uint64_t seq_ = 0;  ///< collectives started, on every rank the same
   Status failed_;          ///< the final error, once there is one
   std::string relay_;      ///< text of an abort to pass on unchanged, if that is what failed us
 
   // Frames being written; they live here until the write completes or fails.
-  Bytes auth_init_;
-  Bytes proof_and_hello_;
   Bytes hello_;
-  Bytes welcome_;
+  std::vector<Bytes> welcomes_;  ///< rank 0: one per rank; a ring link's welcome: [0]
   std::array<std::byte, frame::kHeaderSize + frame::kOpHeaderSize> contribution_head_{};
   std::vector<std::array<std::byte, frame::kHeaderSize + frame::kOpHeaderSize>> delivery_heads_;
   std::vector<asio::const_buffer> delivery_buffers_;
+  /// kPass frames of the current all_gather: frame and op headers, and the
+  /// payloads passed on; they live until the call has succeeded (or, after a
+  /// failure, until the Bootstrap goes).
+  std::deque<std::array<std::byte, frame::kHeaderSize + frame::kOpHeaderSize>> pass_heads_;
+  std::deque<std::array<std::byte, frame::kHeaderSize>> forward_heads_;
+  std::deque<Bytes> forwarded_;
 };
 
+/// Queues a write: one async_write per connection at a time, so frames never
+/// interleave however many are queued. The buffers stay the caller's.
 template <class Buffers>
 void Bootstrap::Impl::send(const ConnPtr& c, const Buffers& buffers) {
   ++c->writes;
   ++writes_in_flight_;
-  asio::async_write(c->socket, buffers, [this, c](const asio::error_code& ec, std::size_t) {
-    --c->writes;
-    --writes_in_flight_;
-    if (ec && !c->shut && c->write_error.empty()) {
-      c->write_error = ec.message();
-      events_.push_back(c);
-    }
-  });
+  c->queue.emplace_back(asio::buffer_sequence_begin(buffers), asio::buffer_sequence_end(buffers));
+  if (c->writes == 1) write_next(c);
 }
 
 }  // namespace chorus::core

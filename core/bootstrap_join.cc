@@ -1,6 +1,8 @@
-// Joining as any other rank: connect to rank 0, authenticate both ways, say
-// hello and wait for the welcome, retrying with backoff until the init
-// deadline while rank 0 is not up yet.
+// Joining as any other rank: connect to rank 0, open the listener for ring
+// links, authenticate both ways, say hello and wait for the welcome,
+// retrying with backoff until the init deadline while rank 0 is not up yet;
+// then link with the ring neighbours (bootstrap_link.cc). The connecting
+// half of the handshake here serves the ring links too.
 
 #include "core/bootstrap_impl.h"
 
@@ -16,7 +18,6 @@ namespace chorus::core {
 
 Status Bootstrap::Impl::join_as_peer(Deadline deadline) {
   const auto start = Clock::now();
-  hello_ = frame::encode_frame(frame::Type::kHello, frame::encode_hello({rank_, size_, tag_}));
   if (size_ > 1 && token_.empty()) {
     asio::error_code ec;
     const auto address = asio::ip::make_address(host_.host, ec);
@@ -34,7 +35,10 @@ Status Bootstrap::Impl::join_as_peer(Deadline deadline) {
     if (auto outcome = try_join(deadline, start, last_error)) {
       if (!outcome->is_ok()) return fail(std::move(*outcome));
       coord_->allowed = bit(frame::Type::kDeliver) | bit(frame::Type::kAbort);
+      // Rank 0 sends its all_gather blob to rank 1 only (bootstrap_ring.h).
+      if (rank_ == 1) coord_->allowed |= bit(frame::Type::kPass);
       log(CHORUS_LOG_DEBUG, cat("rank ", rank_, ": joined the side channel at ", coordinator_));
+      if (Status s = link_ring(deadline, start); !s.is_ok()) return fail(std::move(s));
       return Status::ok();
     }
     if (deadline.expired()) {
@@ -79,19 +83,12 @@ std::optional<Status> Bootstrap::Impl::try_join(Deadline deadline, Clock::time_p
     coord_.reset();
     return std::nullopt;
   }
-  set_cloexec(coord_->socket.native_handle());
-  asio::error_code ignored;
-  coord_->socket.set_option(tcp::no_delay(true), ignored);
-  // A welcome is allowed from the start so that the reader never refuses
-  // one that follows the challenge closely; the step enforces the order.
-  coord_->allowed =
-      bit(frame::Type::kAuthChallenge) | bit(frame::Type::kWelcome) | bit(frame::Type::kAbort);
-  read_frames(coord_);
-  frame::AuthInit init;
-  coord_->rank_nonce = auth::random_nonce();
-  std::copy(coord_->rank_nonce.begin(), coord_->rank_nonce.end(), init.rank_nonce.begin());
-  auth_init_ = frame::encode_frame(frame::Type::kAuthInit, frame::encode_auth_init(init));
-  send(coord_, asio::buffer(auth_init_));
+  // The hello says where this rank takes ring links: on the interface that
+  // reaches rank 0.
+  if (Status s = open_link_listener(); !s.is_ok()) return s;
+  hello_ =
+      frame::encode_frame(frame::Type::kHello, frame::encode_hello({rank_, size_, tag_, listen_}));
+  start_handshake(coord_);
 
   bool retry = false;
   Status status = pump(
@@ -102,7 +99,7 @@ std::optional<Status> Bootstrap::Impl::try_join(Deadline deadline, Clock::time_p
         if (!c.inbox.empty() && c.auth != Auth::kDone) {
           const Frame f = std::move(c.inbox.front());
           c.inbox.pop_front();
-          if (auto refused = check_challenge(f)) return refused;
+          if (auto refused = check_challenge(coord_, f, coordinator_)) return refused;
           return std::nullopt;
         }
         if (!c.inbox.empty() && c.writes == 0) {
@@ -112,6 +109,13 @@ std::optional<Status> Bootstrap::Impl::try_join(Deadline deadline, Clock::time_p
             return error(CHORUS_ERR_INVALID_ARGUMENT, "the coordinator ", coordinator_,
                          " welcomed this rank into a different job (job size or token differ)");
           }
+          if (welcome->connect_to.size() != ring_addresses(rank_).size()) {
+            return error(CHORUS_ERR_INVALID_ARGUMENT, "the coordinator ", coordinator_, " sent ",
+                         welcome->connect_to.size(),
+                         " ring-neighbour addresses in its welcome, this rank expects ",
+                         ring_addresses(rank_).size());
+          }
+          connect_to_ = welcome->connect_to;
           return Status::ok();
         }
         if (c.gone == Gone::kAbort && c.abort_code == CHORUS_ERR_INVALID_ARGUMENT) {
@@ -149,24 +153,51 @@ std::optional<Status> Bootstrap::Impl::try_join(Deadline deadline, Clock::time_p
   return status;
 }
 
-/// The rank's side of the authentication: checks rank 0's proof and, when it
+/// Opens the connecting half of the handshake on a fresh connection to rank 0
+/// or to a ring neighbour: starts its reader and sends the auth-init.
+void Bootstrap::Impl::start_handshake(const ConnPtr& c) {
+  set_cloexec(c->socket.native_handle());
+  asio::error_code ignored;
+  c->socket.set_option(tcp::no_delay(true), ignored);
+  // A welcome is allowed from the start so that the reader never refuses
+  // one that follows the challenge closely; the step enforces the order.
+  c->allowed =
+      bit(frame::Type::kAuthChallenge) | bit(frame::Type::kWelcome) | bit(frame::Type::kAbort);
+  read_frames(c);
+  frame::AuthInit init;
+  c->rank_nonce = auth::random_nonce();
+  std::copy(c->rank_nonce.begin(), c->rank_nonce.end(), init.rank_nonce.begin());
+  c->auth_frame = frame::encode_frame(frame::Type::kAuthInit, frame::encode_auth_init(init));
+  send(c, asio::buffer(c->auth_frame));
+}
+
+/// The connecting side of the authentication, towards rank 0 or a ring
+/// neighbour (`other` names it): checks the other end's proof and, when it
 /// holds, answers with this rank's proof and the hello. Returns the final
-/// error when rank 0 is not of this job, nullopt to go on.
-std::optional<Status> Bootstrap::Impl::check_challenge(const Frame& f) {
-  Conn& c = *coord_;
+/// error when the other end is not of this job, nullopt to go on.
+std::optional<Status> Bootstrap::Impl::check_challenge(const ConnPtr& conn, const Frame& f,
+                                                       const std::string& other) {
+  Conn& c = *conn;
+  const bool to_root = conn == coord_;
   const auto challenge = f.type == frame::Type::kAuthChallenge
                              ? frame::decode_auth_challenge(f.payload)
                              : std::nullopt;
   if (!challenge) {
-    return error(CHORUS_ERR_INVALID_ARGUMENT, coordinator_,
+    return error(CHORUS_ERR_INVALID_ARGUMENT, other,
                  " does not speak the Chorus side-channel protocol (expected an auth-challenge, "
                  "got a ",
-                 frame::type_name(f.type), " frame); is the coordinator address right?");
+                 frame::type_name(f.type), " frame)",
+                 to_root ? "; is the coordinator address right?" : "");
   }
   std::copy(challenge->root_nonce.begin(), challenge->root_nonce.end(), c.root_nonce.begin());
   const auth::Mac expected = auth::coordinator_proof(token_, c.rank_nonce, c.root_nonce);
   if (!auth::same_mac(challenge->proof, expected)) {
-    return error(CHORUS_ERR_INVALID_ARGUMENT, "the coordinator ", coordinator_,
+    if (!to_root) {
+      return error(CHORUS_ERR_INVALID_ARGUMENT, other,
+                   " could not prove it knows this job's token: the address rank 0 gave for "
+                   "that ring neighbour is held by a process of another job");
+    }
+    return error(CHORUS_ERR_INVALID_ARGUMENT, "the coordinator ", other,
                  " could not prove it knows this job's token: the job token differs between "
                  "this rank and rank 0, or another job's rank 0 holds that address. Fix: give "
                  "every rank the same CHORUS_JOB_TOKEN (bootstrap.job_token); chorusrun sets "
@@ -177,9 +208,9 @@ std::optional<Status> Bootstrap::Impl::check_challenge(const Frame& f) {
   frame::AuthProof proof;
   const auth::Mac mine = auth::rank_proof(token_, c.rank_nonce, c.root_nonce);
   std::copy(mine.begin(), mine.end(), proof.proof.begin());
-  proof_and_hello_ = frame::encode_frame(frame::Type::kAuthProof, frame::encode_auth_proof(proof));
-  proof_and_hello_.insert(proof_and_hello_.end(), hello_.begin(), hello_.end());
-  send(coord_, asio::buffer(proof_and_hello_));
+  c.proof_frame = frame::encode_frame(frame::Type::kAuthProof, frame::encode_auth_proof(proof));
+  c.proof_frame.insert(c.proof_frame.end(), hello_.begin(), hello_.end());
+  send(conn, asio::buffer(c.proof_frame));
   return std::nullopt;
 }
 

@@ -1,7 +1,9 @@
 // Joining as rank 0: listen on the coordinator port, accept callers, run
 // the authentication handshake, check each hello against the job, admit or
 // refuse, detect a second job on the same port, and refuse late callers
-// after the job has formed.
+// after the job has formed. The accept loop and the acceptor's half of the
+// handshake serve the other ranks' ring-link listeners too
+// (bootstrap_link.cc), so every side-channel connection is admitted alike.
 
 #include "core/bootstrap_impl.h"
 
@@ -58,7 +60,10 @@ Status Bootstrap::Impl::join_as_root(Deadline deadline) {
                      " joined); were they started, with the same coordinator address and job "
                      "size?");
       });
-  if (status.is_ok()) refuse_late_callers();
+  if (status.is_ok()) {
+    formed_ = true;
+    refuse_late_callers();
+  }
   asio::error_code ignored;
   acceptor_.close(ignored);
   accept_retry_.cancel();
@@ -70,11 +75,16 @@ Status Bootstrap::Impl::join_as_root(Deadline deadline) {
   // Callers still in their handshake stay open through the welcome (their
   // challenge may still be on its way out) and are refused after it.
 
-  welcome_ = frame::encode_frame(frame::Type::kWelcome, frame::encode_welcome({size_, tag_}));
+  // Each rank learns where the ring neighbours it connects to listen.
+  welcomes_.assign(static_cast<std::size_t>(size_), {});
   for (int r = 1; r < size_; ++r) {
     const ConnPtr& c = peers_[static_cast<std::size_t>(r)];
     c->allowed = bit(frame::Type::kContribute) | bit(frame::Type::kAbort);
-    send(c, asio::buffer(welcome_));
+    if (ring::feeds_root(r, size_)) c->allowed |= bit(frame::Type::kPass);
+    Bytes& welcome = welcomes_[static_cast<std::size_t>(r)];
+    welcome = frame::encode_frame(frame::Type::kWelcome,
+                                  frame::encode_welcome({size_, tag_, ring_addresses(r)}));
+    send(c, asio::buffer(welcome));
   }
   status = pump(
       deadline,
@@ -153,8 +163,8 @@ void Bootstrap::Impl::accept_next() {
     if (!acceptor_.is_open() || ec == asio::error::operation_aborted) return;
     if (ec) {
       // Typically EMFILE: wait a little instead of spinning, keep listening.
-      log(CHORUS_LOG_WARN,
-          cat("rank 0: accepting on the side channel failed (", ec.message(), "); retrying"));
+      log(CHORUS_LOG_WARN, cat("rank ", rank_, ": accepting on the side channel failed (",
+                               ec.message(), "); retrying"));
       accept_retry_.expires_after(std::chrono::milliseconds(50));
       accept_retry_.async_wait([this](const asio::error_code& e) {
         if (!e && acceptor_.is_open()) accept_next();
@@ -168,7 +178,7 @@ void Bootstrap::Impl::accept_next() {
     c->where = ignored ? std::string("an unknown address") : endpoint_text(remote);
     std::erase_if(pending_, [](const ConnPtr& p) { return !p->pending; });
     if (pending_.size() >= kMaxPending) {
-      log(CHORUS_LOG_WARN, cat("rank 0: more than ", kMaxPending,
+      log(CHORUS_LOG_WARN, cat("rank ", rank_, ": more than ", kMaxPending,
                                " connections have not said hello; dropped the oldest, from ",
                                pending_.front()->where));
       drop(*pending_.front(), nullptr);
@@ -191,23 +201,57 @@ void Bootstrap::Impl::accept_next() {
   });
 }
 
+/// The pending callers that got a frame or went away: runs their handshake
+/// and drops those that failed it. Called by pump() before every step, on
+/// every rank that listens, so that no step has to know about callers.
+void Bootstrap::Impl::serve_callers() {
+  if (pending_.empty()) return;
+  std::vector<ConnPtr> callers;
+  std::erase_if(events_, [&](const ConnPtr& c) {
+    if (!c->pending) return false;
+    callers.push_back(c);
+    return true;
+  });
+  for (const ConnPtr& c : callers) caller_event(c);
+}
+
+void Bootstrap::Impl::caller_event(const ConnPtr& c) {
+  // Once rank 0's job has formed, a caller's handshake goes no further: it
+  // is refused by settle_pending() after the welcome.
+  if (c->shut || formed_) return;
+  while (c->pending && !c->inbox.empty()) handshake_step(c);
+  if (c->pending && c->gone == Gone::kAbort) {
+    log(CHORUS_LOG_WARN, cat("rank ", rank_, ": dropped a connection from ", c->where,
+                             ": it gave up during the handshake (", quoted(c->why), ")"));
+    drop(*c, nullptr);
+  } else if (c->pending && c->gone != Gone::kNo) {
+    log(CHORUS_LOG_WARN,
+        cat("rank ", rank_, ": dropped a connection from ", c->where, " before ",
+            c->auth == Auth::kDone ? "it said hello" : "it authenticated", " (", c->why, ")"));
+    drop(*c, nullptr);
+  }
+}
+
+/// Once the join is over: no more callers; those still in the handshake go.
+void Bootstrap::Impl::drop_callers() {
+  asio::error_code ignored;
+  acceptor_.close(ignored);
+  accept_retry_.cancel();
+  for (const ConnPtr& c : pending_) {
+    if (!c->pending) continue;  // admitted or dropped already
+    log(CHORUS_LOG_WARN,
+        cat("rank ", rank_, ": dropped a connection from ", c->where, " that never said hello"));
+    drop(*c, nullptr);
+  }
+  pending_.clear();
+  // Events of dropped callers (a failed challenge write) are not the job's.
+  std::erase_if(events_, [](const ConnPtr& c) { return c->shut; });
+}
+
 std::optional<Status> Bootstrap::Impl::join_step() {
   for (const ConnPtr& c : std::exchange(events_, {})) {
-    if (c->shut) continue;
-    if (c->pending) {
-      while (c->pending && !c->inbox.empty()) handshake_step(c);
-      if (c->pending && c->gone == Gone::kAbort) {
-        log(CHORUS_LOG_WARN, cat("rank 0: dropped a connection from ", c->where,
-                                 ": it gave up during the handshake (", quoted(c->why), ")"));
-        drop(*c, nullptr);
-      } else if (c->pending && c->gone != Gone::kNo) {
-        log(CHORUS_LOG_WARN,
-            cat("rank 0: dropped a connection from ", c->where, " before ",
-                c->auth == Auth::kDone ? "it said hello" : "it authenticated", " (", c->why, ")"));
-        drop(*c, nullptr);
-      }
-    } else if (c->rank > 0 && peers_[static_cast<std::size_t>(c->rank)] == c &&
-               c->gone != Gone::kNo) {
+    if (c->shut || c->pending) continue;
+    if (c->rank > 0 && peers_[static_cast<std::size_t>(c->rank)] == c && c->gone != Gone::kNo) {
       log(CHORUS_LOG_WARN,
           cat("rank 0: rank ", c->rank, " (", c->where, ") left before every rank had joined (",
               c->why, "); waiting for it to come back"));
@@ -369,7 +413,7 @@ void Bootstrap::Impl::handshake_step(const ConnPtr& c) {
 /// the token, so it is one of ours and gets the reason in an abort frame;
 /// strangers get nothing but a closed connection.
 void Bootstrap::Impl::refuse(const ConnPtr& c, const std::string& why, bool tell) {
-  const std::string text = cat("rank 0: refused a connection from ", c->where, ": ", why);
+  const std::string text = cat("rank ", rank_, ": refused a connection from ", c->where, ": ", why);
   log(CHORUS_LOG_WARN, text);
   const frame::Abort abort{CHORUS_ERR_INVALID_ARGUMENT, text};
   drop(*c, tell ? &abort : nullptr);
@@ -377,11 +421,15 @@ void Bootstrap::Impl::refuse(const ConnPtr& c, const std::string& why, bool tell
 
 void Bootstrap::Impl::admit(const ConnPtr& c, const Frame& hello_frame) {
   const auto hello = frame::decode_hello(hello_frame.payload);
-  const std::string why = hello ? check_hello(*hello, *c) : std::string("malformed hello");
+  const std::string why = !hello       ? std::string("malformed hello")
+                          : rank_ == 0 ? check_hello(*hello, *c)
+                                       : check_link_hello(*hello);
   if (!why.empty()) return refuse(c, why, true);
   c->pending = false;
   c->handshake_timer.cancel();
+  if (rank_ != 0) return admit_link(c, *hello);
   c->rank = hello->rank;
+  c->listen = hello->listen;
   c->allowed = bit(frame::Type::kAbort);  // nothing else until it is welcomed
   peers_[static_cast<std::size_t>(c->rank)] = c;
   ++joined_;

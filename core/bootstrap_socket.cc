@@ -12,10 +12,12 @@
 namespace chorus::core {
 
 /// Runs handlers on this thread until `step` returns a status (checked before
-/// each handler), or the deadline passes (then `on_timeout`).
+/// each handler), or the deadline passes (then `on_timeout`). Callers that
+/// have not been admitted yet are served first, so steps never see them.
 Status Bootstrap::Impl::pump(Deadline deadline, const Step& step,
                              const std::function<Status()>& on_timeout) {
   for (;;) {
+    serve_callers();
     if (auto status = step()) return std::move(*status);
     if (deadline.expired()) return on_timeout();
     if (io_.stopped()) io_.restart();
@@ -58,9 +60,32 @@ void Bootstrap::Impl::on_payload(const ConnPtr& c, frame::Type type, const asio:
     c->abort_code = abort->code;
     return mark_gone(c, Gone::kAbort, std::move(abort->text));
   }
-  c->inbox.push_back({type, std::exchange(c->payload, {})});
+  (type == frame::Type::kPass ? c->passes : c->inbox)
+      .push_back({type, std::exchange(c->payload, {})});
   events_.push_back(c);
   read_frames(c);
+}
+
+void Bootstrap::Impl::write_next(const ConnPtr& c) {
+  asio::async_write(c->socket, c->queue.front(),
+                    [this, c](const asio::error_code& ec, std::size_t n) {
+                      bytes_sent_.fetch_add(n, std::memory_order_relaxed);
+                      c->queue.pop_front();
+                      --c->writes;
+                      --writes_in_flight_;
+                      if (ec) {
+                        // The rest of the queue cannot follow a broken frame.
+                        writes_in_flight_ -= static_cast<int>(c->queue.size());
+                        c->writes = 0;
+                        c->queue.clear();
+                        if (!c->shut && c->write_error.empty()) {
+                          c->write_error = ec.message();
+                          events_.push_back(c);
+                        }
+                        return;
+                      }
+                      if (!c->queue.empty()) write_next(c);
+                    });
 }
 
 void Bootstrap::Impl::mark_gone(const ConnPtr& c, Gone gone, std::string why) {
@@ -84,7 +109,9 @@ void Bootstrap::Impl::shut_down(Conn& c, const frame::Abort* abort) {
     const Bytes f =
         frame::encode_frame(frame::Type::kAbort, frame::encode_abort(abort->code, abort->text));
     c.socket.non_blocking(true, ec);
-    if (!ec) c.socket.send(asio::buffer(f), 0, ec);
+    if (!ec) {
+      bytes_sent_.fetch_add(c.socket.send(asio::buffer(f), 0, ec), std::memory_order_relaxed);
+    }
   }
   c.socket.shutdown(tcp::socket::shutdown_send, ec);
   c.socket.cancel(ec);
@@ -153,8 +180,10 @@ Status Bootstrap::Impl::fail(Status status) {
   failed_ = status;
   log(CHORUS_LOG_ERROR, status.message());
   const frame::Abort abort{status.code(), relay_.empty() ? status.message() : relay_};
-  for (const ConnPtr& c : peers_) {
-    if (c) shut_down(*c, &abort);
+  for (const auto* list : {&peers_, &links_}) {
+    for (const ConnPtr& c : *list) {
+      if (c) shut_down(*c, &abort);
+    }
   }
   if (coord_) shut_down(*coord_, &abort);
   for (const ConnPtr& c : pending_) {

@@ -1,6 +1,9 @@
-// The bootstrap's collectives: all_gather, barrier and broadcast run as a
-// star through rank 0 (every rank sends its blob to rank 0, which answers
-// with the result), with size and root checks.
+// The bootstrap's collectives: argument checks, and the star through rank 0
+// that every collective starts with (each rank sends its contribution, or
+// for an all_gather only the call's sequence number and kind, so that rank 0
+// judges whether all ranks are in the same call). Barrier and broadcast end
+// with rank 0 sending the result to each rank: O(N) bytes out of rank 0 for
+// a blob of fixed size. all_gather goes on along the ring (bootstrap_pass.cc).
 
 #include "core/bootstrap_impl.h"
 
@@ -27,9 +30,10 @@ Status Bootstrap::Impl::collective(frame::Op op, int root, std::span<const std::
                                     ": side channel unusable after an earlier error"));
   }
   ++seq_;
-  if (mine.size() > kMaxBlob) {
+  const std::size_t limit = op == frame::Op::kAllGather ? frame::kMaxGatherBlob : kMaxBlob;
+  if (mine.size() > limit) {
     return fail(error(CHORUS_ERR_INVALID_ARGUMENT, frame::op_name(op), ": a ", mine.size(),
-                      "-byte blob exceeds the side channel's limit of ", kMaxBlob, " bytes"));
+                      "-byte blob exceeds the side channel's limit of ", limit, " bytes"));
   }
   if (op == frame::Op::kBroadcast && (root < 0 || root >= size_)) {
     return fail(
@@ -44,22 +48,13 @@ Status Bootstrap::Impl::collective(frame::Op op, int root, std::span<const std::
                     : peer_collective(op, root, mine, out, deadline);
 }
 
-Status Bootstrap::Impl::root_collective(frame::Op op, int root, std::span<const std::byte> mine,
-                                        std::vector<Bytes>& out, Deadline deadline) {
-  const auto start = Clock::now();
+/// Rank 0: a contribution from every peer, checked against this call (its
+/// sequence number, kind and root); got[r] is rank r's blob.
+Status Bootstrap::Impl::collect_contributions(frame::Op op, int root, std::vector<Bytes>& got,
+                                              Deadline deadline, Clock::time_point start) {
   const auto n = static_cast<std::size_t>(size_);
-  // A peer that left or aborted since the last call without contributing to
-  // this one fails it at once; one that contributed and then left got what it
-  // needed from the last call, and fails the next.
-  events_.clear();
-  for (std::size_t r = 1; r < n; ++r) {
-    const Conn& c = *peers_[r];
-    if (c.inbox.empty() && c.gone != Gone::kNo) return fail(gone_status(c));
-  }
-
-  // Phase 1: a contribution from every peer.
   std::size_t next = 1;  // peers below `next` have contributed
-  Status status = pump(
+  const Status status = pump(
       deadline,
       [&]() -> std::optional<Status> {
         while (next < n && !peers_[next]->inbox.empty()) ++next;
@@ -78,39 +73,57 @@ Status Bootstrap::Impl::root_collective(frame::Op op, int root, std::span<const 
                      seconds_text(Clock::now() - start), " waiting for ", ranks_text(missing),
                      " (no contribution yet: not called there, or stalled?)");
       });
-  if (!status.is_ok()) return fail(std::move(status));
+  if (!status.is_ok()) return status;
 
-  std::vector<Bytes> got(n);
-  got[0].assign(mine.begin(), mine.end());
   for (std::size_t r = 1; r < n; ++r) {
     Frame f = std::move(peers_[r]->inbox.front());
     peers_[r]->inbox.pop_front();
     const auto head =
         f.type == frame::Type::kContribute ? frame::decode_op(f.payload) : std::nullopt;
     if (!head) {
-      return fail(error(CHORUS_ERR_PEER_LOST, "rank ", r, " broke the side-channel protocol (",
-                        "malformed ", frame::type_name(f.type), " frame during ",
-                        frame::op_name(op), ")"));
+      return error(CHORUS_ERR_PEER_LOST, "rank ", r, " broke the side-channel protocol (",
+                   "malformed ", frame::type_name(f.type), " frame during ", frame::op_name(op),
+                   ")");
     }
     if (head->seq != seq_ || head->op != op || (op == frame::Op::kBroadcast && head->arg != root)) {
-      return fail(error(CHORUS_ERR_INVALID_ARGUMENT,
-                        "side-channel collectives called out of step: call #", seq_, " is ",
-                        call_text(op, root), " on rank 0 but call #", head->seq, " on rank ", r,
-                        " is ", call_text(head->op, head->arg)));
+      return error(CHORUS_ERR_INVALID_ARGUMENT,
+                   "side-channel collectives called out of step: call #", seq_, " is ",
+                   call_text(op, root), " on rank 0 but call #", head->seq, " on rank ", r, " is ",
+                   call_text(head->op, head->arg));
     }
     f.payload.erase(f.payload.begin(),
                     f.payload.begin() + static_cast<std::ptrdiff_t>(frame::kOpHeaderSize));
     got[r] = std::move(f.payload);
   }
+  return Status::ok();
+}
 
-  // Phase 2: the result to every peer: all blobs, the root's blob, or one
-  // empty frame for a barrier. Each peer's bytes go straight from `got`.
-  std::vector<std::size_t> items;
-  if (op == frame::Op::kAllGather) {
-    for (std::size_t r = 0; r < n; ++r) items.push_back(r);
-  } else {
-    items.push_back(op == frame::Op::kBroadcast ? static_cast<std::size_t>(root) : 0);
+Status Bootstrap::Impl::root_collective(frame::Op op, int root, std::span<const std::byte> mine,
+                                        std::vector<Bytes>& out, Deadline deadline) {
+  const auto start = Clock::now();
+  const auto n = static_cast<std::size_t>(size_);
+  // A peer that left or aborted since the last call without contributing to
+  // this one fails it at once; one that contributed and then left got what it
+  // needed from the last call, and fails the next.
+  events_.clear();
+  for (std::size_t r = 1; r < n; ++r) {
+    const Conn& c = *peers_[r];
+    if (c.inbox.empty() && c.gone != Gone::kNo) return fail(gone_status(c));
   }
+
+  // rank 0's all_gather blob enters the ring at rank 1 at once.
+  if (op == frame::Op::kAllGather) pass_blob(peers_[1], 0, mine);
+  std::vector<Bytes> got(n);
+  if (Status s = collect_contributions(op, root, got, deadline, start); !s.is_ok()) {
+    return fail(std::move(s));
+  }
+  if (op == frame::Op::kAllGather) return root_gather(mine, out, deadline, start);
+  got[0].assign(mine.begin(), mine.end());
+
+  // The result to every peer: the root's blob, or one empty frame for a
+  // barrier, straight from `got`.
+  const std::vector<std::size_t> items{op == frame::Op::kBroadcast ? static_cast<std::size_t>(root)
+                                                                   : 0};
   delivery_heads_.resize(items.size());
   // One buffer list for all peers: each write holds a span of it, not a copy.
   std::vector<asio::const_buffer>& buffers = delivery_buffers_;
@@ -127,7 +140,7 @@ Status Bootstrap::Impl::root_collective(frame::Op op, int root, std::span<const 
     if (blob > 0) buffers.emplace_back(asio::buffer(got[items[i]]));
   }
   for (std::size_t r = 1; r < n; ++r) send(peers_[r], std::span<const asio::const_buffer>(buffers));
-  status = pump(
+  Status status = pump(
       deadline,
       [&]() -> std::optional<Status> {
         // Only failed writes count here: a peer that has read its result may
@@ -153,9 +166,7 @@ Status Bootstrap::Impl::root_collective(frame::Op op, int root, std::span<const 
   if (!status.is_ok()) return fail(std::move(status));
 
   out.clear();
-  if (op == frame::Op::kAllGather) {
-    out = std::move(got);
-  } else if (op == frame::Op::kBroadcast) {
+  if (op == frame::Op::kBroadcast) {
     out.push_back(std::move(got[static_cast<std::size_t>(root)]));
   }
   return Status::ok();
@@ -165,22 +176,26 @@ Status Bootstrap::Impl::peer_collective(frame::Op op, int root, std::span<const 
                                         std::vector<Bytes>& out, Deadline deadline) {
   const auto start = Clock::now();
   Conn& c = *coord_;
-  const auto frame_head = frame::encode_header(
-      frame::Type::kContribute, static_cast<std::uint32_t>(frame::kOpHeaderSize + mine.size()));
+  // An all_gather's blob goes along the ring; rank 0 gets only the step check.
+  const std::span<const std::byte> contribution =
+      op == frame::Op::kAllGather ? std::span<const std::byte>() : mine;
+  const auto frame_head =
+      frame::encode_header(frame::Type::kContribute,
+                           static_cast<std::uint32_t>(frame::kOpHeaderSize + contribution.size()));
   const auto op_head = frame::encode_op({seq_, op, root});
   std::copy(frame_head.begin(), frame_head.end(), contribution_head_.begin());
   std::copy(op_head.begin(), op_head.end(), contribution_head_.begin() + frame::kHeaderSize);
-  const std::array<asio::const_buffer, 2> buffers{asio::buffer(contribution_head_),
-                                                  asio::buffer(mine.data(), mine.size())};
+  const std::array<asio::const_buffer, 2> buffers{
+      asio::buffer(contribution_head_), asio::buffer(contribution.data(), contribution.size())};
   if (c.gone == Gone::kNo) send(coord_, buffers);
+  if (op == frame::Op::kAllGather) return peer_gather(mine, out, deadline, start);
 
-  const std::size_t expected = op == frame::Op::kAllGather ? static_cast<std::size_t>(size_) : 1;
   Status status = pump(
       deadline,
       [&]() -> std::optional<Status> {
         events_.clear();
-        if (c.inbox.size() >= expected && c.writes == 0) return Status::ok();
-        if (c.inbox.size() < expected && c.gone != Gone::kNo) return gone_status(c);
+        if (!c.inbox.empty() && c.writes == 0) return Status::ok();
+        if (c.inbox.empty() && c.gone != Gone::kNo) return gone_status(c);
         if (!c.write_error.empty()) {
           return error(CHORUS_ERR_PEER_LOST, "lost ", who(c), " on the side channel (",
                        c.write_error, ")");
@@ -190,29 +205,24 @@ Status Bootstrap::Impl::peer_collective(frame::Op op, int root, std::span<const 
       [&] {
         return error(CHORUS_ERR_TIMEOUT, frame::op_name(op), " #", seq_, " timed out after ",
                      seconds_text(Clock::now() - start), " waiting for rank 0 (coordinator ",
-                     coordinator_, ") with ", c.inbox.size(), " of ", expected,
-                     " result frames received; rank 0 waits for every rank to call it");
+                     coordinator_, ") with ", c.inbox.size(),
+                     " of 1 result frames received; rank 0 waits for every rank to call it");
       });
   if (!status.is_ok()) return fail(std::move(status));
 
-  std::vector<Bytes> got;
-  got.reserve(expected);
-  for (std::size_t k = 0; k < expected; ++k) {
-    Frame f = std::move(c.inbox.front());
-    c.inbox.pop_front();
-    const auto head = frame::decode_op(f.payload);
-    const int index = op == frame::Op::kAllGather   ? static_cast<int>(k)
-                      : op == frame::Op::kBroadcast ? root
-                                                    : 0;
-    if (!head || head->seq != seq_ || head->op != op || head->arg != index) {
-      return fail(error(CHORUS_ERR_PEER_LOST, who(c),
-                        " broke the side-channel protocol (unexpected result frame for ",
-                        frame::op_name(op), " #", seq_, ")"));
-    }
-    f.payload.erase(f.payload.begin(),
-                    f.payload.begin() + static_cast<std::ptrdiff_t>(frame::kOpHeaderSize));
-    got.push_back(std::move(f.payload));
+  Frame f = std::move(c.inbox.front());
+  c.inbox.pop_front();
+  const auto head = frame::decode_op(f.payload);
+  const int index = op == frame::Op::kBroadcast ? root : 0;
+  if (!head || head->seq != seq_ || head->op != op || head->arg != index) {
+    return fail(error(CHORUS_ERR_PEER_LOST, who(c),
+                      " broke the side-channel protocol (unexpected result frame for ",
+                      frame::op_name(op), " #", seq_, ")"));
   }
+  f.payload.erase(f.payload.begin(),
+                  f.payload.begin() + static_cast<std::ptrdiff_t>(frame::kOpHeaderSize));
+  std::vector<Bytes> got;
+  got.push_back(std::move(f.payload));
   out = std::move(got);
   return Status::ok();
 }

@@ -1,6 +1,7 @@
 // Counters: the per-communicator byte, message, operation (per algorithm),
-// request, wait, retry and error counts, in total and per peer, that
-// chorus_comm_counters reports.
+// request, wait, retry and error counts, in total and per peer, and the bytes
+// this rank sent on the bootstrap side channel, that chorus_comm_counters
+// reports.
 
 #include "core/communicator.h"
 
@@ -39,6 +40,7 @@ std::vector<std::pair<std::string, uint64_t>> Communicator::counters() const {
   out.emplace_back("wait.request_ns", get(*request_wait_ns_));
   out.emplace_back("retries", get(retries_));
   out.emplace_back("errors", get(errors_));
+  out.emplace_back("bootstrap.bytes_sent", bootstrap_ ? bootstrap_->bytes_sent() : 0);
   for (const auto& [name, peers] : auto_peer_counts_)
     out.emplace_back("transport.auto." + name + "_peers", peers);
   for (int p = 0; p < size_ && peer_counters_; ++p) {

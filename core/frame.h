@@ -40,32 +40,41 @@ namespace chorus::core::frame {
 // ---------------------------------------------------------------------------
 
 inline constexpr std::uint32_t kMagic = 0x53524843u;
-// Version 2 added the authentication frames (kAuth*) before the hello.
-inline constexpr std::uint16_t kVersion = 2;
+// Version 2 added the authentication frames (kAuth*) before the hello;
+// version 3 the ring links between ranks: listen addresses in the hello and
+// the welcome, kPass frames and OpHeader's flags.
+inline constexpr std::uint16_t kVersion = 3;
 inline constexpr std::size_t kHeaderSize = 12;
 
-/// Largest blob one rank may contribute to one side-channel collective.
+/// Largest blob one frame carries: a broadcast's whole blob, or one piece of
+/// an all_gather blob (those are sent in pieces of at most this size).
 inline constexpr std::size_t kMaxBlob = std::size_t{1} << 20;
+/// Largest blob one rank may contribute to an all_gather, in pieces.
+inline constexpr std::size_t kMaxGatherBlob = std::size_t{1} << 30;
 /// Longest error text an abort frame carries (longer text is cut).
 inline constexpr std::size_t kMaxAbortText = 4096;
 
 /// Frame types. Frozen: append only, bump kVersion when a meaning changes.
 enum class Type : std::uint16_t {
-  kHello = 1,       ///< non-root -> rank 0: who I am (Hello payload)
-  kWelcome = 2,     ///< rank 0 -> non-root: every rank has joined (Welcome payload)
-  kAbort = 3,       ///< either way: the side channel is being torn down (Abort payload)
-  kContribute = 4,  ///< non-root -> rank 0: OpHeader + this rank's blob
-  kDeliver = 5,     ///< rank 0 -> non-root: OpHeader + one blob of the result
-  kAuthInit = 6,       ///< non-root -> rank 0, first frame: the rank's nonce (AuthInit)
-  kAuthChallenge = 7,  ///< rank 0 -> non-root: rank 0's nonce and proof (AuthChallenge)
-  kAuthProof = 8,      ///< non-root -> rank 0: the rank's proof (AuthProof), then the hello
+  kHello = 1,          ///< connecting -> listening end: who I am (Hello payload)
+  kWelcome = 2,        ///< rank 0: every rank has joined; a ring neighbour: link up (Welcome)
+  kAbort = 3,          ///< either way: the side channel is being torn down (Abort payload)
+  kContribute = 4,     ///< non-root -> rank 0: OpHeader + this rank's blob
+  kDeliver = 5,        ///< rank 0 -> non-root: OpHeader + one blob of the result
+  kAuthInit = 6,       ///< connecting -> listening end, first frame: its nonce (AuthInit)
+  kAuthChallenge = 7,  ///< listening -> connecting end: its nonce and proof (AuthChallenge)
+  kAuthProof = 8,      ///< connecting -> listening end: its proof (AuthProof), then the hello
+  kPass = 9,           ///< along the ring (bootstrap_ring.h): OpHeader + a piece of one rank's blob
 };
 
 /// Collectives carried by kContribute / kDeliver frames.
 enum class Op : std::uint16_t { kAllGather = 1, kBarrier = 2, kBroadcast = 3 };
 
-inline constexpr std::size_t kHelloSize = 16;
+inline constexpr std::size_t kAddressSize = 20;
+inline constexpr std::size_t kHelloSize = 16 + kAddressSize;
 inline constexpr std::size_t kWelcomeSize = 12;
+/// Listen addresses a welcome may carry after its fixed part.
+inline constexpr std::size_t kMaxWelcomeAddresses = 2;
 inline constexpr std::size_t kAbortFixedSize = 4;
 inline constexpr std::size_t kOpHeaderSize = 16;
 inline constexpr std::size_t kAuthNonceSize = 32;
@@ -75,7 +84,7 @@ inline constexpr std::size_t kAuthChallengeSize = kAuthNonceSize + kAuthMacSize;
 inline constexpr std::size_t kAuthProofSize = kAuthMacSize;
 
 /// True for the types this version understands.
-constexpr bool is_known(std::uint16_t type) noexcept { return type >= 1 && type <= 8; }
+constexpr bool is_known(std::uint16_t type) noexcept { return type >= 1 && type <= 9; }
 
 /// Largest payload accepted for `type`; 0 for unknown types. Fixed-size
 /// payloads leave room for fields appended by later minor revisions.
@@ -88,6 +97,7 @@ constexpr std::size_t max_payload(Type type) noexcept {
       return kAbortFixedSize + kMaxAbortText;
     case Type::kContribute:
     case Type::kDeliver:
+    case Type::kPass:
       return kOpHeaderSize + kMaxBlob;
     case Type::kAuthInit:
     case Type::kAuthChallenge:
@@ -115,6 +125,8 @@ constexpr const char* type_name(Type type) noexcept {
       return "auth-challenge";
     case Type::kAuthProof:
       return "auth-proof";
+    case Type::kPass:
+      return "pass";
   }
   return "unknown";
 }
@@ -276,11 +288,41 @@ inline std::vector<std::byte> encode_frame(Type type, std::span<const std::byte>
 // later) and return nullopt for shorter ones.
 // ---------------------------------------------------------------------------
 
-/// A non-root rank introducing itself: i32 rank, i32 size, u64 job_tag.
+/// Where a rank listens for its ring neighbours (bootstrap_ring.h): u16 port
+/// (0: not listening), u8 family (4 or 6), u8 reserved (0), u8 address[16]
+/// (IPv4 in the first 4 bytes).
+struct Address {
+  std::uint16_t port = 0;
+  std::uint8_t family = 0;
+  std::array<std::uint8_t, 16> bytes{};
+};
+
+inline void encode_address(const Address& a, std::byte* out) noexcept {
+  store_le(out, a.port);
+  out[2] = static_cast<std::byte>(a.family);
+  out[3] = std::byte{0};
+  for (std::size_t i = 0; i < a.bytes.size(); ++i) out[4 + i] = static_cast<std::byte>(a.bytes[i]);
+}
+
+/// nullopt when the reserved byte is not 0.
+inline std::optional<Address> decode_address(const std::byte* in) noexcept {
+  if (in[3] != std::byte{0}) return std::nullopt;
+  Address a;
+  a.port = load_le<std::uint16_t>(in);
+  a.family = std::to_integer<std::uint8_t>(in[2]);
+  for (std::size_t i = 0; i < a.bytes.size(); ++i) {
+    a.bytes[i] = std::to_integer<std::uint8_t>(in[4 + i]);
+  }
+  return a;
+}
+
+/// A rank introducing itself: i32 rank, i32 size, u64 job_tag, then the
+/// Address it listens on for ring links (port 0 when it takes none).
 struct Hello {
   std::int32_t rank = -1;
   std::int32_t size = 0;
   std::uint64_t job_tag = 0;
+  Address listen{};
 };
 
 inline std::array<std::byte, kHelloSize> encode_hello(const Hello& h) noexcept {
@@ -288,31 +330,49 @@ inline std::array<std::byte, kHelloSize> encode_hello(const Hello& h) noexcept {
   store_le(out.data(), h.rank);
   store_le(out.data() + 4, h.size);
   store_le(out.data() + 8, h.job_tag);
+  encode_address(h.listen, out.data() + 16);
   return out;
 }
 
 inline std::optional<Hello> decode_hello(std::span<const std::byte> in) noexcept {
   if (in.size() < kHelloSize) return std::nullopt;
+  const auto listen = decode_address(in.data() + 16);
+  if (!listen) return std::nullopt;
   return Hello{load_le<std::int32_t>(in.data()), load_le<std::int32_t>(in.data() + 4),
-               load_le<std::uint64_t>(in.data() + 8)};
+               load_le<std::uint64_t>(in.data() + 8), *listen};
 }
 
-/// Rank 0's answer once every rank has joined: i32 size, u64 job_tag.
+/// The answer to an admitted hello: i32 size, u64 job_tag, then up to
+/// kMaxWelcomeAddresses Address entries (rank 0's welcome: where the ring
+/// neighbours this rank must connect to listen; a ring link's: none).
 struct Welcome {
   std::int32_t size = 0;
   std::uint64_t job_tag = 0;
+  std::vector<Address> connect_to;
 };
 
-inline std::array<std::byte, kWelcomeSize> encode_welcome(const Welcome& w) noexcept {
-  std::array<std::byte, kWelcomeSize> out{};
+inline std::vector<std::byte> encode_welcome(const Welcome& w) {
+  std::vector<std::byte> out(kWelcomeSize + kAddressSize * w.connect_to.size());
   store_le(out.data(), w.size);
   store_le(out.data() + 4, w.job_tag);
+  for (std::size_t i = 0; i < w.connect_to.size(); ++i) {
+    encode_address(w.connect_to[i], out.data() + kWelcomeSize + i * kAddressSize);
+  }
   return out;
 }
 
-inline std::optional<Welcome> decode_welcome(std::span<const std::byte> in) noexcept {
+/// Addresses past kMaxWelcomeAddresses (a later revision's) are ignored.
+inline std::optional<Welcome> decode_welcome(std::span<const std::byte> in) {
   if (in.size() < kWelcomeSize) return std::nullopt;
-  return Welcome{load_le<std::int32_t>(in.data()), load_le<std::uint64_t>(in.data() + 4)};
+  Welcome w{load_le<std::int32_t>(in.data()), load_le<std::uint64_t>(in.data() + 4), {}};
+  const std::size_t count =
+      std::min((in.size() - kWelcomeSize) / kAddressSize, kMaxWelcomeAddresses);
+  for (std::size_t i = 0; i < count; ++i) {
+    const auto a = decode_address(in.data() + kWelcomeSize + i * kAddressSize);
+    if (!a) return std::nullopt;
+    w.connect_to.push_back(*a);
+  }
+  return w;
 }
 
 /// The side channel is going down: i32 chorus_status_t, then UTF-8 text up to
@@ -337,20 +397,25 @@ inline std::optional<Abort> decode_abort(std::span<const std::byte> in) {
                std::string(reinterpret_cast<const char*>(text.data()), text.size())};
 }
 
-/// Starts every kContribute / kDeliver payload; the blob follows it.
-/// u64 seq (the caller's n-th side-channel collective, from 1), u16 op,
-/// u16 reserved (0), i32 arg: the broadcast root in a contribution, the index
-/// of the blob in a delivery.
+/// OpHeader::flags: more pieces of this blob follow (kPass only).
+inline constexpr std::uint16_t kMorePieces = 1;
+
+/// Starts every kContribute / kDeliver / kPass payload; the blob (or piece)
+/// follows it. u64 seq (the caller's n-th side-channel collective, from 1),
+/// u16 op, u16 flags, i32 arg: the broadcast root in a contribution, the
+/// index of the blob in a delivery or a pass.
 struct OpHeader {
   std::uint64_t seq = 0;
   Op op = Op::kBarrier;
   std::int32_t arg = 0;
+  std::uint16_t flags = 0;
 };
 
 inline std::array<std::byte, kOpHeaderSize> encode_op(const OpHeader& h) noexcept {
   std::array<std::byte, kOpHeaderSize> out{};
   store_le(out.data(), h.seq);
   store_le(out.data() + 8, static_cast<std::uint16_t>(h.op));
+  store_le(out.data() + 10, h.flags);
   store_le(out.data() + 12, h.arg);
   return out;
 }
@@ -362,13 +427,15 @@ inline std::optional<OpHeader> decode_op(std::span<const std::byte> in) noexcept
   const auto op = load_le<std::uint16_t>(in.data() + 8);
   if (op < 1 || op > 3) return std::nullopt;
   return OpHeader{load_le<std::uint64_t>(in.data()), static_cast<Op>(op),
-                  load_le<std::int32_t>(in.data() + 12)};
+                  load_le<std::int32_t>(in.data() + 12), load_le<std::uint16_t>(in.data() + 10)};
 }
 
 // Authentication (see core/auth.h for the MACs). A connecting rank opens
 // with kAuthInit carrying its nonce; rank 0 answers kAuthChallenge with its
 // own nonce and its proof over both; the rank checks that proof and answers
 // kAuthProof, then its hello. Rank 0 reads no hello before a valid proof.
+// A ring link runs the same exchange, the listening neighbour in rank 0's
+// part.
 
 using AuthBytes = std::array<std::byte, kAuthNonceSize>;
 

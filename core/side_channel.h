@@ -11,6 +11,7 @@
 #include "core/deadline.h"
 #include "core/status.h"
 
+#include <cstdint>
 #include <exception>
 #include <memory>
 #include <span>
@@ -26,6 +27,9 @@ class SideChannel {
   virtual Status all_gather(std::span<const std::byte> mine, std::vector<std::vector<std::byte>>& all,
                             Deadline deadline) = 0;
   virtual Status barrier(Deadline deadline) = 0;
+  /// Bytes this rank has sent through the channel so far; 0 when the host
+  /// carries it. May be read from any thread.
+  virtual std::uint64_t bytes_sent() const { return 0; }
 };
 
 /// Chorus's own side channel.
@@ -37,6 +41,7 @@ class BootstrapSideChannel final : public SideChannel {
     return bootstrap_->all_gather(mine, all, deadline);
   }
   Status barrier(Deadline deadline) override { return bootstrap_->barrier(deadline); }
+  std::uint64_t bytes_sent() const override { return bootstrap_->bytes_sent(); }
 
  private:
   std::unique_ptr<Bootstrap> bootstrap_;

@@ -42,6 +42,7 @@ void decode_payload(frame::Type type, std::span<const std::byte> p) {
       break;
     case frame::Type::kContribute:
     case frame::Type::kDeliver:
+    case frame::Type::kPass:
       if (auto op = frame::decode_op(p)) {
         check(p.size() >= frame::kOpHeaderSize);
         (void)frame::op_name(op->op);

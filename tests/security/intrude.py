@@ -20,7 +20,7 @@ import struct
 import sys
 import time
 
-BOOT_MAGIC, BOOT_VERSION = 0x53524843, 2
+BOOT_MAGIC, BOOT_VERSION = 0x53524843, 3
 HELLO, AUTH_INIT, AUTH_PROOF = 1, 6, 8
 
 

@@ -3,6 +3,7 @@
 // threads only record what happened and the test thread checks it.
 #include "core/bootstrap.h"
 #include "core/auth.h"
+#include "core/bootstrap_ring.h"
 
 #include <catch2/catch.hpp>
 
@@ -222,8 +223,14 @@ class RawSocket {
   int fd_ = -1;
 };
 
-Bytes hello_frame(int rank, int size, std::string_view token) {
-  const auto hello = frame::encode_hello({rank, size, frame::job_tag(token)});
+Bytes hello_frame(int rank, int size, std::string_view token, std::uint16_t listen_port = 0) {
+  frame::Address listen;
+  if (listen_port != 0) {
+    listen.port = listen_port;
+    listen.family = 4;
+    listen.bytes = {127, 0, 0, 1};
+  }
+  const auto hello = frame::encode_hello({rank, size, frame::job_tag(token), listen});
   return frame::encode_frame(frame::Type::kHello, hello);
 }
 
@@ -382,6 +389,62 @@ TEST_CASE("all_gather of maximum-size blobs", "[bootstrap]") {
   });
   INFO(describe(out));
   for (const auto& o : out) CHECK(o.code == CHORUS_OK);
+}
+
+TEST_CASE("all_gather of blobs larger than a frame, more than 1 MiB in all", "[bootstrap]") {
+  // Rank 1's blob takes three pieces; the table is about 4.3 MiB in all and
+  // goes around the ring of ranks 1-4 (rank 0 only sends its own).
+  constexpr int kRanks = 5;
+  const auto size_of = [](int q) -> std::size_t {
+    return q == 1 ? 2 * Bootstrap::kMaxBlob + 5 : 500000 + static_cast<std::size_t>(q);
+  };
+  const auto port = free_port();
+  std::vector<Outcome> out(kRanks);
+  std::vector<std::uint64_t> sent(kRanks);
+  run_ranks(kRanks, [&](int r) {
+    Outcome& me = out[static_cast<std::size_t>(r)];
+    auto b = Bootstrap::connect(options(r, kRanks, port, "job-1"), Deadline::after(10s));
+    if (!b.is_ok()) return me.set(b.status());
+    const std::uint64_t before = (*b)->bytes_sent();
+    std::vector<Bytes> all;
+    const Status s = (*b)->all_gather(blob(r, size_of(r), 4), all, Deadline::after(30s));
+    sent[static_cast<std::size_t>(r)] = (*b)->bytes_sent() - before;
+    if (!s.is_ok()) return me.set(s);
+    if (auto bad = verify(all, kRanks, size_of, 4); !bad.empty()) return me.fail(bad);
+  });
+  INFO(describe(out));
+  for (const auto& o : out) CHECK(o.code == CHORUS_OK);
+  // Rank 0 sent its own blob and a step check's worth of headers, no more.
+  CHECK(sent[0] >= size_of(0));
+  CHECK(sent[0] < size_of(0) + 4096);
+}
+
+TEST_CASE("ring arithmetic: every rank gets every blob once", "[bootstrap]") {
+  for (int size = 2; size <= 9; ++size) {
+    INFO(size << " ranks");
+    for (int origin = 0; origin < size; ++origin) {
+      // Follow the blob from where it enters the ring.
+      std::vector<int> got(static_cast<std::size_t>(size), 0);
+      got[static_cast<std::size_t>(origin)] = 1;
+      int at = ring::entry(origin);
+      if (origin == 0) ++got[1];
+      while (ring::forwards(at, size, origin)) {
+        at = ring::next(at, size);
+        ++got[static_cast<std::size_t>(at)];
+      }
+      if (origin != 0) ++got[0];  // rank size-1 feeds rank 0
+      for (int r = 0; r < size; ++r) CHECK(got[static_cast<std::size_t>(r)] == 1);
+    }
+    for (int r = 1; r < size; ++r) {
+      int from_prev = 0;
+      for (int origin = 0; origin < size; ++origin) {
+        if (origin != r && origin != 0 && ring::linked(r, size)) ++from_prev;
+        if (origin == 0 && r != 1 && ring::linked(r, size)) ++from_prev;
+      }
+      CHECK(ring::from_prev(r, size) == from_prev);
+      CHECK(ring::next(ring::prev(r, size), size) == r);
+    }
+  }
 }
 
 TEST_CASE("barrier holds every rank until all have arrived", "[bootstrap]") {
@@ -826,18 +889,37 @@ TEST_CASE("a peer stalling mid-frame cannot hang the job", "[bootstrap]") {
   const auto port = free_port();
   std::vector<Outcome> out(kRanks);
   RawSocket impostor;
+  RawSocket link;
   std::atomic<bool> welcomed{false};
   run_ranks(kRanks, [&](int r) {
     Outcome& me = out[static_cast<std::size_t>(r)];
     if (r == 2) {
-      // Joins properly, then sends half a contribution and stalls.
+      // Joins properly (rank 1 links to it as its ring neighbour), then sends
+      // half a contribution and stalls.
+      const std::uint16_t link_port = free_port();
+      RawSocket listener(::socket(AF_INET, SOCK_STREAM, 0));
+      sockaddr_in addr{};
+      addr.sin_family = AF_INET;
+      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      addr.sin_port = htons(link_port);
+      if (::bind(listener.fd(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+          ::listen(listener.fd(), 4) != 0) {
+        return me.fail("cannot listen for rank 1's link");
+      }
       impostor = RawSocket::connect_to(port);
       if (!authenticate(impostor, "")) return me.fail("rank 0's proof did not verify");
-      impostor.send_all(hello_frame(2, kRanks, ""));
+      impostor.send_all(hello_frame(2, kRanks, "", link_port));
       const Bytes welcome = impostor.receive(frame::kHeaderSize + frame::kWelcomeSize, 5s);
       if (frame::decode_frame(welcome).state != frame::DecodeState::kFrame) {
         return me.fail("no welcome");
       }
+      pollfd p{listener.fd(), POLLIN, 0};
+      if (::poll(&p, 1, 5000) <= 0) return me.fail("rank 1 did not link");
+      link = RawSocket(::accept(listener.fd(), nullptr, nullptr));
+      authenticate_as_root(link, "");
+      link.receive(frame::kHeaderSize + frame::kHelloSize, 5s);
+      link.send_all(frame::encode_frame(frame::Type::kWelcome,
+                                        frame::encode_welcome({kRanks, frame::job_tag(""), {}})));
       welcomed = true;
       const auto head = frame::encode_header(frame::Type::kContribute, frame::kOpHeaderSize + 100);
       impostor.send_all(head);
@@ -882,8 +964,8 @@ TEST_CASE("a coordinator stalling mid-frame cannot hang a rank", "[bootstrap]") 
     RawSocket peer(::accept(listener.fd(), nullptr, nullptr));
     authenticate_as_root(peer, "");
     peer.receive(frame::kHeaderSize + frame::kHelloSize, 5s);
-    peer.send_all(
-        frame::encode_frame(frame::Type::kWelcome, frame::encode_welcome({2, frame::job_tag("")})));
+    peer.send_all(frame::encode_frame(frame::Type::kWelcome,
+                                      frame::encode_welcome({2, frame::job_tag(""), {}})));
     peer.receive(frame::kHeaderSize + frame::kOpHeaderSize, 5s);
     peer.send_all(frame::encode_header(frame::Type::kDeliver, frame::kOpHeaderSize));
     peer.receive(1, 5s);  // until rank 1 gives up and aborts
@@ -933,7 +1015,8 @@ TEST_CASE("bad arguments fail the call and the side channel", "[bootstrap]") {
     auto b = Bootstrap::connect(o, Deadline::after(1s));
     REQUIRE(b.is_ok());
     std::vector<Bytes> all;
-    const Status s = (*b)->all_gather(Bytes(Bootstrap::kMaxBlob + 1), all, Deadline::after(1s));
+    Bytes data(Bootstrap::kMaxBlob + 1);
+    const Status s = (*b)->broadcast(data, 0, Deadline::after(1s));
     CHECK(s.code() == CHORUS_ERR_INVALID_ARGUMENT);
     CHECK_THAT(s.message(), Catch::Contains("exceeds the side channel's limit"));
     CHECK(all.empty());

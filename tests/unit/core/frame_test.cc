@@ -69,7 +69,7 @@ TEST_CASE("frame header layout is little-endian and starts with CHRS", "[frame]"
   const auto h = encode_header(Type::kDeliver, 0x01020304u);
   const std::vector<std::byte> expect = {
       std::byte{'C'}, std::byte{'H'}, std::byte{'R'}, std::byte{'S'},  // magic
-      std::byte{2},   std::byte{0},                                    // version
+      std::byte{3},   std::byte{0},                                    // version
       std::byte{5},   std::byte{0},                                    // type
       std::byte{4},   std::byte{3},   std::byte{2},   std::byte{1}};   // length
   CHECK(std::vector<std::byte>(h.begin(), h.end()) == expect);
@@ -91,7 +91,7 @@ TEST_CASE("frame round trip: exact bytes back, consumed is the frame", "[frame]"
 TEST_CASE("frame decoder walks back-to-back frames", "[frame]") {
   std::vector<std::byte> wire;
   const auto a = encode_frame(Type::kHello, encode_hello({3, 8, 42}));
-  const auto b = encode_frame(Type::kWelcome, encode_welcome({8, 42}));
+  const auto b = encode_frame(Type::kWelcome, encode_welcome({8, 42, {}}));
   wire.insert(wire.end(), a.begin(), a.end());
   wire.insert(wire.end(), b.begin(), b.end());
   std::span<const std::byte> rest(wire);
@@ -130,7 +130,7 @@ TEST_CASE("frame decoder refuses bad magic, version and type", "[frame]") {
     CHECK_THAT(describe(d.error, d.header), Catch::Contains("version 1"));
   }
   SECTION("unknown types") {
-    for (const std::uint16_t type : {0, 9, 0xffff}) {
+    for (const std::uint16_t type : {0, 10, 0xffff}) {
       const Decoded d = decode_frame(raw_header(kMagic, kVersion, type, 0));
       REQUIRE(d.state == DecodeState::kError);
       CHECK(d.error == Error::kUnknownType);
@@ -192,12 +192,44 @@ TEST_CASE("payload codecs round trip and refuse short input", "[frame]") {
     CHECK_FALSE(decode_hello(std::span(wire).first(kHelloSize - 1)));
   }
   SECTION("welcome") {
-    const auto wire = encode_welcome({16, 99});
+    const auto wire = encode_welcome({16, 99, {}});
     const auto back = decode_welcome(wire);
     REQUIRE(back);
     CHECK(back->size == 16);
     CHECK(back->job_tag == 99);
+    CHECK(back->connect_to.empty());
     CHECK_FALSE(decode_welcome(std::span(wire).first(kWelcomeSize - 1)));
+  }
+  SECTION("listen addresses in a hello and a welcome") {
+    Address a;
+    a.port = 40001;
+    a.family = 4;
+    a.bytes = {127, 0, 0, 1};
+    Address b;
+    b.port = 2;
+    b.family = 6;
+    b.bytes[15] = 1;
+    const auto hello = encode_hello({3, 8, 42, a});
+    const auto h = decode_hello(hello);
+    REQUIRE(h);
+    CHECK(h->listen.port == 40001);
+    CHECK(h->listen.family == 4);
+    CHECK(h->listen.bytes == a.bytes);
+    const auto welcome = encode_welcome({8, 42, {a, b}});
+    CHECK(welcome.size() == kWelcomeSize + 2 * kAddressSize);
+    const auto w = decode_welcome(welcome);
+    REQUIRE(w);
+    REQUIRE(w->connect_to.size() == 2);
+    CHECK(w->connect_to[1].family == 6);
+    CHECK(w->connect_to[1].bytes == b.bytes);
+    // A cut address is ignored; a non-zero reserved byte refuses the frame.
+    CHECK(decode_welcome(std::span(welcome).first(welcome.size() - 1))->connect_to.size() == 1);
+    auto bad = welcome;
+    bad[kWelcomeSize + 3] = std::byte{1};
+    CHECK_FALSE(decode_welcome(bad));
+    auto bad_hello = hello;
+    bad_hello[16 + 3] = std::byte{1};
+    CHECK_FALSE(decode_hello(bad_hello));
   }
   SECTION("abort, with the text cut at the limit") {
     const auto wire = encode_abort(-4, "rank 2: gone");
@@ -218,6 +250,8 @@ TEST_CASE("payload codecs round trip and refuse short input", "[frame]") {
     CHECK(back->seq == 123456789012ull);
     CHECK(back->op == Op::kBroadcast);
     CHECK(back->arg == 3);
+    CHECK(back->flags == 0);
+    CHECK(decode_op(encode_op({1, Op::kAllGather, 4, kMorePieces}))->flags == kMorePieces);
     CHECK_FALSE(decode_op(std::span(wire).first(kOpHeaderSize - 1)));
     auto unknown = wire;
     store_le(unknown.data() + 8, std::uint16_t{9});
