@@ -89,6 +89,7 @@ struct Options {
   std::uint64_t min_bytes = 8;
   std::uint64_t max_bytes = 64 << 10;
   bool check = false;
+  bool blocking = false;
 };
 
 int run_inflight(chorus_comm_t* comm, int rank, int size, const Options& o) {
@@ -174,6 +175,12 @@ int run_pingpong(chorus_comm_t* comm, int rank, int size, const Options& o) {
       // Rank 0 sends first and then receives the echo; rank 1 receives, then sends.
       for (int leg = 0; leg < 2; ++leg) {
         const bool sending = (leg == 0) == (rank == 0);
+        if (o.blocking) {
+          const int rc = sending ? chorus_send(comm, send.data(), bytes, CHORUS_UINT8, peer)
+                                 : chorus_recv(comm, recv.data(), bytes, CHORUS_UINT8, peer);
+          if (rc != CHORUS_OK) return fail(sending ? "send" : "recv", rc);
+          continue;
+        }
         const int rc = sending ? chorus_isend(comm, send.data(), bytes, CHORUS_UINT8, peer, &s)
                                : chorus_irecv(comm, recv.data(), bytes, CHORUS_UINT8, peer, &r);
         if (rc != CHORUS_OK) return fail(sending ? "isend" : "irecv", rc);
@@ -190,10 +197,11 @@ int run_pingpong(chorus_comm_t* comm, int rank, int size, const Options& o) {
     }
     if (rank == 0) {
       std::printf(
-          "{\"bench\": \"pingpong\", \"ranks\": %d, \"transport\": \"%s\", \"bytes\": %llu, "
-          "\"iters\": %d, \"latency_us\": %.2f, \"checked\": %s}\n",
-          size, chorus_comm_transport(comm), static_cast<unsigned long long>(bytes), o.iters,
-          median(rtt) / 2 * 1e6, o.check ? "true" : "false");
+          "{\"bench\": \"pingpong\", \"ranks\": %d, \"transport\": \"%s\", \"calls\": \"%s\", "
+          "\"bytes\": %llu, \"iters\": %d, \"latency_us\": %.2f, \"checked\": %s}\n",
+          size, chorus_comm_transport(comm), o.blocking ? "send/recv" : "isend/irecv",
+          static_cast<unsigned long long>(bytes), o.iters, median(rtt) / 2 * 1e6,
+          o.check ? "true" : "false");
       std::fflush(stdout);
     }
   }
@@ -221,6 +229,8 @@ int main(int argc, char** argv) {
   app.add_option("-b,--minbytes", min_bytes, "pingpong: smallest message (K/M/G suffixes)");
   app.add_option("-e,--maxbytes", max_bytes, "pingpong: largest message (K/M/G suffixes)");
   app.add_flag("-c,--check", o.check, "check every element on every rank");
+  app.add_flag("--blocking", o.blocking,
+               "pingpong: chorus_send/chorus_recv instead of isend/irecv and wait");
   CLI11_PARSE(app, argc, argv);
   if (!parse_bytes(bytes, o.bytes) || !parse_bytes(min_bytes, o.min_bytes) ||
       !parse_bytes(max_bytes, o.max_bytes) || o.min_bytes == 0) {

@@ -275,6 +275,10 @@ CHORUS_API int chorus_wait(chorus_request_t* req, int timeout_ms) {
     if (!req) return invalid("chorus_wait: req is NULL");
     if (!live(req)) return invalid(std::string("chorus_wait") + kNotLiveRequest);
     auto t0 = std::chrono::steady_clock::now();
+    // Waiting without a limit for a request that has not started: run it on
+    // this thread (it is bounded by the call's own deadline). A wait with a
+    // limit must return by it, so it leaves the request to the worker.
+    if (timeout_ms < 0 && !req->impl->done()) req->comm->run_if_next(req->impl);
     bool done = req->impl->wait_for(timeout_ms);
     uint64_t ns = uint64_t(
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)

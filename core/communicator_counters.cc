@@ -34,6 +34,7 @@ std::vector<std::pair<std::string, uint64_t>> Communicator::counters() const {
   out.emplace_back("ops.recv", get(recv_ops_));
   out.emplace_back("ops.inline", get(inline_ops_));
   out.emplace_back("ops.queued", get(queued_ops_));
+  out.emplace_back("ops.run_by_waiter", get(waiter_ops_));
   out.emplace_back("requests.issued", get(requests_issued_));
   out.emplace_back("requests.cancelled", get(requests_cancelled_));
   out.emplace_back("wait.transport_ns", get(transport_wait_ns_));

@@ -136,6 +136,23 @@ std::shared_ptr<Request> Communicator::submit(const char* what,
   return req;
 }
 
+bool Communicator::run_if_next(const std::shared_ptr<Request>& req) {
+  std::unique_lock lock(q_mu_);
+  if (stopping_ || busy_ || queue_.empty() || queue_.front() != req) return false;
+  queue_.pop_front();
+  busy_ = true;
+  lock.unlock();
+  waiter_ops_.fetch_add(1, std::memory_order_relaxed);
+  run_request(*req);
+  lock.lock();
+  busy_ = false;
+  lock.unlock();
+  // The worker may have woken for this request and gone back to sleep; what
+  // is queued behind it is its to run.
+  q_cv_.notify_all();
+  return true;
+}
+
 Status Communicator::cancel(const std::shared_ptr<Request>& req) {
   std::unique_lock lock(q_mu_);
   auto it = std::find(queue_.begin(), queue_.end(), req);

@@ -365,7 +365,9 @@ typedef struct chorus_counter {
  *  - peer.<r>.bytes_sent / .messages_sent / .bytes_received / .messages_received
  *  - ops.<collective>.<algorithm> (e.g. ops.all_reduce.ring), ops.send, ops.recv
  *  - ops.inline / ops.queued: operations run on the caller's thread / queued
- *    for the progress thread; requests.issued, requests.cancelled
+ *    for the progress thread; ops.run_by_waiter: queued ones that the thread
+ *    waiting for them without a limit ran itself, the worker not having
+ *    started them; requests.issued, requests.cancelled
  *  - wait.transport_ns: time blocked in the transport's wait;
  *    wait.request_ns: time host threads spent blocked in chorus_wait() and in
  *    blocking calls waiting for earlier requests
