@@ -35,6 +35,16 @@ std::string peer_text(int fd) {
   return "[" + std::string(host) + "]:" + std::to_string(ntohs(a->sin6_port));
 }
 
+/// Closes a refused caller's socket after draining what it sent: closing
+/// with unread data sends a reset, which can discard the refusal before the
+/// caller has read it.
+void close_drained(int fd) {
+  char sink[512];
+  while (::recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0) {
+  }
+  ::close(fd);
+}
+
 }  // namespace
 
 LateArrivals::LateArrivals(int listen_fd, std::vector<std::byte> refusal,
@@ -61,7 +71,13 @@ LateArrivals::~LateArrivals() {
   if (stop_fd_ >= 0) ::close(stop_fd_);
   if (wake_fd_ >= 0) ::close(wake_fd_);
   if (listen_fd_ >= 0) ::close(listen_fd_);
-  for (const int fd : adopted_) ::close(fd);
+  // Callers adopted just before the end that the thread did not get to still
+  // get their refusal.
+  for (const int fd : adopted_) {
+    (void)!::send(fd, refusal_.data(), refusal_.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    ::shutdown(fd, SHUT_WR);
+    close_drained(fd);
+  }
 }
 
 void LateArrivals::adopt(int fd) {
@@ -86,7 +102,7 @@ void LateArrivals::run() {
   };
   std::vector<Held> held;
   auto release = [&](std::size_t i) {
-    ::close(held[i].fd);
+    close_drained(held[i].fd);
     held.erase(held.begin() + static_cast<std::ptrdiff_t>(i));
   };
   // Sends the refusal to a caller and holds it until it hangs up.
@@ -147,7 +163,7 @@ void LateArrivals::run() {
       refuse(fd);
     }
   }
-  for (const Held& h : held) ::close(h.fd);
+  for (const Held& h : held) close_drained(h.fd);
 }
 
 }  // namespace chorus::core
