@@ -9,8 +9,11 @@
 # median time (us), then the ratio table chorus/vader.
 #
 #   bench/shm_small.sh [--build DIR] [--old DIR] [--ranks "2 4"] [--rounds N]
-#                      [--colls "..."] [--sizes "8 1024 16384"] [--iters N]
+#                      [--colls "..."] [--sizes "8 1024 16384"] [--iters N] [--pin]
 #
+# --pin: rank r runs on CPU r mod nproc (taskset for Chorus, --bind-to core
+# for Open MPI), so that the scheduler cannot put two ranks on one CPU while
+# others are free; without it nothing is bound (as in bench/compare.sh).
 # --old DIR: the bin directory of another build (e.g. /work/main/build/bin)
 # whose chorus-bench and plugins run as system "chorus-shm-old".
 set -euo pipefail
@@ -24,6 +27,7 @@ rounds=3
 colls="all_reduce all_gather reduce_scatter"
 sizes="8 1024 16384"
 iters=2000
+pin=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build=$(realpath -m "$2"); shift ;;
@@ -33,14 +37,21 @@ while [ $# -gt 0 ]; do
     --colls) colls="$2"; shift ;;
     --sizes) sizes="$2"; shift ;;
     --iters) iters="$2"; shift ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    --pin) pin=1 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "shm_small.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
   esac
   shift
 done
 bin="$build/bin"
 cores=$(nproc)
-mpirun_flags=(--mca pml ob1 --bind-to none)
+mpirun_flags=(--mca pml ob1)
+bind=none
+pinner=()
+if [ "$pin" = 1 ]; then
+  bind=core
+  pinner=(sh -c 'exec taskset -c $((CHORUS_RANK % $(nproc))) "$@"' pin)
+fi
 [ "$(id -u)" -eq 0 ] && mpirun_flags+=(--allow-run-as-root)
 out=$(mktemp -d "${TMPDIR:-/tmp}/shm_small.XXXXXX")
 results="$out/results.txt"
@@ -52,17 +63,24 @@ systems=(chorus-shm mpi-vader)
 # run SYSTEM N COLL SIZE: appends "system n coll bytes time_us" lines.
 run() {
   local system=$1 n=$2 coll=$3 size=$4 lines
+  # all_gather and reduce_scatter need a whole float per rank: 8 B -> 16 B at 4 ranks.
+  [ "$coll" = all_reduce ] || size=$(( (size + 4 * n - 1) / (4 * n) * 4 * n ))
   local args=(--coll "$coll" -b "$size" -e "$size" -n "$iters" -w $((iters / 10 + 1)))
   case "$system" in
     chorus-shm)
       lines=$(CHORUS_TRANSPORT=shm timeout 600 "$bin/chorusrun" -n "$n" --timeout 550 -- \
-        "$bin/chorus-bench" "${args[@]}" --no-inplace --json 2>"$out/log") ;;
+        "${pinner[@]}" "$bin/chorus-bench" "${args[@]}" --no-inplace --json 2>"$out/log") ;;
     chorus-shm-old)
       lines=$(CHORUS_TRANSPORT=shm timeout 600 "$old/chorusrun" -n "$n" --timeout 550 -- \
-        "$old/chorus-bench" "${args[@]}" --no-inplace --json 2>"$out/log") ;;
+        "${pinner[@]}" "$old/chorus-bench" "${args[@]}" --no-inplace --json 2>"$out/log") ;;
     mpi-vader)
       local over=()
-      [ "$n" -gt "$cores" ] && over=(--oversubscribe)
+      local b=$bind
+      if [ "$n" -gt "$cores" ]; then
+        over=(--oversubscribe)
+        [ "$b" = core ] && b=core:overload-allowed
+      fi
+      over+=(--bind-to "$b")
       lines=$(timeout 600 mpirun "${mpirun_flags[@]}" "${over[@]}" -np "$n" --mca btl vader,self \
         "$bin/mpi-bench" "${args[@]}" --label vader 2>"$out/log") ;;
   esac

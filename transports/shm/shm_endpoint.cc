@@ -30,7 +30,7 @@ namespace {
 ///
 /// `stamp` is what publishes a frame (layout 4; before, a `head` counter on
 /// a line of its own did): the producer writes the rest of the frame, then
-/// stores stamp_of(position) with release; the consumer polls the stamp at
+/// stores the frame's stamp with release; the consumer polls the stamp at
 /// its tail with acquire. So a small message costs the consumer one cache
 /// line from the producer's core instead of two in a row (the counter, then
 /// the frame). The stamp is the frame's absolute ring position XOR a salt
@@ -379,8 +379,8 @@ bool Endpoint::progress_sends() noexcept {
   // Complete, in post order, what is written (inline) or acknowledged (by
   // reference). `rndv_done` shares a line with `tail`, which the peer stores
   // for every message it consumes: it is read only when a by-reference send
-  // waits for it, not on every pass (a spinning rank reading it on every pass
-  // made that line bounce between the cores twice per message).
+  // waits for it, not on every pass (a spinning rank that read it on every
+  // pass would pull that line away from the peer between its tail stores).
   std::uint64_t acked = 0;
   bool acked_read = false;
   while (!sends_.empty() && sends_.head_index() < tx_cursor_) {
