@@ -58,8 +58,10 @@ class Context : public provider::ConfiguredContext<Config> {
   bool progress_all(bool timed = false) noexcept;
   void reap(chorus_tp_endpoint_t* ep, std::uint32_t opcode) noexcept;
 
-  /// More ranks than usable cores: spin passes yield the core (the rank we
-  /// wait for may need it) instead of pausing on it.
+  /// CPUs in this process's affinity mask (1 for a pinned rank).
+  int cores_;
+  /// More ranks than usable cores (and not pinned to one): spin passes yield
+  /// the core (the rank we wait for may need it) instead of pausing on it.
   bool oversubscribed_;
   unsigned untimed_passes_ = 0;
   std::vector<std::unique_ptr<Endpoint>> endpoints_;

@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstddef>
 #include <cerrno>
 #include <cstring>
 
@@ -23,16 +25,39 @@ namespace {
 /// follows it and may wrap around the end of the ring. A header never wraps:
 /// the capacity is a multiple of 64. Every frame of a message carries its
 /// immediate (0 for a plain post_send); the receiver takes it from the first
-/// frame (kFirst or kByRef). With up to 40 payload bytes a message is still
-/// one frame in one cache line.
+/// frame (kFirst or kByRef). With up to 32 payload bytes a message is one
+/// frame in one cache line.
+///
+/// `stamp` is what publishes a frame (layout 4; before, a `head` counter on
+/// a line of its own did): the producer writes the rest of the frame, then
+/// stores the frame's stamp with release; the consumer polls the stamp at
+/// its tail with acquire. So a small message costs the consumer one cache
+/// line from the producer's core instead of two in a row (the counter, then
+/// the frame). The stamp is the frame's absolute ring position XOR a salt
+/// (the receiving segment's nonce, top bit set): a stamp left from an
+/// earlier lap never matches (other position), nor does the zeroed ring;
+/// stale payload bytes match only if they equal this 64-bit value, which
+/// depends on the secret nonce (docs/shm.md, "Rings").
 struct FrameHeader {
+  std::uint64_t stamp;     // written last, atomically (release)
   std::uint64_t msg_len;   // whole message
   std::uint32_t frag_len;  // payload bytes in this frame (16 for kByRef)
   std::uint32_t kind;
   std::uint32_t imm;       // the sender's immediate (transport ABI minor 5)
   std::uint32_t reserved;  // 0
 };
-static_assert(sizeof(FrameHeader) == 24);
+static_assert(sizeof(FrameHeader) == 32);
+static_assert(offsetof(FrameHeader, stamp) == 0);
+
+/// The salt of a ring's stamps: its segment's nonce with the top bit set, so
+/// that no stamp is 0 (ring positions stay below 2^63).
+constexpr std::uint64_t stamp_salt(std::uint64_t nonce) { return nonce | (std::uint64_t{1} << 63); }
+
+/// The stamp word of the frame at `pos` (64-byte aligned; never wraps).
+std::atomic_ref<std::uint64_t> stamp_at(unsigned char* ring, std::uint64_t cap, std::uint64_t pos) {
+  return std::atomic_ref<std::uint64_t>(
+      *reinterpret_cast<std::uint64_t*>(ring + (pos & (cap - 1))));
+}
 
 enum : std::uint32_t {
   kFirst = 1,  // first (maybe only) fragment of an inline message
@@ -72,6 +97,18 @@ void ring_read(const unsigned char* ring, std::uint64_t cap, std::uint64_t pos, 
   if (n > first) std::memcpy(static_cast<unsigned char*>(dst) + first, ring, n - first);
 }
 
+/// Writes the frame `fh` (its stamp excepted) and `n` payload bytes at
+/// `pos`, then publishes it by storing its stamp with release.
+void write_frame(unsigned char* ring, std::uint64_t cap, std::uint64_t salt, std::uint64_t pos,
+                 const FrameHeader& fh, const void* payload, std::uint64_t n) {
+  constexpr std::size_t kSkip = sizeof fh.stamp;
+  ring_write(ring, cap, pos + kSkip, reinterpret_cast<const unsigned char*>(&fh) + kSkip,
+             sizeof fh - kSkip);
+  ring_write(ring, cap, pos + sizeof fh, payload, n);
+  static_assert(std::atomic_ref<std::uint64_t>::required_alignment <= 64);
+  stamp_at(ring, cap, pos).store(pos ^ salt, std::memory_order_release);
+}
+
 /// Copies `len` bytes from `addr` in process `pid` into `dst`. Returns 0 or an errno.
 int cma_read(int pid, void* dst, std::uint64_t addr, std::uint64_t len) {
   std::uint64_t done = 0;
@@ -98,7 +135,6 @@ Endpoint::Endpoint(Context& ctx, int peer, int channel)
     : ctx_(ctx), peer_(peer), channel_(channel), nonce_(random_u64()), probe_word_(nonce_) {
   own_seg_ = Segment::create(nonce_, ctx.rank(), peer, channel, ctx.config().ring_size,
                              reinterpret_cast<std::uintptr_t>(&probe_word_));
-  rx_head_seen_ = 0;
 }
 
 Endpoint::~Endpoint() {
@@ -207,7 +243,8 @@ void Endpoint::connect(const void* peer_blob, std::size_t length) {
   peer_seg_ = std::move(seg);
   tx_cap_ = peer_seg_.header()->ring_capacity;
   tx_frag_max_ = tx_cap_ / 4 - sizeof(FrameHeader);
-  tx_head_ = peer_seg_.header()->head.load(std::memory_order_relaxed);
+  tx_head_ = 0;  // a ring is new with its segment: the first frame goes at 0
+  tx_salt_ = stamp_salt(peer_seg_.header()->nonce);
   tx_tail_seen_ = peer_seg_.header()->tail.load(std::memory_order_acquire);
   own_seg_.header()->cma_ok.store(cma, std::memory_order_release);
   connected_ = true;
@@ -309,13 +346,11 @@ bool Endpoint::progress_sends() noexcept {
     if (s.mode == 2) {
       constexpr std::uint64_t kFrame = frame_bytes(sizeof(ByRef));
       if (space() < kFrame && (!refresh_tail() || space() < kFrame)) break;
-      const FrameHeader fh{s.len, sizeof(ByRef), kByRef, s.imm, 0};
+      const FrameHeader fh{0, s.len, sizeof(ByRef), kByRef, s.imm, 0};
       const ByRef ref{reinterpret_cast<std::uintptr_t>(s.buf), ++rndv_issued_};
-      ring_write(ring, tx_cap_, tx_head_, &fh, sizeof fh);
-      ring_write(ring, tx_cap_, tx_head_ + sizeof fh, &ref, sizeof ref);
+      write_frame(ring, tx_cap_, tx_salt_, tx_head_, fh, &ref, sizeof ref);
       s.rndv_seq = ref.seq;
       tx_head_ += kFrame;
-      ph->head.store(tx_head_, std::memory_order_release);
       ++tx_cursor_;
       moved = true;
       continue;
@@ -331,22 +366,29 @@ bool Endpoint::progress_sends() noexcept {
       }
       const std::uint64_t fit = (space() & ~std::uint64_t{63}) - sizeof(FrameHeader);
       const std::uint64_t payload = std::min(want, fit);
-      const FrameHeader fh{s.len, static_cast<std::uint32_t>(payload),
+      const FrameHeader fh{0, s.len, static_cast<std::uint32_t>(payload),
                            s.written == 0 ? kFirst : kMore, s.imm, 0};
-      ring_write(ring, tx_cap_, tx_head_, &fh, sizeof fh);
-      if (payload > 0) ring_write(ring, tx_cap_, tx_head_ + sizeof fh, s.buf + s.written, payload);
+      write_frame(ring, tx_cap_, tx_salt_, tx_head_, fh, s.buf + s.written, payload);
       s.written += payload;
       tx_head_ += frame_bytes(payload);
-      ph->head.store(tx_head_, std::memory_order_release);
       moved = true;
     } while (s.written < s.len);
     if (blocked) break;
     ++tx_cursor_;
   }
-  // Complete, in post order, what is written (inline) or acknowledged (by reference).
-  const std::uint64_t acked = ph->rndv_done.load(std::memory_order_acquire);
+  // Complete, in post order, what is written (inline) or acknowledged (by
+  // reference). `rndv_done` shares a line with `tail`, which the peer stores
+  // for every message it consumes: it is read only when a by-reference send
+  // waits for it, not on every pass (a spinning rank that read it on every
+  // pass would pull that line away from the peer between its tail stores).
+  std::uint64_t acked = 0;
+  bool acked_read = false;
   while (!sends_.empty() && sends_.head_index() < tx_cursor_) {
     const SendWr& s = sends_.front();
+    if (s.mode == 2 && !acked_read) {
+      acked = ph->rndv_done.load(std::memory_order_acquire);
+      acked_read = true;
+    }
     if (s.mode == 2 && s.rndv_seq > acked) break;
     complete_send(s);
     sends_.pop();
@@ -357,25 +399,24 @@ bool Endpoint::progress_sends() noexcept {
 
 bool Endpoint::progress_recvs() noexcept {
   SegmentHeader* oh = own_seg_.header();
-  const unsigned char* ring = own_seg_.ring();
+  unsigned char* ring = own_seg_.ring();
   const std::uint64_t cap = oh->ring_capacity;
+  const std::uint64_t salt = stamp_salt(nonce_);
   bool moved = false;
   for (;;) {
-    if (rx_head_seen_ == rx_tail_) {
-      rx_head_seen_ = oh->head.load(std::memory_order_acquire);
-      if (rx_head_seen_ == rx_tail_) break;
-      if (rx_head_seen_ < rx_tail_ || rx_head_seen_ - rx_tail_ > cap) {
-        fail(CHORUS_ERR_SYSTEM, "the ring from " + peer_name() + " is corrupt (head " +
-                                    std::to_string(rx_head_seen_) + ", tail " +
-                                    std::to_string(rx_tail_) + ")");
-        return true;
-      }
-    }
+    // The frame at our tail is complete once its stamp says so (acquire:
+    // everything the producer wrote before it is visible).
+    const std::uint64_t stamp = stamp_at(ring, cap, rx_tail_).load(std::memory_order_acquire);
+    if (stamp != (rx_tail_ ^ salt)) break;
     FrameHeader fh;
-    ring_read(ring, cap, rx_tail_, &fh, sizeof fh);
+    fh.stamp = stamp;
+    constexpr std::size_t kSkip = sizeof fh.stamp;
+    ring_read(ring, cap, rx_tail_ + kSkip, reinterpret_cast<unsigned char*>(&fh) + kSkip,
+              sizeof fh - kSkip);
     const std::uint64_t payload = fh.kind == kByRef ? sizeof(ByRef) : fh.frag_len;
+    // A producer never writes a frame larger than a quarter of the ring.
     const bool sane = (fh.kind == kFirst || fh.kind == kMore || fh.kind == kByRef) &&
-                      payload <= cap / 2 && frame_bytes(payload) <= rx_head_seen_ - rx_tail_ &&
+                      frame_bytes(payload) <= cap / 4 &&
                       fh.frag_len <= fh.msg_len + (fh.kind == kByRef ? sizeof(ByRef) : 0) &&
                       (fh.kind != kByRef || fh.frag_len == sizeof(ByRef));
     const bool expected =

@@ -99,6 +99,18 @@ class Endpoint {
   /// The word the peer rings, and the flag that tells it we may be asleep.
   const std::atomic<std::uint32_t>* bell() const { return &own_seg_.header()->bell; }
   void set_sleeping(bool on) noexcept;
+  /// Tells the peer which CPU this rank waits on (`cpu1` = CPU + 1, 0 when
+  /// unknown); stores only when it changed. Caller thread only.
+  void publish_cpu(std::uint32_t cpu1) noexcept {
+    if (cpu1 == cpu_published_) return;
+    cpu_published_ = cpu1;
+    own_seg_.header()->cpu.store(cpu1, std::memory_order_relaxed);
+  }
+  /// Whether the peer last said it waits on `cpu1` (a hint: it may have moved since).
+  bool peer_on_cpu(std::uint32_t cpu1) const noexcept {
+    return connected_ && cpu1 != 0 &&
+           peer_seg_.header()->cpu.load(std::memory_order_relaxed) == cpu1;
+  }
 
   /// A completion of this endpoint left the completion queue.
   void reaped(std::uint32_t opcode) noexcept;
@@ -150,11 +162,13 @@ class Endpoint {
   int peer_pid_ = -1;
   int pidfd_ = -1;
   Clock::time_point next_peer_check_{};
+  std::uint32_t cpu_published_ = 0;  // what own_seg_'s `cpu` holds
 
   // Producer side (ring in peer_seg_).
   WrQueue<SendWr> sends_{kMaxOutstanding};
   std::uint64_t tx_cursor_ = 0;  // index of the first send not fully written
-  std::uint64_t tx_head_ = 0;
+  std::uint64_t tx_head_ = 0;       // bytes ever written (the next frame's position)
+  std::uint64_t tx_salt_ = 0;       // stamp salt of the peer's ring
   std::uint64_t tx_tail_seen_ = 0;
   std::uint64_t tx_cap_ = 0;
   std::uint64_t tx_frag_max_ = 0;
@@ -164,7 +178,6 @@ class Endpoint {
   // Consumer side (ring in own_seg_).
   WrQueue<RecvWr> recvs_{kMaxOutstanding};
   std::uint64_t rx_tail_ = 0;
-  std::uint64_t rx_head_seen_ = 0;
   bool rx_active_ = false;        // the front receive is being filled
   std::uint64_t rx_msg_len_ = 0;  // length of the message being received
   std::uint64_t rx_got_ = 0;

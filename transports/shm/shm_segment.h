@@ -23,7 +23,10 @@ namespace chorus::shm {
 
 inline constexpr std::uint32_t kSegmentMagic = 0x4d485343;  // "CSHM"
 /// 3: frame headers grew to 24 bytes to carry the sender's immediate.
-inline constexpr std::uint16_t kLayoutVersion = 3;
+/// 4: frames are published by a stamp in their 32-byte header instead of a
+///    `head` counter (gone); the header gained `cpu` (the owner's CPU while
+///    it waits) on a line of its own.
+inline constexpr std::uint16_t kLayoutVersion = 4;
 inline constexpr std::size_t kCacheLine = 64;
 /// Label of a segment's memfd ("chorus-shm-<rank>-<peer>-<channel>", seen in
 /// /proc/<pid>/fd). Named segments of layout 1 were
@@ -65,9 +68,16 @@ struct SegmentHeader {
   /// Owner: 1 while it may be asleep on `bell`; the peer calls FUTEX_WAKE only then.
   std::atomic<std::uint32_t> sleeping;
 
-  /// Peer (producer): bytes ever written into the ring.
-  alignas(kCacheLine) std::atomic<std::uint64_t> head;
-  /// Owner (consumer): bytes ever consumed from the ring.
+  /// Owner: the CPU it last started waiting on, plus 1 (0 unknown). Stored
+  /// only when it changes, so the line stays shared while both ranks keep
+  /// their cores. A waiting peer that finds its own CPU here yields the core
+  /// instead of spinning on it (the rank it waits for cannot run meanwhile).
+  /// A hint only: nothing depends on it being current.
+  alignas(kCacheLine) std::atomic<std::uint32_t> cpu;
+
+  /// Owner (consumer): bytes ever consumed from the ring. (The producer's
+  /// position has no word here: each frame's stamp publishes it, see
+  /// shm_endpoint.cc.)
   alignas(kCacheLine) std::atomic<std::uint64_t> tail;
   /// Owner: sequence number of the last by-reference message it finished
   /// reading (or dropped), so the peer can complete that send.
