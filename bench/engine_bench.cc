@@ -71,6 +71,17 @@ int slowest(chorus_comm_t* comm, double& t) {
   return rc;
 }
 
+/// A counter of `comm` by name (0 when absent).
+std::uint64_t counter(chorus_comm_t* comm, const std::string& name) {
+  std::size_t n = 0;
+  chorus_comm_counters(comm, nullptr, 0, &n);
+  std::vector<chorus_counter_t> all(n);
+  chorus_comm_counters(comm, all.data(), all.size(), &n);
+  for (std::size_t i = 0; i < n && i < all.size(); ++i)
+    if (name == all[i].name) return all[i].value;
+  return 0;
+}
+
 /// Input of rank r, op k, element i: small integers, so float32 sums are exact.
 float input(int r, int k, std::size_t i) { return float((r + 1) * 3 + k * 7 + int(i % 13)); }
 
@@ -90,6 +101,7 @@ struct Options {
   std::uint64_t max_bytes = 64 << 10;
   bool check = false;
   bool blocking = false;
+  int wait_ms = -1;
 };
 
 int run_inflight(chorus_comm_t* comm, int rank, int size, const Options& o) {
@@ -163,6 +175,8 @@ int run_pingpong(chorus_comm_t* comm, int rank, int size, const Options& o) {
   for (std::uint64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= 2) {
     std::vector<std::uint8_t> send(bytes), recv(bytes);
     std::vector<double> rtt;
+    const std::uint64_t by_waiter0 = counter(comm, "ops.run_by_waiter");
+    const std::uint64_t queued0 = counter(comm, "ops.queued");
     for (int it = 0; it < o.warmup + o.iters; ++it) {
       for (std::size_t i = 0; i < bytes; ++i)
         send[i] = std::uint8_t((i * 31 + std::size_t(it)) ^ std::size_t(rank));
@@ -185,7 +199,7 @@ int run_pingpong(chorus_comm_t* comm, int rank, int size, const Options& o) {
                                : chorus_irecv(comm, recv.data(), bytes, CHORUS_UINT8, peer, &r);
         if (rc != CHORUS_OK) return fail(sending ? "isend" : "irecv", rc);
         chorus_request_t*& req = sending ? s : r;
-        if (int w = chorus_wait(req, -1); w != CHORUS_OK) return fail("wait", w);
+        if (int w = chorus_wait(req, o.wait_ms); w != CHORUS_OK) return fail("wait", w);
         chorus_request_free(req);
         req = nullptr;
       }
@@ -197,10 +211,14 @@ int run_pingpong(chorus_comm_t* comm, int rank, int size, const Options& o) {
     }
     if (rank == 0) {
       std::printf(
-          "{\"bench\": \"pingpong\", \"ranks\": %d, \"transport\": \"%s\", \"calls\": \"%s\", "
-          "\"bytes\": %llu, \"iters\": %d, \"latency_us\": %.2f, \"checked\": %s}\n",
+          "{\"bench\": \"pingpong\", \"ranks\": %d, \"transport\": \"%s\", \"calls\": \"%s%s\", "
+          "\"bytes\": %llu, \"iters\": %d, \"latency_us\": %.2f, \"run_by_waiter\": \"%llu of "
+          "%llu\", \"checked\": %s}\n",
           size, chorus_comm_transport(comm), o.blocking ? "send/recv" : "isend/irecv",
+          !o.blocking && o.wait_ms >= 0 ? " (wait with a limit)" : "",
           static_cast<unsigned long long>(bytes), o.iters, median(rtt) / 2 * 1e6,
+          static_cast<unsigned long long>(counter(comm, "ops.run_by_waiter") - by_waiter0),
+          static_cast<unsigned long long>(counter(comm, "ops.queued") - queued0),
           o.check ? "true" : "false");
       std::fflush(stdout);
     }
@@ -231,6 +249,9 @@ int main(int argc, char** argv) {
   app.add_flag("-c,--check", o.check, "check every element on every rank");
   app.add_flag("--blocking", o.blocking,
                "pingpong: chorus_send/chorus_recv instead of isend/irecv and wait");
+  app.add_option("--wait-ms", o.wait_ms,
+                 "pingpong: chorus_wait's limit (-1: none; a limit keeps the request on the "
+                 "progress thread, as every wait did before ops.run_by_waiter)");
   CLI11_PARSE(app, argc, argv);
   if (!parse_bytes(bytes, o.bytes) || !parse_bytes(min_bytes, o.min_bytes) ||
       !parse_bytes(max_bytes, o.max_bytes) || o.min_bytes == 0) {
