@@ -3,8 +3,9 @@
 #  1. 16 non-blocking 64 KiB all_reduces posted back to back and then waited,
 #     against the same 16 run one at a time, at 4 ranks over shm and tcp
 #     (chorus-engine-bench inflight; the two modes alternate per iteration);
-#  2. an isend/irecv ping-pong at 2 ranks: Chorus over shm and tcp, Open MPI
-#     over vader and tcp (mpi-pingpong, the same steps).
+#  2. an isend/irecv ping-pong at 2 ranks: Chorus over shm and tcp (also
+#     with a limited wait, and blocking send/recv), Open MPI over vader and
+#     tcp (mpi-pingpong, the same steps).
 # Every result is checked on every rank (-c). Prints the JSON lines and a
 # summary; numbers go to docs/benchmarks.md by hand, with this command.
 #
@@ -26,10 +27,15 @@ for tp in shm tcp; do
     "$bin/chorus-engine-bench" inflight --bytes 64K -k 16 -n "$iters" -w 3 -c | json
 done
 pp_iters=$((iters * 20))
+# Chorus three ways: isend/irecv then wait (the waiter runs its request),
+# the same with a limit on the wait (the request stays on the progress
+# thread: the path before ops.run_by_waiter), and blocking send/recv.
 for tp in shm tcp; do
-  CHORUS_TRANSPORT=$tp timeout 900 "$bin/chorusrun" -n 2 --timeout 800 -- \
-    "$bin/chorus-engine-bench" pingpong -b 8 -e 64K -n "$pp_iters" -w 50 -c | json |
-    sed "s/\"transport\": \"$tp\"/\"transport\": \"chorus-$tp\"/"
+  for how in "" "--wait-ms 600000" "--blocking"; do
+    CHORUS_TRANSPORT=$tp timeout 900 "$bin/chorusrun" -n 2 --timeout 800 -- \
+      "$bin/chorus-engine-bench" pingpong -b 8 -e 64K -n "$pp_iters" -w 50 -c $how | json |
+      sed "s/\"transport\": \"$tp\"/\"transport\": \"chorus-$tp\"/"
+  done
 done
 for btl in vader tcp; do
   timeout 900 mpirun "${mpirun_flags[@]}" -np 2 --mca btl "$btl,self" \
