@@ -213,9 +213,9 @@ struct Conn {
   bool linked = false;       ///< a ring link whose other end welcomed or was welcomed
   int writes = 0;            ///< our writes queued or in flight
   std::deque<Write> queue;   ///< those writes, oldest in flight
-  std::string write_error;                            ///< the first failed write
-  Gone gone = Gone::kNo;                              ///< the reader has stopped, and why
-  std::string why;  ///< kIo/kProtocol: reason; kAbort: the other end's text
+  std::string write_error;   ///< the first failed write
+  Gone gone = Gone::kNo;     ///< the reader has stopped, and why
+  std::string why;           ///< kIo/kProtocol: reason; kAbort: the other end's text
   int abort_code = 0;
   bool shut = false;  ///< we stopped all I/O on it; its handlers change nothing
 };
@@ -432,8 +432,9 @@ void Bootstrap::Impl::send(const ConnPtr& c, const Buffers& buffers,
                            std::shared_ptr<const void> owned) {
   ++c->writes;
   ++writes_in_flight_;
-  c->queue.push_back(Write{{asio::buffer_sequence_begin(buffers), asio::buffer_sequence_end(buffers)},
-                           std::move(owned)});
+  c->queue.push_back(
+      Write{{asio::buffer_sequence_begin(buffers), asio::buffer_sequence_end(buffers)},
+            std::move(owned)});
   if (c->writes == 1) write_next(c);
 }
 

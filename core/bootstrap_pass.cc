@@ -66,8 +66,7 @@ void Bootstrap::Impl::filter_blob(int rank, Bytes& blob) const {
 /// shares it.
 void Bootstrap::Impl::pass_on(const ConnPtr& to, const std::shared_ptr<const PassedFrame>& passed) {
   send(to,
-       std::array<asio::const_buffer, 2>{asio::buffer(passed->head),
-                                         asio::buffer(passed->payload)},
+       std::array<asio::const_buffer, 2>{asio::buffer(passed->head), asio::buffer(passed->payload)},
        passed);
 }
 
@@ -77,8 +76,7 @@ void Bootstrap::Impl::pass_on(const ConnPtr& to, const std::shared_ptr<const Pas
 /// another call and was left in place: rank 0, which saw every rank's step
 /// check, will fail the job).
 std::optional<Status> Bootstrap::Impl::take_pass(Conn& from, std::vector<Bytes>& got,
-                                                 std::vector<char>& done, int& complete,
-                                                 int& index,
+                                                 std::vector<char>& done, int& complete, int& index,
                                                  std::shared_ptr<const PassedFrame>& passed) {
   index = -1;
   const Frame& f = from.passes.front();

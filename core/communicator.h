@@ -192,7 +192,8 @@ class Communicator {
   /// Cuts rank r's address table (open_endpoints' `mine`) down to the part
   /// this rank uses: the fingerprint, r's data addresses for this rank, r's
   /// notice address for this rank and r's host identity, in that order. A
-  /// table too short for that becomes empty (connect_from: malformed).
+  /// table of another shape keeps only its fingerprint, one without a
+  /// fingerprint becomes empty (connect_from reports either).
   void keep_own_entries(std::vector<std::byte>& table) const;
   /// Connects every endpoint from the gathered tables (all[r] from rank r,
   /// cut by keep_own_entries).

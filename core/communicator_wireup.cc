@@ -156,7 +156,8 @@ Status Communicator::connect_endpoints(Deadline deadline) {
   // for all of them. Each is cut to this rank's part as it arrives.
   std::vector<std::vector<std::byte>> all;
   if (auto st = bootstrap_->all_gather_filtered(
-          mine, all, deadline, [this](int, std::vector<std::byte>& table) { keep_own_entries(table); });
+          mine, all, deadline,
+          [this](int, std::vector<std::byte>& table) { keep_own_entries(table); });
       !st.is_ok())
     return st.with_context("rank " + std::to_string(rank_) + ": exchanging endpoint addresses");
   return connect_from(all, deadline);
@@ -175,11 +176,20 @@ void Communicator::keep_own_entries(std::vector<std::byte>& table) const {
     if (keep) put_bytes(kept, data, len);
     return true;
   };
-  bool ok = next(true);                                                         // fingerprint
+  if (!next(true)) {  // the fingerprint
+    table.clear();
+    return;
+  }
+  // A rank configured differently (say, another channel count) has a table
+  // of another shape: keep its fingerprint alone, so that connect_from says
+  // the configurations differ rather than that the table is malformed.
+  const size_t fingerprint_end = kept.size();
+  bool ok = true;
   for (size_t i = 0; ok && i < n * channels; ++i) ok = next(i / channels == me);  // data
-  for (size_t q = 0; ok && q < n; ++q) ok = next(q == me);                      // notice
-  ok = ok && next(true);                                                        // host
-  table = ok ? std::move(kept) : std::vector<std::byte>{};
+  for (size_t q = 0; ok && q < n; ++q) ok = next(q == me);                        // notice
+  ok = ok && next(true);                                                          // host
+  if (!ok) kept.resize(fingerprint_end);
+  table = std::move(kept);
 }
 
 Status Communicator::connect_from(const std::vector<std::vector<std::byte>>& all,
@@ -210,9 +220,9 @@ Status Communicator::connect_from(const std::vector<std::vector<std::byte>>& all
       auto* ep = endpoints_[size_t(p) * size_t(channels) + size_t(c)];
       int rc = tp_->endpoint_connect(ep, data, n, deadline.remaining_ms());
       if (rc != CHORUS_OK)
-        return {rc, "rank " + std::to_string(rank_) + ": connecting to rank " +
-                        std::to_string(p) + " (channel " + std::to_string(c) + ") over " +
-                        cfg_.transport + " failed: " + tp_->last_error()};
+        return {rc, "rank " + std::to_string(rank_) + ": connecting to rank " + std::to_string(p) +
+                        " (channel " + std::to_string(c) + ") over " + cfg_.transport +
+                        " failed: " + tp_->last_error()};
     }
   }
   for (int p = 0; p < size_; ++p) {

@@ -7,8 +7,7 @@
 
 using chorus::provider::WrRing;
 
-TEST_CASE("a ring holds no slots until the first push, then grows only when full",
-          "[provider]") {
+TEST_CASE("a ring holds no slots until the first push, then grows only when full", "[provider]") {
   WrRing<std::uint64_t> ring;
   CHECK(ring.empty());
   CHECK(ring.capacity() == 0);
