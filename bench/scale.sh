@@ -3,13 +3,16 @@
 # machine through chorusrun, init plus a checked 8-byte all_reduce, and what
 # it cost. Prints one table row:
 #   ranks transport init_s rank0_boot_bytes ss=rank0_boot_bytes fds_per_rank(min/mean/max)
-#   rss_mib_per_rank(min/mean/max) allreduce8_us
+#   rss_mib_per_rank(min/mean/max) allreduce8_us wrong=N sampled=N
+#   hwm=peak_rss_mib_per_rank(min/mean/max)
 # init_s: from starting chorusrun to rank 0's communicator being ready (rank
 # 0 prints its header once chorus_comm_init returned, which is after the init
 # barrier, so every rank's communicator is up then). fds and RSS are read from
 # /proc of every rank once that header is out, while the ranks run their
-# warm-up and timed all_reduces. Rank 0's side-channel bytes come twice: its
-# bootstrap.bytes_sent counter (builds that have it), and the kernel's
+# warm-up and timed all_reduces; hwm is each rank's peak RSS until then
+# (VmHWM), which includes init's transient allocations. Rank 0's
+# side-channel bytes come twice: its bootstrap.bytes_sent counter (builds
+# that have it), and the kernel's
 # bytes_sent of rank 0's sockets on the coordinator port (ss -ti), which
 # works for any build: rank 0 holds no other side-channel sockets.
 #
@@ -44,7 +47,7 @@ while kill -0 "$job" 2>/dev/null; do
   if grep -q "# chorus-bench" "$out"; then ready=$(date +%s.%N); break; fi
   sleep 0.05
 done
-fds=() rss=()
+fds=() rss=() hwm=()
 ss_bytes=?
 if [ -n "$ready" ]; then
   ss_bytes=$(ss -Htin state established "( sport = :$port )" |
@@ -52,7 +55,8 @@ if [ -n "$ready" ]; then
   for pid in $(pgrep -P "$job"); do
     f=$(ls "/proc/$pid/fd" 2>/dev/null | wc -l)
     r=$(awk '/^VmRSS/ { print $2 }' "/proc/$pid/status" 2>/dev/null)
-    [ -n "$r" ] && [ "$f" -gt 0 ] && fds+=("$f") rss+=("$r")
+    h=$(awk '/^VmHWM/ { print $2 }' "/proc/$pid/status" 2>/dev/null)
+    [ -n "$r" ] && [ -n "$h" ] && [ "$f" -gt 0 ] && fds+=("$f") rss+=("$r") hwm+=("$h")
   done
 fi
 wait "$job"
@@ -71,5 +75,6 @@ bytes=$(awk '/# stats r0 .* bootstrap.bytes_sent / { print $NF }' "$out")
 time_us=$(awk '/^\[0\] +8 / { print $5; exit }' "$out")
 wrong=$(awk '/^\[0\] +8 / { print $8; exit }' "$out")
 rss_mib=$(printf '%s\n' "${rss[@]}" | awk '{ printf "%.1f\n", $1 / 1024 }')
+hwm_mib=$(printf '%s\n' "${hwm[@]}" | awk '{ printf "%.1f\n", $1 / 1024 }')
 # shellcheck disable=SC2086
-echo "$n $transport ${init_s} ${bytes:-?} ss=${ss_bytes} $(stats "${fds[@]}") $(stats $rss_mib) ${time_us:-?} wrong=${wrong:-?} sampled=${#fds[@]}"
+echo "$n $transport ${init_s} ${bytes:-?} ss=${ss_bytes} $(stats "${fds[@]}") $(stats $rss_mib) ${time_us:-?} wrong=${wrong:-?} sampled=${#fds[@]} hwm=$(stats $hwm_mib)"

@@ -129,6 +129,15 @@ Status Bootstrap::all_gather(std::span<const std::byte> mine,
   });
 }
 
+Status Bootstrap::all_gather(std::span<const std::byte> mine,
+                             std::vector<std::vector<std::byte>>& all, Deadline deadline,
+                             const BlobFilter& keep) {
+  impl_->set_gather_filter(&keep);
+  Status status = all_gather(mine, all, deadline);
+  impl_->set_gather_filter(nullptr);
+  return status;
+}
+
 Status Bootstrap::barrier(Deadline deadline) {
   return fenced(impl_.get(), "barrier", [&] {
     std::vector<Bytes> out;

@@ -118,6 +118,17 @@ class Bootstrap {
   Status all_gather(std::span<const std::byte> mine, std::vector<std::vector<std::byte>>& all,
                     Deadline deadline);
 
+  /// Cuts rank `rank`'s gathered blob down to what this rank keeps of it, in
+  /// place. Called on the calling thread, inside all_gather.
+  using BlobFilter = std::function<void(int rank, std::vector<std::byte>& blob)>;
+  /// all_gather, where all[r] is rank r's blob after `keep` has cut it. Each
+  /// blob is cut as soon as it is complete (this rank's own at the start), so
+  /// the rank never holds every blob whole: for blobs that grow with the job
+  /// (the communicator's address table) that is O(N) memory instead of O(N^2).
+  /// The blobs passed on along the ring are the whole ones.
+  Status all_gather(std::span<const std::byte> mine, std::vector<std::vector<std::byte>>& all,
+                    Deadline deadline, const BlobFilter& keep);
+
   /// Returns on a rank only once every rank has entered the barrier.
   Status barrier(Deadline deadline);
 

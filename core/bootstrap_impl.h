@@ -170,6 +170,20 @@ inline std::string quoted(std::string_view text) {
   return out;
 }
 
+/// A kPass frame received from a ring neighbour, as it is passed on: the
+/// writes that send it share it, and the last one to complete frees it.
+struct PassedFrame {
+  std::array<std::byte, frame::kHeaderSize> head{};
+  Bytes payload;
+};
+
+/// A queued write and what it keeps alive until it completes (may be null:
+/// then the buffers are the caller's to keep).
+struct Write {
+  std::vector<asio::const_buffer> buffers;
+  std::shared_ptr<const void> owned;
+};
+
 struct Frame {
   frame::Type type;
   Bytes payload;
@@ -198,10 +212,10 @@ struct Conn {
   frame::Address listen{};   ///< rank 0: where this rank takes ring links
   bool linked = false;       ///< a ring link whose other end welcomed or was welcomed
   int writes = 0;            ///< our writes queued or in flight
-  std::deque<std::vector<asio::const_buffer>> queue;  ///< those writes, oldest in flight
-  std::string write_error;                            ///< the first failed write
-  Gone gone = Gone::kNo;                              ///< the reader has stopped, and why
-  std::string why;  ///< kIo/kProtocol: reason; kAbort: the other end's text
+  std::deque<Write> queue;   ///< those writes, oldest in flight
+  std::string write_error;   ///< the first failed write
+  Gone gone = Gone::kNo;     ///< the reader has stopped, and why
+  std::string why;           ///< kIo/kProtocol: reason; kAbort: the other end's text
   int abort_code = 0;
   bool shut = false;  ///< we stopped all I/O on it; its handlers change nothing
 };
@@ -257,6 +271,8 @@ class Bootstrap::Impl {
   std::uint64_t bytes_sent() const { return bytes_sent_.load(std::memory_order_relaxed); }
   Status collective(frame::Op op, int root, std::span<const std::byte> mine,
                     std::vector<Bytes>& out, Deadline deadline);
+  /// The filter the next all_gathers apply to each complete blob (null: none).
+  void set_gather_filter(const BlobFilter* keep) { gather_filter_ = keep; }
 
   /// Makes `status` final: logs it, sends an abort to every connection that
   /// is at a frame boundary (rank 0 relays it to everyone), stops all I/O and
@@ -294,7 +310,7 @@ class Bootstrap::Impl {
   void on_payload(const ConnPtr& c, frame::Type type, const asio::error_code& ec);
   void mark_gone(const ConnPtr& c, Gone gone, std::string why);
   template <class Buffers>
-  void send(const ConnPtr& c, const Buffers& buffers);
+  void send(const ConnPtr& c, const Buffers& buffers, std::shared_ptr<const void> owned = nullptr);
   void write_next(const ConnPtr& c);
   void shut_down(Conn& c, const frame::Abort* abort);
   void drop(Conn& c, const frame::Abort* abort);
@@ -341,10 +357,12 @@ class Bootstrap::Impl {
   Status peer_gather(std::span<const std::byte> mine, std::vector<Bytes>& out, Deadline deadline,
                      Clock::time_point start);
   void pass_blob(const ConnPtr& to, int index, std::span<const std::byte> blob);
-  void pass_on(const ConnPtr& to, const Bytes& payload);
+  void pass_on(const ConnPtr& to, const std::shared_ptr<const PassedFrame>& passed);
   void release_passes();
+  void filter_blob(int rank, Bytes& blob) const;
   std::optional<Status> take_pass(Conn& from, std::vector<Bytes>& got, std::vector<char>& done,
-                                  int& complete, int& index);
+                                  int& complete, int& index,
+                                  std::shared_ptr<const PassedFrame>& passed);
   ConnPtr link_to(int peer) const;
   std::string who(const Conn& c) const;
   Status gone_status(const Conn& c);
@@ -396,21 +414,27 @@ class Bootstrap::Impl {
   std::array<std::byte, frame::kHeaderSize + frame::kOpHeaderSize> contribution_head_{};
   std::vector<std::array<std::byte, frame::kHeaderSize + frame::kOpHeaderSize>> delivery_heads_;
   std::vector<asio::const_buffer> delivery_buffers_;
-  /// kPass frames of the current all_gather: frame and op headers, and the
-  /// payloads passed on; they live until the call has succeeded (or, after a
-  /// failure, until the Bootstrap goes).
+  /// The frame and op headers of this rank's own blob in the current
+  /// all_gather; they live until the call has succeeded (or, after a
+  /// failure, until the Bootstrap goes). The frames passed on from a
+  /// neighbour are owned by their writes instead (Write::owned): a rank
+  /// passes on nearly the whole table, O(N^2) bytes, and holding it until the
+  /// call ended doubled what each rank held at its end (docs/scale.md).
   std::deque<std::array<std::byte, frame::kHeaderSize + frame::kOpHeaderSize>> pass_heads_;
-  std::deque<std::array<std::byte, frame::kHeaderSize>> forward_heads_;
-  std::deque<Bytes> forwarded_;
+  const BlobFilter* gather_filter_ = nullptr;
 };
 
 /// Queues a write: one async_write per connection at a time, so frames never
-/// interleave however many are queued. The buffers stay the caller's.
+/// interleave however many are queued. The buffers stay the caller's, unless
+/// `owned` holds them: then the write frees them once it is done (or dropped).
 template <class Buffers>
-void Bootstrap::Impl::send(const ConnPtr& c, const Buffers& buffers) {
+void Bootstrap::Impl::send(const ConnPtr& c, const Buffers& buffers,
+                           std::shared_ptr<const void> owned) {
   ++c->writes;
   ++writes_in_flight_;
-  c->queue.emplace_back(asio::buffer_sequence_begin(buffers), asio::buffer_sequence_end(buffers));
+  c->queue.push_back(
+      Write{{asio::buffer_sequence_begin(buffers), asio::buffer_sequence_end(buffers)},
+            std::move(owned)});
   if (c->writes == 1) write_next(c);
 }
 

@@ -49,30 +49,35 @@ void Bootstrap::Impl::pass_blob(const ConnPtr& to, int index, std::span<const st
   } while (offset < blob.size());
 }
 
-/// Frees the frames of a finished all_gather (the payloads passed on are a
-/// copy of most of the table); only once no write uses them.
+/// Frees the headers of this rank's own blob once a finished all_gather no
+/// longer writes them.
 void Bootstrap::Impl::release_passes() {
   if (writes_in_flight_ != 0) return;
   pass_heads_.clear();
-  forward_heads_.clear();
-  forwarded_.clear();
 }
 
-/// Sends a kPass payload received from a neighbour on, unchanged.
-void Bootstrap::Impl::pass_on(const ConnPtr& to, const Bytes& payload) {
-  auto& head = forward_heads_.emplace_back(
-      frame::encode_header(frame::Type::kPass, static_cast<std::uint32_t>(payload.size())));
-  send(to, std::array<asio::const_buffer, 2>{asio::buffer(head), asio::buffer(payload)});
+void Bootstrap::Impl::filter_blob(int rank, Bytes& blob) const {
+  if (gather_filter_ == nullptr || !*gather_filter_) return;
+  (*gather_filter_)(rank, blob);
+  blob.shrink_to_fit();
 }
 
-/// Takes the oldest kPass frame of `from` into got[index]; its payload is
-/// then forwarded_.back(), for passing on. Returns an error for a frame that
-/// breaks the protocol, nullopt otherwise (`index` is -1 when the frame
-/// belongs to another call and was left in place: rank 0, which saw every
-/// rank's step check, will fail the job).
+/// Sends a kPass frame received from a neighbour on, unchanged; the write
+/// shares it.
+void Bootstrap::Impl::pass_on(const ConnPtr& to, const std::shared_ptr<const PassedFrame>& passed) {
+  send(to,
+       std::array<asio::const_buffer, 2>{asio::buffer(passed->head), asio::buffer(passed->payload)},
+       passed);
+}
+
+/// Takes the oldest kPass frame of `from` into got[index] and hands it out as
+/// `passed`, for passing on. Returns an error for a frame that breaks the
+/// protocol, nullopt otherwise (`index` is -1 when the frame belongs to
+/// another call and was left in place: rank 0, which saw every rank's step
+/// check, will fail the job).
 std::optional<Status> Bootstrap::Impl::take_pass(Conn& from, std::vector<Bytes>& got,
-                                                 std::vector<char>& done, int& complete,
-                                                 int& index) {
+                                                 std::vector<char>& done, int& complete, int& index,
+                                                 std::shared_ptr<const PassedFrame>& passed) {
   index = -1;
   const Frame& f = from.passes.front();
   const auto head = frame::decode_op(f.payload);
@@ -96,8 +101,13 @@ std::optional<Status> Bootstrap::Impl::take_pass(Conn& from, std::vector<Bytes>&
   if ((head->flags & frame::kMorePieces) == 0) {
     done[static_cast<std::size_t>(origin)] = 1;
     ++complete;
+    filter_blob(origin, blob);
   }
-  forwarded_.push_back(std::move(from.passes.front().payload));
+  auto out = std::make_shared<PassedFrame>();
+  out->head =
+      frame::encode_header(frame::Type::kPass, static_cast<std::uint32_t>(f.payload.size()));
+  out->payload = std::move(from.passes.front().payload);
+  passed = std::move(out);
   from.passes.pop_front();
   index = origin;
   return std::nullopt;
@@ -112,16 +122,17 @@ Status Bootstrap::Impl::root_gather(std::span<const std::byte> mine, std::vector
   std::vector<Bytes> got(n);
   std::vector<char> done(n, 0);
   got[0].assign(mine.begin(), mine.end());
+  filter_blob(0, got[0]);
   done[0] = 1;
   int complete = 1;
   Status status = pump(
       deadline,
       [&]() -> std::optional<Status> {
         int index = -1;
+        std::shared_ptr<const PassedFrame> passed;  // rank 0 passes nothing on
         while (!source->passes.empty()) {
-          if (auto bad = take_pass(*source, got, done, complete, index)) return bad;
+          if (auto bad = take_pass(*source, got, done, complete, index, passed)) return bad;
           if (index < 0) break;
-          forwarded_.pop_back();  // rank 0 passes nothing on
         }
         events_.clear();
         for (std::size_t r = 1; r < n; ++r) {
@@ -162,6 +173,7 @@ Status Bootstrap::Impl::peer_gather(std::span<const std::byte> mine, std::vector
   std::vector<Bytes> got(n);
   std::vector<char> done(n, 0);
   got[static_cast<std::size_t>(rank_)].assign(mine.begin(), mine.end());
+  filter_blob(rank_, got[static_cast<std::size_t>(rank_)]);
   done[static_cast<std::size_t>(rank_)] = 1;
   int complete = 1;
   std::vector<ConnPtr> sources;
@@ -181,11 +193,12 @@ Status Bootstrap::Impl::peer_gather(std::span<const std::byte> mine, std::vector
       [&]() -> std::optional<Status> {
         for (const ConnPtr& s : sources) {
           int index = -1;
+          std::shared_ptr<const PassedFrame> passed;
           while (!s->passes.empty()) {
-            if (auto bad = take_pass(*s, got, done, complete, index)) return bad;
+            if (auto bad = take_pass(*s, got, done, complete, index, passed)) return bad;
             if (index < 0) break;
-            if (next && ring::forwards(rank_, size_, index)) pass_on(next, forwarded_.back());
-            if (feeds_root && index != 0) pass_on(coord_, forwarded_.back());
+            if (next && ring::forwards(rank_, size_, index)) pass_on(next, passed);
+            if (feeds_root && index != 0) pass_on(coord_, passed);
           }
         }
         // State, not events: a few connections, and an event seen while

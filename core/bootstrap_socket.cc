@@ -67,7 +67,7 @@ void Bootstrap::Impl::on_payload(const ConnPtr& c, frame::Type type, const asio:
 }
 
 void Bootstrap::Impl::write_next(const ConnPtr& c) {
-  asio::async_write(c->socket, c->queue.front(),
+  asio::async_write(c->socket, c->queue.front().buffers,
                     [this, c](const asio::error_code& ec, std::size_t n) {
                       bytes_sent_.fetch_add(n, std::memory_order_relaxed);
                       c->queue.pop_front();

@@ -42,6 +42,7 @@ Status Bootstrap::Impl::collective(frame::Op op, int root, std::span<const std::
   if (size_ == 1) {
     out.clear();
     if (op != frame::Op::kBarrier) out.emplace_back(mine.begin(), mine.end());
+    if (op == frame::Op::kAllGather) filter_blob(0, out.back());
     return Status::ok();
   }
   return rank_ == 0 ? root_collective(op, root, mine, out, deadline)

@@ -195,7 +195,14 @@ class Communicator {
   /// Opens one endpoint per (peer, channel) and serialises the fingerprint and
   /// the address blobs into `mine`.
   Status open_endpoints(std::vector<std::byte>& mine);
-  /// Connects every endpoint from the gathered tables (all[r] from rank r).
+  /// Cuts rank r's address table (open_endpoints' `mine`) down to the part
+  /// this rank uses: the fingerprint, r's data addresses for this rank, r's
+  /// notice address for this rank and r's host identity, in that order. A
+  /// table of another shape keeps only its fingerprint, one without a
+  /// fingerprint becomes empty (connect_from reports either).
+  void keep_own_entries(std::vector<std::byte>& table) const;
+  /// Connects every endpoint from the gathered tables (all[r] from rank r,
+  /// cut by keep_own_entries).
   Status connect_from(const std::vector<std::vector<std::byte>>& all, Deadline deadline);
   std::string fingerprint() const;
   /// Runs one queued request on the calling thread (the stream's executor).

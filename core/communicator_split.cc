@@ -104,6 +104,7 @@ Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key) {
         break;
       }
       child_tables.push_back(std::move(tables[size_t(r)]));
+      child->keep_own_entries(child_tables.back());
     }
     Deadline deadline = Deadline::after(seconds_ms(cfg_.timeout_init_s));
     if (local.is_ok()) local = child->connect_from(child_tables, deadline);

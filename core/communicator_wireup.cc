@@ -152,10 +152,44 @@ Status Communicator::open_endpoints(std::vector<std::byte>& mine) {
 Status Communicator::connect_endpoints(Deadline deadline) {
   std::vector<std::byte> mine;
   if (auto st = open_endpoints(mine); !st.is_ok()) return st;
+  // Each table holds an address for every pair of ranks: O(N) bytes, O(N^2)
+  // for all of them. Each is cut to this rank's part as it arrives.
   std::vector<std::vector<std::byte>> all;
-  if (auto st = bootstrap_->all_gather(mine, all, deadline); !st.is_ok())
+  if (auto st = bootstrap_->all_gather_filtered(
+          mine, all, deadline,
+          [this](int, std::vector<std::byte>& table) { keep_own_entries(table); });
+      !st.is_ok())
     return st.with_context("rank " + std::to_string(rank_) + ": exchanging endpoint addresses");
   return connect_from(all, deadline);
+}
+
+void Communicator::keep_own_entries(std::vector<std::byte>& table) const {
+  const size_t channels = size_t(cfg_.channels);
+  const size_t n = size_t(size_);
+  const size_t me = size_t(rank_);
+  std::vector<std::byte> kept;
+  size_t pos = 0;
+  const auto next = [&](bool keep) {
+    const std::byte* data = nullptr;
+    size_t len = 0;
+    if (!get_bytes(table, pos, data, len)) return false;
+    if (keep) put_bytes(kept, data, len);
+    return true;
+  };
+  if (!next(true)) {  // the fingerprint
+    table.clear();
+    return;
+  }
+  // A rank configured differently (say, another channel count) has a table
+  // of another shape: keep its fingerprint alone, so that connect_from says
+  // the configurations differ rather than that the table is malformed.
+  const size_t fingerprint_end = kept.size();
+  bool ok = true;
+  for (size_t i = 0; ok && i < n * channels; ++i) ok = next(i / channels == me);  // data
+  for (size_t q = 0; ok && q < n; ++q) ok = next(q == me);                        // notice
+  ok = ok && next(true);                                                          // host
+  if (!ok) kept.resize(fingerprint_end);
+  table = std::move(kept);
 }
 
 Status Communicator::connect_from(const std::vector<std::vector<std::byte>>& all,
@@ -181,17 +215,14 @@ Status Communicator::connect_from(const std::vector<std::vector<std::byte>>& all
               "rank " + std::to_string(rank_) + " and rank " + std::to_string(p) +
                   " disagree on the configuration (" + fp + " vs " + theirs +
                   "); give every rank the same config file and CHORUS_* variables"};
-    for (int q = 0; q < size_; ++q) {
-      for (int c = 0; c < channels; ++c) {
-        if (!get_bytes(all[size_t(p)], pos, data, n)) return malformed;
-        if (q != rank_) continue;
-        auto* ep = endpoints_[size_t(p) * size_t(channels) + size_t(c)];
-        int rc = tp_->endpoint_connect(ep, data, n, deadline.remaining_ms());
-        if (rc != CHORUS_OK)
-          return {rc, "rank " + std::to_string(rank_) + ": connecting to rank " +
-                          std::to_string(p) + " (channel " + std::to_string(c) + ") over " +
-                          cfg_.transport + " failed: " + tp_->last_error()};
-      }
+    for (int c = 0; c < channels; ++c) {
+      if (!get_bytes(all[size_t(p)], pos, data, n)) return malformed;
+      auto* ep = endpoints_[size_t(p) * size_t(channels) + size_t(c)];
+      int rc = tp_->endpoint_connect(ep, data, n, deadline.remaining_ms());
+      if (rc != CHORUS_OK)
+        return {rc, "rank " + std::to_string(rank_) + ": connecting to rank " + std::to_string(p) +
+                        " (channel " + std::to_string(c) + ") over " + cfg_.transport +
+                        " failed: " + tp_->last_error()};
     }
   }
   for (int p = 0; p < size_; ++p) {
@@ -199,18 +230,15 @@ Status Communicator::connect_from(const std::vector<std::vector<std::byte>>& all
     size_t pos = 0;
     const std::byte* data = nullptr;
     size_t n = 0;
-    // Skip the fingerprint and every data endpoint's blob.
-    for (size_t i = 0; i < 1 + size_t(size_) * size_t(channels); ++i)
+    // Skip the fingerprint and the data endpoints' addresses.
+    for (size_t i = 0; i < 1 + size_t(channels); ++i)
       if (!get_bytes(all[size_t(p)], pos, data, n)) return malformed_table(p);
-    for (int q = 0; q < size_; ++q) {
-      if (!get_bytes(all[size_t(p)], pos, data, n)) return malformed_table(p);
-      if (q != rank_) continue;
-      int rc = tp_->endpoint_connect(notice_eps_[size_t(p)], data, n, deadline.remaining_ms());
-      if (rc != CHORUS_OK)
-        return {rc, "rank " + std::to_string(rank_) + ": connecting to rank " + std::to_string(p) +
-                        " (notice endpoint) over " + cfg_.transport +
-                        " failed: " + tp_->last_error()};
-    }
+    if (!get_bytes(all[size_t(p)], pos, data, n)) return malformed_table(p);
+    int rc = tp_->endpoint_connect(notice_eps_[size_t(p)], data, n, deadline.remaining_ms());
+    if (rc != CHORUS_OK)
+      return {rc, "rank " + std::to_string(rank_) + ": connecting to rank " + std::to_string(p) +
+                      " (notice endpoint) over " + cfg_.transport +
+                      " failed: " + tp_->last_error()};
   }
   // Every rank's host identity, after its notice blobs: hosts are numbered
   // in the order of their first rank, the same on every rank.
@@ -220,7 +248,7 @@ Status Communicator::connect_from(const std::vector<std::vector<std::byte>>& all
     size_t pos = 0;
     const std::byte* data = nullptr;
     size_t n = 0;
-    for (size_t i = 0; i < 1 + size_t(size_) * size_t(channels + 1); ++i)
+    for (size_t i = 0; i < 1 + size_t(channels) + 1; ++i)
       if (!get_bytes(all[size_t(p)], pos, data, n)) return malformed_table(p);
     if (!get_bytes(all[size_t(p)], pos, data, n)) return malformed_table(p);
     const std::string id(reinterpret_cast<const char*>(data), n);

@@ -26,6 +26,18 @@ class SideChannel {
   /// Every rank contributes `mine`; on success all[r] is rank r's contribution.
   virtual Status all_gather(std::span<const std::byte> mine, std::vector<std::vector<std::byte>>& all,
                             Deadline deadline) = 0;
+  /// all_gather, where all[r] is rank r's contribution cut by `keep`. The
+  /// default cuts them once all have arrived; Chorus's own bootstrap cuts
+  /// each as it completes, so the whole set is never held at once.
+  virtual Status all_gather_filtered(std::span<const std::byte> mine,
+                                     std::vector<std::vector<std::byte>>& all, Deadline deadline,
+                                     const Bootstrap::BlobFilter& keep) {
+    Status status = all_gather(mine, all, deadline);
+    if (status.is_ok()) {
+      for (std::size_t r = 0; r < all.size(); ++r) keep(static_cast<int>(r), all[r]);
+    }
+    return status;
+  }
   virtual Status barrier(Deadline deadline) = 0;
   /// Bytes this rank has sent through the channel so far; 0 when the host
   /// carries it. May be read from any thread.
@@ -39,6 +51,11 @@ class BootstrapSideChannel final : public SideChannel {
   Status all_gather(std::span<const std::byte> mine, std::vector<std::vector<std::byte>>& all,
                     Deadline deadline) override {
     return bootstrap_->all_gather(mine, all, deadline);
+  }
+  Status all_gather_filtered(std::span<const std::byte> mine,
+                             std::vector<std::vector<std::byte>>& all, Deadline deadline,
+                             const Bootstrap::BlobFilter& keep) override {
+    return bootstrap_->all_gather(mine, all, deadline, keep);
   }
   Status barrier(Deadline deadline) override { return bootstrap_->barrier(deadline); }
   std::uint64_t bytes_sent() const override { return bootstrap_->bytes_sent(); }

@@ -72,6 +72,18 @@ std::uint64_t random_nonce() {
 
 }  // namespace
 
+std::vector<std::byte> Context::take_stage(std::size_t size) {
+  if (spare_stages_.empty() || spare_stages_.back().size() != size)
+    return std::vector<std::byte>(size);
+  std::vector<std::byte> stage = std::move(spare_stages_.back());
+  spare_stages_.pop_back();
+  return stage;
+}
+
+void Context::return_stage(std::vector<std::byte>&& stage) {
+  if (spare_stages_.size() < kSpareStages) spare_stages_.push_back(std::move(stage));
+}
+
 Context::Context(const chorus_tp_context_info_t& info)
     : ConfiguredContext(info), discard_(64 * 1024), events_(kMaxEvents) {
   {
@@ -108,6 +120,7 @@ Context::Context(const chorus_tp_context_info_t& info)
     throw Error(CHORUS_ERR_SYSTEM, "epoll_ctl(eventfd): " + errno_text(errno));
   }
   to_progress_.reserve(kMaxEvents);
+  spare_stages_.reserve(kSpareStages);
   acceptor_ = std::make_unique<Acceptor>(bind_address, cfg_, rank(), data_channels(), job_key_);
   log(CHORUS_LOG_DEBUG, "rank " + std::to_string(rank()) + " listening on " + listen_address() +
                             " (sockets=" + std::to_string(cfg_.sockets) +

@@ -40,6 +40,10 @@ class Context : public provider::ConfiguredContext<Config> {
   const auth::Key& job_key() const { return job_key_; }
   Acceptor& acceptor() { return *acceptor_; }
   std::span<std::byte> discard_buffer() { return discard_; }
+  /// Lends an endpoint a staging buffer of `size` bytes (its contents are
+  /// garbage) until it gives it back with return_stage. Caller thread only.
+  std::vector<std::byte> take_stage(std::size_t size);
+  void return_stage(std::vector<std::byte>&& stage);
   /// Which receive buffers are writable memory (docs/transport-abi.md,
   /// provider toolkit); shared by the endpoints, caller thread only.
   provider::ReceiveBufferCheck& receive_buffer_check() { return receive_buffer_check_; }
@@ -79,6 +83,12 @@ class Context : public provider::ConfiguredContext<Config> {
   auth::Key job_key_;
   asio::ip::address advertised_;
   std::vector<std::byte> discard_;
+  // Staging buffers no endpoint holds. Usually one: an endpoint holds one
+  // during its progress_rx, and after it only while more than a small
+  // message's worth of bytes stays staged (Endpoint::stage_). At most
+  // kSpareStages are kept; more are freed.
+  static constexpr std::size_t kSpareStages = 4;
+  std::vector<std::vector<std::byte>> spare_stages_;
   provider::ReceiveBufferCheck receive_buffer_check_;
   UniqueFd epoll_fd_;
   UniqueFd event_fd_;

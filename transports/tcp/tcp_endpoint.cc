@@ -35,10 +35,7 @@ Endpoint::Endpoint(Context& ctx, int peer_rank, int channel, std::uint64_t nonce
     : EndpointBase(ctx, peer_rank, channel),
       nonce_(nonce),
       nsockets_(ctx.config().sockets),
-      sockets_(static_cast<std::size_t>(nsockets_)),
-      sends_(kMaxOutstanding),
-      recvs_(kMaxOutstanding),
-      stage_(kStageSize) {
+      sockets_(static_cast<std::size_t>(nsockets_)) {
   for (int i = 0; i < nsockets_; ++i) {
     sockets_[static_cast<std::size_t>(i)].owner = this;
     sockets_[static_cast<std::size_t>(i)].index = static_cast<unsigned>(i);
@@ -173,7 +170,7 @@ int Endpoint::enqueue_send(const void* buf, std::size_t length, std::uint64_t wr
     return set_last_error(CHORUS_ERR_AGAIN, "post_send: 1024 sends to " + who() +
                                                 " are outstanding; poll completions and retry");
   }
-  SendWr& wr = sends_[send_tail_ & kMask];
+  SendWr wr;
   wr.buf = static_cast<const std::byte*>(buf);
   wr.length = length;
   wr.wr_id = wr_id;
@@ -187,7 +184,7 @@ int Endpoint::enqueue_send(const void* buf, std::size_t length, std::uint64_t wr
   h.imm = imm;
   h.length = length;
   wire::encode(h, wr.hdr);
-  ++send_tail_;
+  sends_.push(wr);
   ++sends_outstanding_;
   progress_tx();
   return CHORUS_OK;
@@ -209,8 +206,7 @@ int Endpoint::post_recv(void* buf, std::size_t length, std::uint64_t wr_id) {
   // Checked now, so that neither the copy out of the staging buffer (memcpy)
   // nor read() meets a bad pointer; a reused buffer costs no system call.
   const int fault = ctx_.receive_buffer_check().check(buf, length);
-  recvs_[recv_tail_ & kMask] = RecvWr{static_cast<std::byte*>(buf), length, wr_id, fault};
-  ++recv_tail_;
+  recvs_.push(RecvWr{static_cast<std::byte*>(buf), length, wr_id, fault});
   ++recvs_outstanding_;
   if (rx_ == Rx::kAwaitRecv || (rx_ == Rx::kHeader && sockets_[0].readable)) progress_rx();
   return CHORUS_OK;
@@ -265,19 +261,20 @@ void Endpoint::progress_tx() {
 
 void Endpoint::skip_foreign(Socket& s) {
   // Sockets > 0 carry only striped messages; step over the others.
-  while (s.tx_wr < send_tail_ && s.index >= sends_[s.tx_wr & kMask].stripes) ++s.tx_wr;
+  while (s.tx_wr < sends_.tail() && s.index >= sends_.at(s.tx_wr).stripes) ++s.tx_wr;
 }
 
 void Endpoint::write_socket(Socket& s) {
   iovec iov[kMaxIov];
   for (;;) {
     skip_foreign(s);
-    if (s.tx_wr == send_tail_) return;
+    if (s.tx_wr == sends_.tail()) return;
     int n_iov = 0;
     std::uint64_t total = 0;
     std::uint64_t off = s.tx_off;
-    for (std::uint64_t w = s.tx_wr; w < send_tail_ && n_iov + 2 <= kMaxIov && total < kMaxIo; ++w) {
-      SendWr& wr = sends_[w & kMask];
+    for (std::uint64_t w = s.tx_wr; w < sends_.tail() && n_iov + 2 <= kMaxIov && total < kMaxIo;
+         ++w) {
+      SendWr& wr = sends_.at(w);
       if (s.index >= wr.stripes) continue;
       const wire::Part part = wire::stripe_part(wr.length, wr.stripes, s.index);
       const std::byte* hdr = wr.hdr.data();
@@ -331,7 +328,7 @@ void Endpoint::write_socket(Socket& s) {
 
 void Endpoint::consume_written(Socket& s, std::uint64_t n) {
   while (n > 0) {
-    SendWr& wr = sends_[s.tx_wr & kMask];
+    SendWr& wr = sends_.at(s.tx_wr);
     const std::uint64_t frame =
         kFrameHeaderSize + wire::stripe_part(wr.length, wr.stripes, s.index).size;
     const std::uint64_t rest = frame - s.tx_off;
@@ -348,11 +345,11 @@ void Endpoint::consume_written(Socket& s, std::uint64_t n) {
 }
 
 void Endpoint::retire_sends() {
-  while (send_head_ < send_tail_) {
-    const SendWr& wr = sends_[send_head_ & kMask];
+  while (!sends_.empty()) {
+    const SendWr& wr = sends_.front();
     if (wr.parts_left != 0) return;
     ctx_.cq().push(handle(), CHORUS_TP_SEND, wr.wr_id, wr.length);
-    ++send_head_;
+    sends_.pop();
   }
 }
 
@@ -381,6 +378,23 @@ bool Endpoint::read_into(Socket& s, void* dst, std::uint64_t want, Counter& coun
 }
 
 void Endpoint::progress_rx() {
+  if (!spill_.empty()) {
+    stage_ = ctx_.take_stage(kStageSize);
+    std::memcpy(stage_.data(), spill_.data(), spill_.size());
+    stage_begin_ = 0;
+    stage_end_ = spill_.size();
+    spill_.clear();
+  }
+  receive();
+  if (stage_.empty() || staged() > kSpillMax) return;
+  spill_.assign(stage_.begin() + static_cast<std::ptrdiff_t>(stage_begin_),
+                stage_.begin() + static_cast<std::ptrdiff_t>(stage_end_));
+  ctx_.return_stage(std::move(stage_));
+  stage_ = {};
+  stage_begin_ = stage_end_ = 0;
+}
+
+void Endpoint::receive() {
   for (;;) {
     switch (rx_) {
       case Rx::kClosed:
@@ -418,8 +432,8 @@ void Endpoint::progress_rx() {
       case Rx::kAwaitRecv: {
         // Backpressure: the payload stays in the socket until a receive is
         // posted, and then goes straight into the receive buffer.
-        if (recv_head_ == recv_tail_) return;
-        const RecvWr& r = recvs_[recv_head_ & kMask];
+        if (recvs_.empty()) return;
+        const RecvWr& r = recvs_.front();
         rx_discard_ = r.length < rx_len_ || (r.fault != 0 && rx_len_ > 0);
         rx_dest_ = r.buf;
         if (rx_discard_) {
@@ -434,7 +448,7 @@ void Endpoint::progress_rx() {
                         " was discarded";
           ctx_.cq().push_error(handle(), CHORUS_TP_RECV, r.wr_id, CHORUS_ERR_INVALID_ARGUMENT,
                                peer_rank_, msg);
-          ++recv_head_;
+          recvs_.pop();
         }
         for (unsigned i = 0; i < rx_stripes_; ++i) {
           Socket& s = sockets_[i];
@@ -458,9 +472,9 @@ void Endpoint::progress_rx() {
         if (rx_ == Rx::kClosed) return;
         if (rx_parts_left_ > 0) return;
         if (!rx_discard_) {
-          const RecvWr& r = recvs_[recv_head_ & kMask];
+          const RecvWr& r = recvs_.front();
           ctx_.cq().push(handle(), CHORUS_TP_RECV, r.wr_id, rx_len_, rx_imm_);
-          ++recv_head_;
+          recvs_.pop();
         }
         ++rx_seq_;
         rx_ = Rx::kHeader;
@@ -473,6 +487,7 @@ void Endpoint::progress_rx() {
 bool Endpoint::fill_stage() {
   Socket& s = sockets_[0];
   if (!s.readable) return false;
+  if (stage_.empty()) stage_ = ctx_.take_stage(kStageSize);
   if (stage_begin_ == stage_end_) {
     stage_begin_ = stage_end_ = 0;
   } else if (stage_end_ == stage_.size()) {
@@ -591,7 +606,7 @@ void Endpoint::protocol_error(const std::string& what) {
 void Endpoint::shut_down(int status, const std::string& message) {
   // A peer that closes while nothing is in flight is a peer that finished
   // (its communicator was finalized first): worth a debug line, not a warning.
-  const bool idle = send_head_ == send_tail_ && recv_head_ == recv_tail_;
+  const bool idle = sends_.empty() && recvs_.empty();
   log(idle ? CHORUS_LOG_DEBUG : CHORUS_LOG_WARN, message);
   if (!tx_closed_) close_tx(status, message);
   if (rx_ != Rx::kClosed) close_rx(status, message);
@@ -603,8 +618,8 @@ void Endpoint::close_tx(int status, const std::string& message) {
   tx_status_ = status;
   tx_error_ = message;
   // In post order: sends already fully written complete normally, the rest fail.
-  for (; send_head_ < send_tail_; ++send_head_) {
-    const SendWr& wr = sends_[send_head_ & kMask];
+  for (; !sends_.empty(); sends_.pop()) {
+    const SendWr& wr = sends_.front();
     if (wr.parts_left == 0) {
       ctx_.cq().push(handle(), CHORUS_TP_SEND, wr.wr_id, wr.length);
     } else {
@@ -612,7 +627,7 @@ void Endpoint::close_tx(int status, const std::string& message) {
     }
   }
   for (Socket& s : sockets_) {
-    s.tx_wr = send_tail_;
+    s.tx_wr = sends_.tail();
     s.tx_off = 0;
   }
 }
@@ -621,8 +636,8 @@ void Endpoint::close_rx(int status, const std::string& message) {
   rx_ = Rx::kClosed;
   rx_status_ = status;
   rx_error_ = message;
-  for (; recv_head_ < recv_tail_; ++recv_head_) {
-    const RecvWr& r = recvs_[recv_head_ & kMask];
+  for (; !recvs_.empty(); recvs_.pop()) {
+    const RecvWr& r = recvs_.front();
     ctx_.cq().push_error(handle(), CHORUS_TP_RECV, r.wr_id, status, peer_rank_, message);
   }
 }

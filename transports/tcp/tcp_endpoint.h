@@ -6,6 +6,7 @@
 
 #include <chorus/transport.h>
 #include <chorus/provider/endpoint_base.hpp>
+#include <chorus/provider/wr_ring.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -107,8 +108,6 @@ class Endpoint : public provider::EndpointBase<Context> {
   };
   enum class Rx { kHeader, kAwaitRecv, kPayload, kClosed };
 
-  static constexpr std::uint64_t kMask = kMaxOutstanding - 1;
-
   int enqueue_send(const void* buf, std::size_t length, std::uint64_t wr_id, std::uint32_t imm);
   void attach(std::vector<int>& fds);
   void progress_tx();
@@ -117,6 +116,7 @@ class Endpoint : public provider::EndpointBase<Context> {
   void skip_foreign(Socket& s);
   void retire_sends();
   void progress_rx();
+  void receive();
   void read_part(Socket& s);
   void read_lead_part(Socket& s);
   bool fill_stage();
@@ -137,20 +137,17 @@ class Endpoint : public provider::EndpointBase<Context> {
   std::vector<Socket> sockets_;
   bool connected_ = false;
 
-  // Send queue: [send_head_, send_tail_) are posted and not yet completed.
-  std::vector<SendWr> sends_;
-  std::uint64_t send_head_ = 0;
-  std::uint64_t send_tail_ = 0;
+  // Send queue: the sends posted and not yet completed. Sockets address
+  // them by absolute index (Socket::tx_wr).
+  provider::WrRing<SendWr> sends_;
   std::uint32_t sends_outstanding_ = 0;  // posted and not yet reaped by poll
   std::uint32_t tx_seq_ = 0;
   bool tx_closed_ = false;
   int tx_status_ = CHORUS_OK;
   std::string tx_error_;
 
-  // Receive queue: [recv_head_, recv_tail_) are posted and not yet completed.
-  std::vector<RecvWr> recvs_;
-  std::uint64_t recv_head_ = 0;
-  std::uint64_t recv_tail_ = 0;
+  // Receive queue: the receives posted and not yet completed.
+  provider::WrRing<RecvWr> recvs_;
   std::uint32_t recvs_outstanding_ = 0;
   Rx rx_ = Rx::kHeader;
   std::uint32_t rx_seq_ = 0;
@@ -169,9 +166,19 @@ class Endpoint : public provider::EndpointBase<Context> {
   // them remain, are read straight into the receive buffer. Staging never
   // holds more than kStageSize bytes, so an unmatched message still leaves
   // the rest of the stream in the kernel and backpressure reaches the sender.
+  //
+  // The buffer is lent by the context (take_stage) for the length of one
+  // progress_rx. If that leaves at most kSpillMax bytes staged (typically a
+  // header that came with a small message whose receive is not posted yet),
+  // they move to spill_ and the buffer goes back; the next progress_rx
+  // stages them again first. A rank connected to every peer of a large job
+  // thus holds a few staging buffers instead of one per endpoint, and an
+  // endpoint's own share is what it left over (docs/scale.md).
   static constexpr std::size_t kStageSize = 16 * 1024;
   static constexpr std::uint64_t kDirectMin = 4 * 1024;
-  std::vector<std::byte> stage_;
+  static constexpr std::size_t kSpillMax = 1024;
+  std::vector<std::byte> stage_;  // empty while not lent
+  std::vector<std::byte> spill_;  // staged bytes while stage_ is empty
   std::size_t stage_begin_ = 0;
   std::size_t stage_end_ = 0;
 };

@@ -419,6 +419,53 @@ TEST_CASE("all_gather of blobs larger than a frame, more than 1 MiB in all", "[b
   CHECK(sent[0] < size_of(0) + 4096);
 }
 
+TEST_CASE("a filtered all_gather cuts each blob once, and passes the whole ones on",
+          "[bootstrap]") {
+  // Every rank keeps the last 16 bytes of each blob. A rank on the ring
+  // cuts a blob it also passes on, so the ranks after it get the right
+  // tail only if the whole blob went on; rank 1's blob takes three pieces.
+  constexpr int kRanks = 5;
+  constexpr std::size_t kTail = 16;
+  const auto size_of = [](int q) -> std::size_t {
+    return q == 1 ? 2 * Bootstrap::kMaxBlob + 5 : 40000 + static_cast<std::size_t>(q);
+  };
+  const auto port = free_port();
+  std::vector<Outcome> out(kRanks);
+  run_ranks(kRanks, [&](int r) {
+    Outcome& me = out[static_cast<std::size_t>(r)];
+    auto b = Bootstrap::connect(options(r, kRanks, port), Deadline::after(10s));
+    if (!b.is_ok()) return me.set(b.status());
+    std::vector<int> calls(kRanks, 0);
+    const Bootstrap::BlobFilter keep_tail = [&](int q, Bytes& blob) {
+      ++calls[static_cast<std::size_t>(q)];
+      if (blob.size() != size_of(q)) {  // called before the blob was complete
+        blob.clear();
+        return;
+      }
+      blob.erase(blob.begin(), blob.end() - static_cast<std::ptrdiff_t>(kTail));
+    };
+    std::vector<Bytes> all;
+    Status s = (*b)->all_gather(blob(r, size_of(r), 6), all, Deadline::after(30s), keep_tail);
+    if (!s.is_ok()) return me.set(s);
+    for (int q = 0; q < kRanks; ++q) {
+      const Bytes whole = blob(q, size_of(q), 6);
+      if (calls[static_cast<std::size_t>(q)] != 1) {
+        return me.fail("the filter ran " + std::to_string(calls[static_cast<std::size_t>(q)]) +
+                       " times for rank " + std::to_string(q) + "'s blob");
+      }
+      if (all[static_cast<std::size_t>(q)] !=
+          Bytes(whole.end() - static_cast<std::ptrdiff_t>(kTail), whole.end()))
+        return me.fail("rank " + std::to_string(q) + "'s blob was not cut to its tail");
+    }
+    // The filter was for that call only.
+    s = (*b)->all_gather(blob(r, size_of(r), 7), all, Deadline::after(30s));
+    if (!s.is_ok()) return me.set(s);
+    if (auto bad = verify(all, kRanks, size_of, 7); !bad.empty()) return me.fail(bad);
+  });
+  INFO(describe(out));
+  for (const auto& o : out) CHECK(o.code == CHORUS_OK);
+}
+
 TEST_CASE("ring arithmetic: every rank gets every blob once", "[bootstrap]") {
   for (int size = 2; size <= 9; ++size) {
     INFO(size << " ranks");
