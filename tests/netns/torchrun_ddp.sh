@@ -62,7 +62,9 @@ netns_wait_ranks 240 0 1 || { failed=$((failed + 1)); netns_dump; }
 for n in 0 1; do
   cat "$NETNS_DIR/out.$n"
   rc=$(netns_rank_rc "$n")
-  oks=$(grep -c ': OK$' "$NETNS_DIR/out.$n")
+  # Distinct ranks that said OK: torchrun's tee can put two ranks' lines on
+  # one output line, so count occurrences, not lines.
+  oks=$(grep -oE 'torchrun job rank [0-9]+/[0-9]+: OK' "$NETNS_DIR/out.$n" | sort -u | wc -l)
   if [ "$rc" = 0 ] && [ "$oks" = 2 ]; then
     passed=$((passed + 1))
   else
