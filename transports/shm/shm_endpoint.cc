@@ -13,8 +13,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstddef>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 
 namespace chorus::shm {
@@ -366,8 +366,8 @@ bool Endpoint::progress_sends() noexcept {
       }
       const std::uint64_t fit = (space() & ~std::uint64_t{63}) - sizeof(FrameHeader);
       const std::uint64_t payload = std::min(want, fit);
-      const FrameHeader fh{0, s.len, static_cast<std::uint32_t>(payload),
-                           s.written == 0 ? kFirst : kMore, s.imm, 0};
+      const FrameHeader fh{
+          0, s.len, static_cast<std::uint32_t>(payload), s.written == 0 ? kFirst : kMore, s.imm, 0};
       write_frame(ring, tx_cap_, tx_salt_, tx_head_, fh, s.buf + s.written, payload);
       s.written += payload;
       tx_head_ += frame_bytes(payload);

@@ -167,8 +167,8 @@ class Endpoint {
   // Producer side (ring in peer_seg_).
   WrQueue<SendWr> sends_{kMaxOutstanding};
   std::uint64_t tx_cursor_ = 0;  // index of the first send not fully written
-  std::uint64_t tx_head_ = 0;       // bytes ever written (the next frame's position)
-  std::uint64_t tx_salt_ = 0;       // stamp salt of the peer's ring
+  std::uint64_t tx_head_ = 0;    // bytes ever written (the next frame's position)
+  std::uint64_t tx_salt_ = 0;    // stamp salt of the peer's ring
   std::uint64_t tx_tail_seen_ = 0;
   std::uint64_t tx_cap_ = 0;
   std::uint64_t tx_frag_max_ = 0;
