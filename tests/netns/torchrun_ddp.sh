@@ -64,7 +64,9 @@ for n in 0 1; do
   rc=$(netns_rank_rc "$n")
   # Distinct ranks that said OK: torchrun's tee can put two ranks' lines on
   # one output line, so count occurrences, not lines.
-  oks=$(grep -oE 'torchrun job rank [0-9]+/[0-9]+: OK' "$NETNS_DIR/out.$n" | sort -u | wc -l)
+  # (the verdict is the last word of each rank's message: "...: OK" or "...: FAIL")
+  oks=$(grep -oE 'torchrun ddp rank [0-9]+/[0-9]+ [^:]*: max [^:]*: (OK|FAIL)' "$NETNS_DIR/out.$n" |
+        grep -E ': OK$' | grep -oE 'rank [0-9]+/' | sort -u | wc -l)
   if [ "$rc" = 0 ] && [ "$oks" = 2 ]; then
     passed=$((passed + 1))
   else
