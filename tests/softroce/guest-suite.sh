@@ -55,25 +55,29 @@ step() {
   fi
 }
 
-# step_twice NAME TIMEOUT_S COMMAND... — as step, but after a first failure,
-# shown in full, the command runs once more and that run decides. Only for
-# the steps that failed now and then in CI runs and never when run alone
-# (the verbs mismatch matrix: a world barrier after a case once timed out
-# against a live rank); two failures in a row fail, and the first one stays
-# in the log for whoever investigates.
+# step_twice NAME TIMEOUT_S COMMAND... — as step, but after a failed run,
+# shown in full, the command runs again (three runs at most) and the last run
+# decides. Only for the verbs mismatch matrix: its send_recv_size case ends
+# on some ranks only when their verbs retry budget runs out (~8 s with
+# timeout 18), and a rank that finished the case at once sends the world
+# barrier after it with that same budget, so under load it can time out
+# against a live rank (a race in the test's design, not wrong data; seen in
+# CI and once in three runs by hand). Every failed run stays in the log.
 step_twice() {
-  local name="$1" limit="$2" first rc
+  local name="$1" limit="$2" first rc attempt
   first="$work/first.$(echo "$name" | tr -c 'A-Za-z0-9_.-' '_').log"
-  timeout -k 5 "$limit" "${@:3}" >"$first" 2>&1
-  rc=$?
-  if [ "$rc" -eq 0 ]; then
-    passed=$((passed + 1))
-    echo "PASS $name"
-    tail -n 3 "$first" | sed 's/^/    /'
-    return
-  fi
-  echo "RETRY $name: the first run failed (exit $rc); its output, then a second run:"
-  tail -n 80 "$first" | sed 's/^/    /'
+  for attempt in 1 2; do
+    timeout -k 5 "$limit" "${@:3}" >"$first" 2>&1
+    rc=$?
+    if [ "$rc" -eq 0 ]; then
+      passed=$((passed + 1))
+      echo "PASS $name (run $attempt)"
+      tail -n 3 "$first" | sed 's/^/    /'
+      return
+    fi
+    echo "RETRY $name: run $attempt failed (exit $rc); its output, then another run:"
+    tail -n 80 "$first" | sed 's/^/    /'
+  done
   step "$@"
 }
 
