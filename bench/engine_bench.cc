@@ -24,9 +24,10 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "bench/bench_driver.h"
 
 namespace {
 
@@ -40,22 +41,6 @@ int fail(const char* what, int rc) {
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-/// "64K", "1M", "8": bytes, with an optional K/M/G suffix (powers of 2).
-bool parse_bytes(const std::string& text, std::uint64_t& out) {
-  std::size_t used = 0;
-  unsigned long long v = 0;
-  try {
-    v = std::stoull(text, &used);
-  } catch (const std::exception&) {
-    return false;
-  }
-  const std::string unit = text.substr(used);
-  const int shift = unit.empty() ? 0 : unit == "K" ? 10 : unit == "M" ? 20 : unit == "G" ? 30 : -1;
-  if (shift < 0) return false;
-  out = std::uint64_t(v) << shift;
-  return true;
 }
 
 double median(std::vector<double> v) {
@@ -253,8 +238,8 @@ int main(int argc, char** argv) {
                  "pingpong: chorus_wait's limit (-1: none; a limit keeps the request on the "
                  "progress thread, as every wait did before ops.run_by_waiter)");
   CLI11_PARSE(app, argc, argv);
-  if (!parse_bytes(bytes, o.bytes) || !parse_bytes(min_bytes, o.min_bytes) ||
-      !parse_bytes(max_bytes, o.max_bytes) || o.min_bytes == 0) {
+  if (!chorus::bench::parse_size(bytes.c_str(), o.bytes) || !chorus::bench::parse_size(min_bytes.c_str(), o.min_bytes) ||
+      !chorus::bench::parse_size(max_bytes.c_str(), o.max_bytes) || o.min_bytes == 0) {
     std::fprintf(stderr,
                  "chorus-engine-bench: a size is not a positive byte count with an optional "
                  "K/M/G suffix (--bytes %s, -b %s, -e %s)\n",

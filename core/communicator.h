@@ -155,6 +155,10 @@ class Communicator {
   /// the waiter) that dominate a small isend/irecv. Returns whether it ran
   /// `req`; false leaves everything as it was. Any thread.
   bool run_if_next(const std::shared_ptr<Request>& req);
+  /// Runs `req` on the calling thread as the stream's one running operation
+  /// (`lock` holds q_mu_ and nothing runs; it is released on return),
+  /// counting it in `counter`, then lets the worker go on.
+  void run_here(Request& req, std::unique_lock<std::mutex>& lock, std::atomic<uint64_t>& counter);
   /// Removes `req` if it has not started. Because the other ranks still expect
   /// it, every operation issued after it then fails with ABORTED. Returns
   /// NOT_SUPPORTED when it already started or finished.

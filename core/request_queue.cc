@@ -94,14 +94,7 @@ Status Communicator::execute(const char* what, std::function<Status(Communicator
   auto req = std::make_shared<Request>(next_seq_++, what, std::move(body));
   if (!busy_ && queue_.empty()) {
     // Nothing ahead of this call: run it here, without a thread hop.
-    busy_ = true;
-    lock.unlock();
-    inline_ops_.fetch_add(1, std::memory_order_relaxed);
-    run_request(*req);
-    lock.lock();
-    busy_ = false;
-    lock.unlock();
-    q_cv_.notify_all();
+    run_here(*req, lock, inline_ops_);
     return req->status();
   }
   queue_.push_back(req);
@@ -140,17 +133,22 @@ bool Communicator::run_if_next(const std::shared_ptr<Request>& req) {
   std::unique_lock lock(q_mu_);
   if (stopping_ || busy_ || queue_.empty() || queue_.front() != req) return false;
   queue_.pop_front();
+  run_here(*req, lock, waiter_ops_);
+  return true;
+}
+
+void Communicator::run_here(Request& req, std::unique_lock<std::mutex>& lock,
+                            std::atomic<uint64_t>& counter) {
   busy_ = true;
   lock.unlock();
-  waiter_ops_.fetch_add(1, std::memory_order_relaxed);
-  run_request(*req);
+  counter.fetch_add(1, std::memory_order_relaxed);
+  run_request(req);
   lock.lock();
   busy_ = false;
   lock.unlock();
-  // The worker may have woken for this request and gone back to sleep; what
-  // is queued behind it is its to run.
+  // The worker may have woken meanwhile and gone back to sleep: what is
+  // queued behind this request is its to run.
   q_cv_.notify_all();
-  return true;
 }
 
 Status Communicator::cancel(const std::shared_ptr<Request>& req) {

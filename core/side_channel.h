@@ -24,8 +24,8 @@ class SideChannel {
  public:
   virtual ~SideChannel() = default;
   /// Every rank contributes `mine`; on success all[r] is rank r's contribution.
-  virtual Status all_gather(std::span<const std::byte> mine, std::vector<std::vector<std::byte>>& all,
-                            Deadline deadline) = 0;
+  virtual Status all_gather(std::span<const std::byte> mine,
+                            std::vector<std::vector<std::byte>>& all, Deadline deadline) = 0;
   /// all_gather, where all[r] is rank r's contribution cut by `keep`. The
   /// default cuts them once all have arrived; Chorus's own bootstrap cuts
   /// each as it completes, so the whole set is never held at once.
@@ -84,7 +84,8 @@ class HostSideChannel final : public SideChannel {
     for (uint64_t s : sizes) max = std::max(max, s);
     if (max > (64u << 20))
       return {CHORUS_ERR_INVALID_ARGUMENT, "host all-gather returned an implausible size " +
-                                               std::to_string(max) + "; is it gathering in rank order?"};
+                                               std::to_string(max) +
+                                               "; is it gathering in rank order?"};
     std::vector<std::byte> padded(std::max<uint64_t>(max, 1));
     std::copy(mine.begin(), mine.end(), padded.begin());
     std::vector<std::byte> gathered(padded.size() * size_t(size_));

@@ -247,8 +247,8 @@ int chorus_iall_reduce(chorus_comm_t* comm, const void* in, void* out, size_t co
 int chorus_iall_gather(chorus_comm_t* comm, const void* in, void* out, size_t count, int dtype,
                        chorus_request_t** req_out);
 /** Non-blocking chorus_reduce_scatter(). */
-int chorus_ireduce_scatter(chorus_comm_t* comm, const void* in, void* out, size_t count,
-                           int dtype, int op, chorus_request_t** req_out);
+int chorus_ireduce_scatter(chorus_comm_t* comm, const void* in, void* out, size_t count, int dtype,
+                           int op, chorus_request_t** req_out);
 /** Non-blocking chorus_broadcast(). */
 int chorus_ibroadcast(chorus_comm_t* comm, void* buf, size_t count, int dtype, int root,
                       chorus_request_t** req_out);
