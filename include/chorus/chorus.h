@@ -286,6 +286,66 @@ int chorus_isend(chorus_comm_t* comm, const void* buf, size_t count, int dtype, 
 int chorus_irecv(chorus_comm_t* comm, void* buf, size_t count, int dtype, int peer,
                  chorus_request_t** req_out);
 
+/* ------------------------------------------------------------------------- */
+/* Tagged point-to-point (MPI-like matching)                                 */
+/* ------------------------------------------------------------------------- */
+
+/** Receive from any rank (`source` of the tagged receives). */
+#define CHORUS_ANY_SOURCE (-1)
+/** Receive any tag (`tag` of the tagged receives). */
+#define CHORUS_ANY_TAG (-1)
+/** Largest tag; tags are 0..CHORUS_TAG_MAX. */
+#define CHORUS_TAG_MAX 0x7fffffff
+
+/** What a tagged receive got: the sender, its tag and the element count. */
+typedef struct chorus_p2p_status {
+  int source;
+  int tag;
+  size_t count;
+} chorus_p2p_status_t;
+
+/**
+ * Tagged point-to-point, matched like MPI's: a message matches the oldest
+ * posted receive whose `source` (a rank or CHORUS_ANY_SOURCE) and `tag` (or
+ * CHORUS_ANY_TAG) accept it; messages from one sender that one receive could
+ * take are matched in the order they were sent. Unlike chorus_send/recv they
+ * do not wait for their turn behind other operations: once issued, a tagged
+ * send or receive progresses alongside everything else on the communicator
+ * (collectives included), so sends and receives may be posted in any order
+ * on either side, e.g. both ranks isend first and irecv second, at any size.
+ *
+ * Sizes: a receive takes a message of up to `count` elements of `dtype`
+ * (chorus_p2p_status_t.count says how many came). A message of another dtype
+ * or larger than the buffer fails the receive with CHORUS_ERR_MISMATCH naming
+ * both sides, and nothing is written; above the eager size (docs/embedding.md,
+ * "Tagged point-to-point") the send fails with it too, smaller sends have
+ * completed by then. Messages up to the eager size are copied out at once;
+ * larger ones go straight from the sender's buffer into the receiver's after
+ * the receive is matched (rendezvous), never through unbounded buffering.
+ *
+ * A send completes when its buffer may be reused; a receive when the data is
+ * in place. Each operation has `timeout.collective` from the moment it is
+ * issued. Tagged traffic is separate from chorus_send/recv's ordered stream:
+ * a tagged receive never takes an untagged message. Requires
+ * `point_to_point.tagged = true` (the default) on every rank.
+ */
+int chorus_send_tagged(chorus_comm_t* comm, const void* buf, size_t count, int dtype, int peer,
+                       int tag);
+/** Blocking tagged receive; `status` may be NULL. */
+int chorus_recv_tagged(chorus_comm_t* comm, void* buf, size_t count, int dtype, int source, int tag,
+                       chorus_p2p_status_t* status);
+/** Non-blocking chorus_send_tagged(). */
+int chorus_isend_tagged(chorus_comm_t* comm, const void* buf, size_t count, int dtype, int peer,
+                        int tag, chorus_request_t** req_out);
+/** Non-blocking chorus_recv_tagged(); chorus_request_p2p_status() reads what it got. */
+int chorus_irecv_tagged(chorus_comm_t* comm, void* buf, size_t count, int dtype, int source,
+                        int tag, chorus_request_t** req_out);
+/**
+ * What a completed, successful tagged receive got. CHORUS_ERR_AGAIN while
+ * it is pending; CHORUS_ERR_INVALID_ARGUMENT for a request of another kind.
+ */
+int chorus_request_p2p_status(chorus_request_t* req, chorus_p2p_status_t* status_out);
+
 /**
  * Never blocks. When the request is still pending: `*done_out` = 0 and
  * CHORUS_OK. When it is complete: `*done_out` = 1 and the operation's own

@@ -146,6 +146,12 @@ class Request {
   }
   /// Blocks until complete; throws chorus::Error if it failed.
   void wait() { check(chorus_wait(req_, -1)); }
+  /// What a completed tagged receive got (chorus_request_p2p_status).
+  chorus_p2p_status_t p2p_status() const {
+    chorus_p2p_status_t st{};
+    check(chorus_request_p2p_status(req_, &st));
+    return st;
+  }
   /// False if still pending after `timeout_ms`; throws if it failed.
   bool wait_for(int timeout_ms) {
     int rc = chorus_wait(req_, timeout_ms);
@@ -384,6 +390,27 @@ class Communicator {
   Request irecv(void* buf, size_t count, int dtype, int peer) {
     chorus_request_t* r = nullptr;
     check(chorus_irecv(comm_, buf, count, dtype, peer, &r));
+    return Request(r);
+  }
+  // ---- tagged point-to-point (chorus_send_tagged and friends) ----
+  void send_tagged(const void* buf, size_t count, int dtype, int peer, int tag) {
+    check(chorus_send_tagged(comm_, buf, count, dtype, peer, tag));
+  }
+  chorus_p2p_status_t recv_tagged(void* buf, size_t count, int dtype, int source = CHORUS_ANY_SOURCE,
+                                  int tag = CHORUS_ANY_TAG) {
+    chorus_p2p_status_t st{};
+    check(chorus_recv_tagged(comm_, buf, count, dtype, source, tag, &st));
+    return st;
+  }
+  Request isend_tagged(const void* buf, size_t count, int dtype, int peer, int tag) {
+    chorus_request_t* r = nullptr;
+    check(chorus_isend_tagged(comm_, buf, count, dtype, peer, tag, &r));
+    return Request(r);
+  }
+  Request irecv_tagged(void* buf, size_t count, int dtype, int source = CHORUS_ANY_SOURCE,
+                       int tag = CHORUS_ANY_TAG) {
+    chorus_request_t* r = nullptr;
+    check(chorus_irecv_tagged(comm_, buf, count, dtype, source, tag, &r));
     return Request(r);
   }
 
