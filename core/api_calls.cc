@@ -317,3 +317,73 @@ CHORUS_API int chorus_cancel(chorus_request_t* req) {
     return set_error(req->comm->cancel(req->impl));
   });
 }
+
+// Tagged point-to-point: handed to the p2p engine when the stream reaches
+// them, then progressed alongside everything else (core/p2p_stream.cc).
+
+CHORUS_API int chorus_send_tagged(chorus_comm_t* comm, const void* buf, size_t count, int dtype,
+                                  int peer, int tag) {
+  CHORUS_COMM_CALL("chorus_send_tagged",
+                   run_blocking(*comm->impl, "send_tagged",
+                                comm->impl->check_tagged(true, buf, count, dtype, peer, tag),
+                                [=](Communicator& c) {
+                                  return c.start_tagged(true, const_cast<void*>(buf), count, dtype,
+                                                        peer, tag);
+                                }));
+}
+
+CHORUS_API int chorus_recv_tagged(chorus_comm_t* comm, void* buf, size_t count, int dtype,
+                                  int source, int tag, chorus_p2p_status_t* status) {
+  return guarded([&] {
+    if (int rc = check_comm(comm, "chorus_recv_tagged"); rc != CHORUS_OK) return rc;
+    const Status checked = comm->impl->check_tagged(false, buf, count, dtype, source, tag);
+    if (!checked.is_ok()) {
+      comm->impl->count_failed();
+      return set_error(checked);
+    }
+    auto req = comm->impl->execute_request("recv_tagged", [=](Communicator& c) {
+      return c.start_tagged(false, buf, count, dtype, source, tag);
+    });
+    if (status && req->status().is_ok()) {
+      int src = -1, t = -1;
+      size_t n = 0;
+      if (req->p2p_status(src, t, n)) *status = {src, t, n};
+    }
+    return set_error(req->status());
+  });
+}
+
+CHORUS_API int chorus_isend_tagged(chorus_comm_t* comm, const void* buf, size_t count, int dtype,
+                                   int peer, int tag, chorus_request_t** req_out) {
+  return issue(
+      comm, "chorus_isend_tagged", "send_tagged", req_out,
+      CHORUS_CHECK(check_tagged(true, buf, count, dtype, peer, tag)), [=](Communicator& c) {
+        return c.start_tagged(true, const_cast<void*>(buf), count, dtype, peer, tag);
+      });
+}
+
+CHORUS_API int chorus_irecv_tagged(chorus_comm_t* comm, void* buf, size_t count, int dtype,
+                                   int source, int tag, chorus_request_t** req_out) {
+  return issue(comm, "chorus_irecv_tagged", "recv_tagged", req_out,
+               CHORUS_CHECK(check_tagged(false, buf, count, dtype, source, tag)),
+               [=](Communicator& c) { return c.start_tagged(false, buf, count, dtype, source, tag); });
+}
+
+CHORUS_API int chorus_request_p2p_status(chorus_request_t* req, chorus_p2p_status_t* status_out) {
+  return guarded([&] {
+    if (!req || !status_out) return invalid("chorus_request_p2p_status: NULL argument");
+    if (!live(req)) return invalid(std::string("chorus_request_p2p_status") + kNotLiveRequest);
+    if (!req->impl->done()) {
+      last_error() = "chorus_request_p2p_status: " + req->impl->what() + " is still pending";
+      return int(CHORUS_ERR_AGAIN);
+    }
+    int src = -1, tag = -1;
+    size_t n = 0;
+    if (!req->impl->p2p_status(src, tag, n))
+      return invalid("chorus_request_p2p_status: " + req->impl->what() +
+                     (req->impl->status().is_ok() ? " is not a tagged receive"
+                                                  : " failed; it received nothing"));
+    *status_out = {src, tag, n};
+    return int(CHORUS_OK);
+  });
+}

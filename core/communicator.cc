@@ -5,6 +5,7 @@
 // communicator_internal.h.
 
 #include "core/communicator.h"
+#include "core/p2p_engine.h"
 
 #include <chorus/chorus.h>
 
@@ -104,13 +105,17 @@ Status Communicator::init(Config config, std::unique_ptr<SideChannel> host_chann
   return Status::ok();
 }
 
+Communicator::Communicator() = default;
+
 Communicator::~Communicator() {
   {
     std::unique_lock lock(q_mu_);
     stopping_ = true;
     // A request the worker has finished (its waiter may be this caller) is
     // not pending, even if the worker has not yet marked itself idle.
-    const bool running = busy_ && !(running_ && running_->done());
+    const bool running =
+        (busy_ && !(running_ && running_->done()) && !(worker_driving_ && !running_)) ||
+        p2p_active_.load();
     if (running || !queue_.empty()) {
       lock.unlock();
       log(CHORUS_LOG_WARN, "finalized with requests pending; aborting them");
@@ -129,10 +134,15 @@ Communicator::~Communicator() {
                                          ": the communicator was finalized before it ran"});
     queue_.clear();
   }
+  // Tagged operations nobody drove to their end (no worker ran).
+  if (p2p_ && p2p_->active())
+    p2p_->fail_all(Status(CHORUS_ERR_ABORTED,
+                          "the communicator was finalized with this operation pending"));
   free_task();
   fini_algorithms();
   if (tp_ && ctx_) {
     if (!broken_ && !aborted_.load()) say_goodbye();
+    p2p_.reset();  // its endpoints and registrations, before the context
     for (auto*& ep : endpoints_)
       if (ep) tp_->endpoint_close(ep), ep = nullptr;
     for (auto*& ep : notice_eps_)
@@ -175,6 +185,11 @@ void Communicator::mark_broken(const Status& why) {
   broken_ = true;
   broken_status_ = why;
   if (why.code() == CHORUS_ERR_PEER_LOST && lost_rank_ >= 0) send_notices();
+  // Tagged operations in flight fail with it, and their endpoints close.
+  if (p2p_ && p2p_->active()) {
+    p2p_->fail_all(Status(why.code(), "the communicator failed (" + why.message() + ")"));
+    p2p_active_.store(false);
+  }
   // Outstanding receives may point into caller memory; closing the endpoints
   // guarantees nothing lands there after the call returns.
   for (auto*& ep : endpoints_)

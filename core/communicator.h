@@ -32,15 +32,20 @@ namespace chorus::core {
 
 class Communicator;
 struct NoticeWire;  // core/notice_wire.h
+class P2pEngine;    // core/p2p_engine.h
+struct P2pOp;
 
 /// One operation issued on a communicator: queued, then run in issue order by
 /// whichever thread executes the communicator's stream (the caller of a
 /// blocking call when nothing is ahead of it, else the progress thread).
 /// Shared between the queue and the host's handle, so either may drop it
 /// first. Thread-safe.
-class Request {
+class Request : public std::enable_shared_from_this<Request> {
  public:
   enum class State { kQueued, kRunning, kDone };
+  /// A body that returns this status code has handed its request to the
+  /// tagged point-to-point engine, which finishes it later.
+  static constexpr int kDeferred = 1;
 
   Request(uint64_t seq, std::string what, std::function<Status(Communicator&)> body)
       : seq_(seq), what_(std::move(what)), body_(std::move(body)) {}
@@ -54,11 +59,16 @@ class Request {
   Status status() const;
   uint64_t seq() const { return seq_; }
   const std::string& what() const { return what_; }
+  /// A completed tagged receive: what it got (source, tag, elements). False
+  /// for any other request or before it completed successfully.
+  bool p2p_status(int& source, int& tag, size_t& count) const;
 
  private:
   friend class Communicator;
   void set_running();
   void finish(Status st);
+  /// finish() of a tagged receive, recording what it got.
+  void finish_recv(Status st, int source, int tag, size_t count);
 
   const uint64_t seq_;
   const std::string what_;
@@ -67,6 +77,9 @@ class Request {
   std::condition_variable cv_;
   State state_ = State::kQueued;
   Status status_;
+  bool has_p2p_ = false;
+  int p2p_source_ = -1, p2p_tag_ = -1;
+  size_t p2p_count_ = 0;
 };
 
 /// Counters of one communicator, updated by the executing thread and read by
@@ -114,6 +127,13 @@ class Communicator {
   Status barrier();
   Status send(const void* buf, size_t count, int dtype, int peer);
   Status recv(void* buf, size_t count, int dtype, int peer);
+  /// Tagged point-to-point (core/p2p_engine.h): hands the running request to
+  /// the engine and returns Request::kDeferred; the engine finishes it.
+  /// `peer` and `tag` may be -1 on a receive (any source, any tag).
+  Status start_tagged(bool is_send, void* buf, size_t count, int dtype, int peer, int tag);
+  /// Argument checks of the tagged calls.
+  Status check_tagged(bool is_send, const void* buf, size_t count, int dtype, int peer,
+                      int tag) const;
   Status reduce(const void* in, void* out, size_t count, int dtype, int op, int root);
   Status gather(const void* in, void* out, size_t count, int dtype, int root);
   Status scatter(const void* in, void* out, size_t count, int dtype, int root);
@@ -146,6 +166,9 @@ class Communicator {
   /// returns its status. Runs on the calling thread when nothing is queued or
   /// running, else waits for the progress thread. Any thread.
   Status execute(const char* what, std::function<Status(Communicator&)> body);
+  /// execute(), returning the request (a tagged receive's status is on it).
+  std::shared_ptr<Request> execute_request(const char* what,
+                                           std::function<Status(Communicator&)> body);
   /// Non-blocking: queues `body` behind everything issued before it; the
   /// progress thread (started on first use) runs it. Any thread.
   std::shared_ptr<Request> submit(const char* what, std::function<Status(Communicator&)> body);
@@ -186,7 +209,7 @@ class Communicator {
   void abort();
 
  private:
-  Communicator() = default;
+  Communicator();  // communicator.cc (P2pEngine is incomplete here)
   Status init(Config config, std::unique_ptr<SideChannel> host_channel);
   /// Child side of split(): transport context, algorithms and endpoint
   /// blobs; the parent then exchanges `blob_out` and calls connect_from().
@@ -212,6 +235,22 @@ class Communicator {
   /// Runs one queued request on the calling thread (the stream's executor).
   void run_request(Request& req);
   void worker_main();
+  /// The executor's loop while tagged operations are registered: runs what
+  /// is queued, in order, and drives the p2p engine, until `until` is done
+  /// (nullptr: until nothing is queued or registered). Holds the stream
+  /// (busy_). core/p2p_stream.cc.
+  void drive(const std::shared_ptr<Request>& until);
+  /// One pass of the engine: polls the transport (blocking up to `wait_ms`
+  /// when nothing is ready), routes completions, posts, checks deadlines.
+  void p2p_step(int wait_ms);
+  /// Opens the engine's endpoints (after the notice endpoints) and appends
+  /// their addresses to `mine`.
+  Status open_p2p_endpoints(std::vector<std::byte>& mine, std::vector<std::byte>& addr);
+  /// Connects them from rank p's table at `pos`; arms the engine once all are.
+  Status connect_p2p(int p, const std::vector<std::byte>& table, size_t& pos, Deadline deadline);
+  void make_p2p_engine();
+  /// Interrupts the executor's wait in p2p_step (something was queued).
+  void wake_executor();
   /// Log with rank and communicator id.
   void log(int level, const std::string& message) const;
   /// "rank r", or "rank r of comm <id>" for a child communicator.
@@ -509,6 +548,12 @@ class Communicator {
   std::vector<chorus_tp_mr_t*> call_mrs_;
   Status call_error_;
 
+  // Tagged point-to-point; null when point_to_point.tagged is false.
+  std::unique_ptr<P2pEngine> p2p_;
+  std::shared_ptr<Request> current_;  // the request the executor runs
+  std::atomic<bool> p2p_active_{false};  // the engine has registered operations
+  std::atomic<bool> p2p_waiting_{false};  // the executor sleeps in the transport's wait
+
   std::atomic<bool> aborted_{false};
   std::atomic<bool> finalizing_{false};
   bool broken_ = false;
@@ -527,6 +572,9 @@ class Communicator {
   // it is done its waiter may finalize before the worker clears busy_, and
   // that is not a pending request.
   std::shared_ptr<Request> running_;
+  // The worker drives tagged operations only (drive(nullptr)): it is busy,
+  // but nothing is pending once the engine is idle.
+  bool worker_driving_ = false;
   bool stopping_ = false;
   uint64_t next_seq_ = 0;
   // Operations with a sequence number above this fail (set by cancel()).

@@ -1,9 +1,10 @@
 // Wire-up: opens the transport context, opens the data endpoints to every
 // peer and channel, exchanges their address blobs through the bootstrap,
-// connects them, and sets up the registered staging buffers the algorithms
-// use.
+// connects them (the tagged point-to-point endpoints too), and sets up the
+// registered staging buffers the algorithms use.
 
 #include "core/communicator.h"
+#include "core/p2p_engine.h"
 
 #include <chorus/chorus.h>
 
@@ -146,7 +147,8 @@ Status Communicator::open_endpoints(std::vector<std::byte>& mine) {
   // Last, the host identity: v2 algorithms learn which ranks share a host.
   const std::string host = host_identity();
   put_bytes(mine, host.data(), host.size());
-  return Status::ok();
+  // Then the tagged point-to-point endpoints (core/p2p_stream.cc).
+  return open_p2p_endpoints(mine, addr);
 }
 
 Status Communicator::connect_endpoints(Deadline deadline) {
@@ -188,6 +190,8 @@ void Communicator::keep_own_entries(std::vector<std::byte>& table) const {
   for (size_t i = 0; ok && i < n * channels; ++i) ok = next(i / channels == me);  // data
   for (size_t q = 0; ok && q < n; ++q) ok = next(q == me);                        // notice
   ok = ok && next(true);                                                          // host
+  if (cfg_.p2p_tagged)
+    for (size_t i = 0; ok && i < 2 * n; ++i) ok = next(i % n == me);  // p2p control, bulk
   if (!ok) kept.resize(fingerprint_end);
   table = std::move(kept);
 }
@@ -253,7 +257,10 @@ Status Communicator::connect_from(const std::vector<std::vector<std::byte>>& all
     if (!get_bytes(all[size_t(p)], pos, data, n)) return malformed_table(p);
     const std::string id(reinterpret_cast<const char*>(data), n);
     peer_host_[size_t(p)] = hosts.emplace(id, int(hosts.size())).first->second;
+    if (auto st = connect_p2p(p, all[size_t(p)], pos, deadline); !st.is_ok()) return st;
   }
+  if (p2p_)
+    if (auto st = p2p_->arm(); !st.is_ok()) return st;
   host_count_ = int(hosts.size());
   if (cfg_.transport == kAutoTransportName) {
     auto peers = auto_transport_peers(ctx_);
@@ -273,6 +280,47 @@ Status Communicator::connect_from(const std::vector<std::vector<std::byte>>& all
   }
   imm_any_ = std::find(imm_peer_.begin(), imm_peer_.end(), 1) != imm_peer_.end();
   return arm_notices();
+}
+
+Status Communicator::open_p2p_endpoints(std::vector<std::byte>& mine, std::vector<std::byte>& addr) {
+  if (!cfg_.p2p_tagged) return Status::ok();
+  make_p2p_engine();
+  // Channel indices past the notice endpoint: control, then bulk.
+  for (int k = 0; k < 2; ++k) {
+    auto& eps = p2p_->endpoints(k);
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) {
+        put_u32(mine, 0);
+        continue;
+      }
+      size_t len = addr.size();
+      const int channel = cfg_.channels + 1 + k;
+      if (int rc = tp_->endpoint_open(ctx_, p, channel, addr.data(), &len, &eps[size_t(p)]);
+          rc != CHORUS_OK)
+        return {rc, "rank " + std::to_string(rank_) + ": opening the point-to-point " +
+                        (k == 0 ? "control" : "data") + " endpoint to rank " + std::to_string(p) +
+                        " failed: " + tp_->last_error()};
+      put_bytes(mine, addr.data(), len);
+    }
+  }
+  return Status::ok();
+}
+
+Status Communicator::connect_p2p(int p, const std::vector<std::byte>& table, size_t& pos,
+                                 Deadline deadline) {
+  if (!p2p_) return Status::ok();
+  for (int k = 0; k < 2; ++k) {
+    const std::byte* data = nullptr;
+    size_t n = 0;
+    if (!get_bytes(table, pos, data, n)) return malformed_table(p);
+    if (p == rank_) continue;
+    int rc = tp_->endpoint_connect(p2p_->endpoints(k)[size_t(p)], data, n, deadline.remaining_ms());
+    if (rc != CHORUS_OK)
+      return {rc, "rank " + std::to_string(rank_) + ": connecting to rank " + std::to_string(p) +
+                      " (point-to-point " + (k == 0 ? "control" : "data") + " endpoint) over " +
+                      cfg_.transport + " failed: " + tp_->last_error()};
+  }
+  return Status::ok();
 }
 
 Status Communicator::malformed_table(int peer) const {

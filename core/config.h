@@ -43,6 +43,7 @@ struct Config {
 
   /// check.signatures: compare every call's signature with the peers' (MISMATCH on a difference).
   bool check_signatures = true;
+  bool p2p_tagged = true;  // point_to_point.tagged
 
   double timeout_init_s = 60;
   double timeout_connect_s = 30;

@@ -341,6 +341,20 @@ Status apply(const Entry& e, Config& cfg) {
       }
       return bad(e, "expected a boolean, got " + type_name(e));
     }
+  } else if (head == "point_to_point") {
+    if (rest == "tagged") {
+      if (e.from_env) {
+        if (e.raw != "true" && e.raw != "false" && e.raw != "1" && e.raw != "0")
+          return bad(e, "expected true or false, got '" + e.raw + "'");
+        cfg.p2p_tagged = e.raw == "true" || e.raw == "1";
+        return Status::ok();
+      }
+      if (auto b = e.node->value<bool>(); b && e.node->type() == toml::node_type::boolean) {
+        cfg.p2p_tagged = *b;
+        return Status::ok();
+      }
+      return bad(e, "expected a boolean, got " + type_name(e));
+    }
   } else if (head == "timeout") {
     if (rest == "init") return set_timeout(cfg.timeout_init_s);
     if (rest == "connect") return set_timeout(cfg.timeout_connect_s);

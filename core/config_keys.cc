@@ -43,6 +43,7 @@ constexpr ConfigKey kKeys[] = {
     {"timeout.connect", "a positive number of seconds", "30", "CHORUS_TIMEOUT_CONNECT"},
     {"timeout.collective", "a positive number of seconds", "300", "CHORUS_TIMEOUT_COLLECTIVE"},
     {"check.signatures", "true or false", "true", "CHORUS_CHECK_SIGNATURES"},
+    {"point_to_point.tagged", "true or false", "true", "CHORUS_POINT_TO_POINT_TAGGED"},
     {"log.level", "one of \"error\", \"warn\", \"info\", \"debug\", \"trace\"", "\"warn\"",
      "CHORUS_LOG, CHORUS_LOG_LEVEL"},
     {"plugin_path", "a folder as a string, or an array of folder strings", "",
@@ -146,6 +147,8 @@ std::vector<EffectiveSetting> effective_settings(const Config& cfg) {
       add(key, number(cfg.timeout_collective_s));
     } else if (key == "check.signatures") {
       add(key, cfg.check_signatures ? "true" : "false");
+    } else if (key == "point_to_point.tagged") {
+      add(key, cfg.p2p_tagged ? "true" : "false");
     } else if (key == "log.level") {
       add(key, quoted(log_level_name(cfg.log_level)));
     } else if (key == "plugin_path") {

@@ -30,6 +30,8 @@ add_library(chorus_core STATIC
   plugin_loader.cc
   proxied_ops.cc
   request_queue.cc
+  p2p_engine.cc
+  p2p_stream.cc
   signature_exchange.cc
   suggest.cc
   transport_probe.cc)

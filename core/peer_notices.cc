@@ -5,6 +5,7 @@
 // orderly goodbye at finalize. Wire layout: notice_wire.h.
 
 #include "core/communicator.h"
+#include "core/p2p_engine.h"
 
 #include <chorus/chorus.h>
 
@@ -87,6 +88,17 @@ void* Communicator::broadcast_slot() const {
 }
 
 int Communicator::filter_notices(chorus_tp_completion_t* out, int n) {
+  if (p2p_) {
+    // Tagged point-to-point traffic goes to its engine wherever it is polled.
+    int kept = 0;
+    for (int i = 0; i < n; ++i) {
+      if (p2p_->owns(out[i].endpoint))
+        p2p_->on_completion(out[i]);
+      else
+        out[kept++] = out[i];
+    }
+    n = kept;
+  }
   if (notice_peer_.empty()) return n;
   int kept = 0;
   for (int i = 0; i < n; ++i) {
@@ -135,6 +147,7 @@ void Communicator::handle_notice(int peer, const NoticeWire& w, bool sized) {
   switch (w.kind) {
     case kNoticeFinalized:
       ++notice_finished_[size_t(peer)];
+      if (p2p_) p2p_->peer_finalized(peer);
       log(CHORUS_LOG_DEBUG, "rank " + std::to_string(peer) + " finalized its communicator");
       return;
     case kNoticeSignature:
@@ -297,7 +310,7 @@ bool Communicator::drain_notices() {
     if (n == CHORUS_ERR_PENDING) {
       chorus_tp_error_t e{};
       if (tp_->read_error(ctx_, &e) != CHORUS_OK) return false;
-      note_notice_error(e);
+      if (!(p2p_ && p2p_->on_error(e))) note_notice_error(e);
       continue;
     }
     return n == 0;
@@ -362,10 +375,14 @@ void Communicator::say_goodbye() {
                          kNoticeWrId + (uint64_t(p) << 8) + kBroadcastSlot) == CHORUS_OK)
         ++posted;
   }
+  // The tagged point-to-point endpoints' standing receives are taken the
+  // same way.
+  if (p2p_) p2p_->say_bye();
   // Every rank waits for every peer's goodbye before it closes: the last
   // goodbye a rank receives was sent to a connection that was still open.
   auto everyone_done = [&] {
     if (notice_sends_done_ < posted) return false;
+    if (p2p_ && !p2p_->byes_done()) return false;
     for (int p = 0; p < size_; ++p)
       if (p != rank_ && notice_eps_[size_t(p)] && notice_finished_[size_t(p)] < kNoticeRecvSlots &&
           !notice_closed_[size_t(p)])

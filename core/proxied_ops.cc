@@ -5,6 +5,7 @@
 // through t_running, set by the dispatching thread for the length of a call.
 
 #include "core/communicator.h"
+#include "core/p2p_engine.h"
 
 #include <chorus/chorus.h>
 
@@ -95,6 +96,8 @@ int Communicator::poll_data(chorus_tp_completion_t* out, size_t max) {
       e.peer_rank = -1;
       std::snprintf(e.message, sizeof(e.message),
                     "poll reported an error but read_error failed: %s", tp_->last_error());
+    } else if (p2p_ && p2p_->on_error(e)) {
+      continue;  // the tagged point-to-point engine's: it fails what it affects
     } else if (note_notice_error(e) && e.status == CHORUS_ERR_PEER_LOST) {
       // A peer closed its notice endpoint: it finished or died. Its data
       // endpoints tell whether the running call still needed it.

@@ -4,6 +4,7 @@
 // requests, and cancellation.
 
 #include "core/communicator.h"
+#include "core/p2p_engine.h"
 
 #include <chorus/chorus.h>
 
@@ -40,6 +41,22 @@ Status Request::status() const {
   return status_;
 }
 
+bool Request::p2p_status(int& source, int& tag, size_t& count) const {
+  std::lock_guard lock(mu_);
+  if (state_ != State::kDone || !has_p2p_ || !status_.is_ok()) return false;
+  source = p2p_source_, tag = p2p_tag_, count = p2p_count_;
+  return true;
+}
+
+void Request::finish_recv(Status st, int source, int tag, size_t count) {
+  {
+    std::lock_guard lock(mu_);
+    has_p2p_ = true;
+    p2p_source_ = source, p2p_tag_ = tag, p2p_count_ = count;
+  }
+  finish(std::move(st));
+}
+
 void Request::set_running() {
   std::lock_guard lock(mu_);
   state_ = State::kRunning;
@@ -73,41 +90,54 @@ void Communicator::run_request(Request& req) {
                                   "match the other ranks; finalize this communicator"};
   } else {
     try {
+      current_ = req.shared_from_this();
       st = req.body_(*this);
+      current_.reset();
     } catch (const std::bad_alloc&) {
+      current_.reset();
       st = {CHORUS_ERR_SYSTEM, who() + ": " + req.what() + ": out of memory"};
     } catch (const std::exception& e) {
+      current_.reset();
       st = {CHORUS_ERR_INTERNAL, who() + ": " + req.what() + ": internal error: " + e.what()};
     }
   }
+  // A tagged operation: the p2p engine finishes (and counts) it.
+  if (st.code() == Request::kDeferred) return;
   // Every operation that ends with an error is counted here, once.
   if (!st.is_ok()) count_failed();
   req.finish(std::move(st));
 }
 
 Status Communicator::execute(const char* what, std::function<Status(Communicator&)> body) {
+  return execute_request(what, std::move(body))->status();
+}
+
+std::shared_ptr<Request> Communicator::execute_request(const char* what,
+                                                       std::function<Status(Communicator&)> body) {
   std::unique_lock lock(q_mu_);
+  auto req = std::make_shared<Request>(next_seq_++, what, std::move(body));
   if (stopping_) {
     count_failed();
-    return {CHORUS_ERR_ABORTED, who() + ": " + what + ": the communicator is being finalized"};
+    req->finish({CHORUS_ERR_ABORTED, who() + ": " + what + ": the communicator is being finalized"});
+    return req;
   }
-  auto req = std::make_shared<Request>(next_seq_++, what, std::move(body));
   if (!busy_ && queue_.empty()) {
     // Nothing ahead of this call: run it here, without a thread hop.
     run_here(*req, lock, inline_ops_);
-    return req->status();
+    return req;
   }
   queue_.push_back(req);
   queued_ops_.fetch_add(1, std::memory_order_relaxed);
   if (!worker_.joinable()) worker_ = std::thread([this] { worker_main(); });
   lock.unlock();
   q_cv_.notify_all();
+  wake_executor();
   auto t0 = std::chrono::steady_clock::now();
   req->wait_for(-1);
   add_request_wait(uint64_t(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
           .count()));
-  return req->status();
+  return req;
 }
 
 std::shared_ptr<Request> Communicator::submit(const char* what,
@@ -126,14 +156,28 @@ std::shared_ptr<Request> Communicator::submit(const char* what,
   if (!worker_.joinable()) worker_ = std::thread([this] { worker_main(); });
   lock.unlock();
   q_cv_.notify_all();
+  wake_executor();
   return req;
 }
 
 bool Communicator::run_if_next(const std::shared_ptr<Request>& req) {
   std::unique_lock lock(q_mu_);
-  if (stopping_ || busy_ || queue_.empty() || queue_.front() != req) return false;
-  queue_.pop_front();
-  run_here(*req, lock, waiter_ops_);
+  if (stopping_ || busy_) return false;
+  if (!queue_.empty() && queue_.front() == req) {
+    queue_.pop_front();
+    run_here(*req, lock, waiter_ops_);
+    return true;
+  }
+  // A tagged operation the engine holds: drive it here rather than wait
+  // for the worker to.
+  if (req->state() != Request::State::kRunning || req->done()) return false;
+  busy_ = true;
+  lock.unlock();
+  drive(req);
+  lock.lock();
+  busy_ = false;
+  lock.unlock();
+  q_cv_.notify_all();
   return true;
 }
 
@@ -143,6 +187,8 @@ void Communicator::run_here(Request& req, std::unique_lock<std::mutex>& lock,
   lock.unlock();
   counter.fetch_add(1, std::memory_order_relaxed);
   run_request(req);
+  // A blocking tagged call: this thread drives the engine until it is done.
+  if (!req.done()) drive(req.shared_from_this());
   lock.lock();
   busy_ = false;
   lock.unlock();
@@ -176,7 +222,9 @@ Status Communicator::cancel(const std::shared_ptr<Request>& req) {
 void Communicator::worker_main() {
   std::unique_lock lock(q_mu_);
   for (;;) {
-    q_cv_.wait(lock, [&] { return stopping_ || (!busy_ && !queue_.empty()); });
+    q_cv_.wait(lock, [&] {
+      return stopping_ || (!busy_ && (!queue_.empty() || p2p_active_.load()));
+    });
     if (stopping_) {
       // Finalizing: whatever is still queued completes as aborted without
       // running (the destructor already aborted a running one).
@@ -187,6 +235,19 @@ void Communicator::worker_main() {
         r->finish({CHORUS_ERR_ABORTED,
                    who() + ": " + r->what() + ": the communicator was finalized before it ran"});
       return;
+    }
+    if (queue_.empty()) {
+      // Only tagged operations are registered: drive them until they are
+      // done or something is queued.
+      busy_ = true;
+      worker_driving_ = true;
+      lock.unlock();
+      drive(nullptr);
+      lock.lock();
+      worker_driving_ = false;
+      busy_ = false;
+      q_cv_.notify_all();
+      continue;
     }
     auto req = std::move(queue_.front());
     queue_.pop_front();

@@ -30,6 +30,8 @@ inline int data_channels_of(const chorus_tp_context_info_t& info) {
 /// "channel 1" for a data channel; "notice channel" for a channel index at
 /// or past `data_channels` (0: unknown).
 inline std::string channel_name(int channel, int data_channels) {
+  if (data_channels > 0 && channel == data_channels + 1) return "point-to-point control channel";
+  if (data_channels > 0 && channel == data_channels + 2) return "point-to-point data channel";
   if (data_channels > 0 && channel >= data_channels) return "notice channel";
   return "channel " + std::to_string(channel);
 }

@@ -1,0 +1,541 @@
+// Tagged point-to-point: the wire protocol (eager, rendezvous, refusal),
+// matching, and completion routing of the P2pEngine (core/p2p_engine.h).
+//
+// Every message on a control endpoint starts with a 32-byte Header.
+//  - kEager: header and payload (at most kEagerBytes) in one message; the
+//    send completes when the transport has taken it.
+//  - kRts: a larger send asks to send; the receiver matches it like an eager
+//    message, posts the receive of the data on the bulk endpoint straight
+//    into the caller's buffer, then answers kCts with the send's number.
+//    The sender then posts the data on its bulk endpoint. Both sides post
+//    bulk traffic in clear-to-send order, so the transport's in-order
+//    delivery pairs them.
+//  - kNack: the matched receive cannot take the message (another dtype, or
+//    larger than the buffer): the send fails with MISMATCH, as the receive
+//    does; nothing is written.
+// Headers are host-endian: ranks of one job share an architecture (the
+// reduction kernels assume it too).
+
+#include "core/p2p_engine.h"
+
+#include <chorus/chorus.h>
+
+#include "core/communicator.h"
+#include "core/log.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstdlib>
+#include <cstring>
+
+namespace chorus::core {
+
+namespace {
+
+static_assert(std::endian::native == std::endian::little, "the p2p header is little-endian");
+
+constexpr uint16_t kMagic = 0x7032;  // "2p"
+// wr_id: lane in the top byte, then a flag for a control send carrying an
+// eager send's data, then a slot or buffer index.
+constexpr uint64_t kLaneCtrlRecv = 1, kLaneCtrlSend = 2, kLaneBulkSend = 3, kLaneBulkRecv = 4;
+constexpr uint64_t kCarriesOp = 1ull << 48;
+constexpr uint64_t kByeIndex = 0xffffffff;  // a control send of the goodbye header
+uint64_t wr(uint64_t lane, uint64_t index) { return (lane << 56) | index; }
+uint64_t lane_of(uint64_t wr_id) { return wr_id >> 56; }
+
+std::string tag_text(int tag) {
+  return tag == CHORUS_ANY_TAG ? std::string("any tag") : "tag " + std::to_string(tag);
+}
+
+}  // namespace
+
+P2pEngine::P2pEngine(const chorus_transport_plugin_v1_t* tp, chorus_tp_context_t* ctx,
+                     const chorus_tp_caps_t& caps, int rank, int size, Hooks hooks)
+    : tp_(tp), ctx_(ctx), caps_(caps), rank_(rank), size_(size), hooks_(std::move(hooks)) {
+  max_msg_ = size_t(std::min<uint64_t>(caps_.max_message_size ? caps_.max_message_size : 1u << 30,
+                                       1ull << 30));
+  eps_[0].assign(size_t(size_), nullptr);
+  eps_[1].assign(size_t(size_), nullptr);
+  peers_.resize(size_t(size_));
+}
+
+P2pEngine::~P2pEngine() {
+  close();
+  if (slots_mr_) tp_->mem_deregister(ctx_, slots_mr_);
+  for (auto* mr : send_mrs_)
+    if (mr) tp_->mem_deregister(ctx_, mr);
+  for (auto* b : send_blocks_) std::free(b);
+  if (bye_mr_) tp_->mem_deregister(ctx_, bye_mr_);
+  std::free(bye_);
+  std::free(slots_);
+}
+
+Status P2pEngine::arm() {
+  for (int k = 0; k < 2; ++k)
+    for (int p = 0; p < size_; ++p)
+      if (eps_[k][size_t(p)]) ep_peer_[eps_[k][size_t(p)]] = p;
+  const size_t bytes = size_t(size_) * kSlots * kSlotBytes;
+  // Untouched pages of the block cost no memory until a message lands.
+  slots_ = static_cast<std::byte*>(std::aligned_alloc(4096, bytes));
+  if (!slots_) return {CHORUS_ERR_SYSTEM, hooks_.who + ": out of memory for the p2p slots"};
+  if (int rc = tp_->mem_register(ctx_, slots_, bytes, CHORUS_MEM_HOST, &slots_mr_); rc != CHORUS_OK)
+    return {rc, hooks_.who + ": registering the p2p slots failed: " + tp_->last_error()};
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    for (int k = 0; k < kSlots; ++k) {
+      std::byte* slot = slots_ + (size_t(p) * kSlots + size_t(k)) * kSlotBytes;
+      if (int rc = tp_->post_recv(eps_[0][size_t(p)], slot, kSlotBytes, slots_mr_,
+                                  wr(kLaneCtrlRecv, uint64_t(k)));
+          rc != CHORUS_OK)
+        return {rc, hooks_.who + ": posting the p2p receives for rank " + std::to_string(p) +
+                        " failed: " + tp_->last_error()};
+    }
+  }
+  return Status::ok();
+}
+
+std::string P2pEngine::op_name(const P2pOp& op) const {
+  if (op.is_send)
+    return hooks_.who + ": send_tagged to rank " + std::to_string(op.peer) + " (" +
+           tag_text(op.tag) + ", " + std::to_string(op.bytes) + " bytes)";
+  return hooks_.who + ": recv_tagged from " +
+         (op.peer < 0 ? std::string("any rank") : "rank " + std::to_string(op.peer)) + " (" +
+         tag_text(op.tag) + ")";
+}
+
+int P2pEngine::send_buffer() {
+  if (free_bufs_.empty()) {
+    auto* block = static_cast<std::byte*>(std::aligned_alloc(4096, kSendBlock * kSlotBytes));
+    if (!block) return -1;
+    chorus_tp_mr_t* mr = nullptr;
+    if (tp_->mem_register(ctx_, block, kSendBlock * kSlotBytes, CHORUS_MEM_HOST, &mr) !=
+        CHORUS_OK) {
+      std::free(block);
+      return -1;
+    }
+    send_blocks_.push_back(block);
+    send_mrs_.push_back(mr);
+    for (int i = 0; i < kSendBlock; ++i) {
+      free_bufs_.push_back(int(send_bufs_.size()));
+      send_bufs_.push_back(block + size_t(i) * kSlotBytes);
+    }
+  }
+  int b = free_bufs_.back();
+  free_bufs_.pop_back();
+  return b;
+}
+
+Status P2pEngine::register_user(P2pOp& op) {
+  if (op.bytes == 0 || !(caps_.flags & CHORUS_TP_CAP_NEEDS_REGISTRATION)) return Status::ok();
+  if (int rc = tp_->mem_register(ctx_, op.buf, size_t(op.bytes), CHORUS_MEM_HOST, &op.mr);
+      rc != CHORUS_OK)
+    return {rc, op_name(op) + ": registering the buffer failed: " + tp_->last_error()};
+  return Status::ok();
+}
+
+bool P2pEngine::try_post(int peer, const Post& p) {
+  chorus_tp_endpoint_t* ep = eps_[p.lane == 0 ? 0 : 1][size_t(peer)];
+  int rc = p.lane == 2 ? tp_->post_recv(ep, p.buf, p.len, p.mr, p.wr_id)
+                       : tp_->post_send(ep, p.buf, p.len, p.mr, p.wr_id);
+  if (rc == CHORUS_ERR_AGAIN) return false;
+  if (rc != CHORUS_OK)
+    break_peer(peer, Status(rc, hooks_.who + ": posting to rank " + std::to_string(peer) +
+                                    " failed: " + tp_->last_error()));
+  return true;
+}
+
+void P2pEngine::post(int peer, Post p) {
+  Peer& pr = peers_[size_t(peer)];
+  if (pr.broken) return;
+  if (pr.waiting.empty() && try_post(peer, p)) return;
+  pr.waiting.push_back(p);
+}
+
+void P2pEngine::send_ctrl(int peer, const Header& h, const void* payload, size_t len,
+                          std::shared_ptr<P2pOp> op) {
+  const int b = send_buffer();
+  if (b < 0) {
+    break_peer(peer, Status(CHORUS_ERR_SYSTEM, hooks_.who + ": no memory for a p2p send buffer"));
+    return;
+  }
+  std::memcpy(send_bufs_[size_t(b)], &h, sizeof(h));
+  if (len) std::memcpy(send_bufs_[size_t(b)] + sizeof(h), payload, len);
+  uint64_t id = wr(kLaneCtrlSend, uint64_t(b));
+  if (op) {
+    id |= kCarriesOp;
+    peers_[size_t(peer)].eager_out.push_back(std::move(op));
+  }
+  post(peer, Post{0, send_bufs_[size_t(b)], sizeof(h) + len, send_mrs_[size_t(b) / kSendBlock], id});
+}
+
+void P2pEngine::start(std::shared_ptr<P2pOp> op) {
+  ++live_;
+  const int peer = op->peer;
+  if (peer >= 0 && peers_[size_t(peer)].broken) {
+    complete(*op, Status(peers_[size_t(peer)].broken_status.code(),
+                         op_name(*op) + ": the point-to-point connection with rank " +
+                             std::to_string(peer) + " failed earlier (" +
+                             peers_[size_t(peer)].broken_status.message() + ")"));
+    return;
+  }
+  if (op->is_send) {
+    Peer& pr = peers_[size_t(peer)];
+    op->seq = pr.next_seq++;
+    Header h{kMagic, kEager, op->tag, op->dtype, 0, op->bytes, op->seq};
+    if (op->bytes <= kEagerBytes) {
+      send_ctrl(peer, h, op->buf, size_t(op->bytes), op);
+      return;
+    }
+    if (auto st = register_user(*op); !st.is_ok()) {
+      complete(*op, st);
+      return;
+    }
+    h.kind = kRts;
+    op->rendezvous = true;
+    pr.awaiting_cts[op->seq] = op;
+    send_ctrl(peer, h, nullptr, 0, nullptr);
+    return;
+  }
+  // A receive: the oldest unexpected message it accepts, else it waits.
+  for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
+    if ((op->peer >= 0 && it->peer != op->peer) || (op->tag >= 0 && it->h.tag != op->tag))
+      continue;
+    Unexpected u = std::move(*it);
+    unexpected_.erase(it);
+    deliver(op, u.peer, u.h, u.payload.data());
+    return;
+  }
+  posted_.push_back(std::move(op));
+}
+
+std::string P2pEngine::refusal(const P2pOp& op, int peer, const Header& h) const {
+  const std::string sent = "rank " + std::to_string(peer) + " sent " + std::to_string(h.bytes) +
+                           " bytes of " + chorus_dtype_name(h.dtype) + " with tag " +
+                           std::to_string(h.tag);
+  if (h.dtype != op.dtype)
+    return sent + " but the matching receive takes " + chorus_dtype_name(op.dtype) +
+           "; sender and receiver must use the same dtype";
+  if (h.bytes > op.bytes)
+    return sent + " but the matching receive has room for " + std::to_string(op.bytes) +
+           " bytes; make the receive at least as large as the message";
+  return {};
+}
+
+void P2pEngine::deliver(std::shared_ptr<P2pOp> op, int peer, const Header& h,
+                        const std::byte* payload) {
+  op->src = peer;
+  op->src_tag = h.tag;
+  op->got = h.bytes;
+  if (std::string why = refusal(*op, peer, h); !why.empty()) {
+    if (h.kind == kRts) {
+      Header n{kMagic, kNack, op->tag, op->dtype, 0, op->bytes, h.seq};
+      send_ctrl(peer, n, nullptr, 0, nullptr);
+    }
+    complete(*op, Status(CHORUS_ERR_MISMATCH, op_name(*op) + ": " + why));
+    return;
+  }
+  if (h.kind == kEager) {
+    if (h.bytes) std::memcpy(op->buf, payload, size_t(h.bytes));
+    complete(*op, Status::ok());
+    return;
+  }
+  // Rendezvous: the data's receive first, then the clear-to-send.
+  if (auto st = register_user(*op); !st.is_ok()) {
+    complete(*op, st);
+    return;
+  }
+  op->chunks = size_t((h.bytes + max_msg_ - 1) / max_msg_);
+  Peer& pr = peers_[size_t(peer)];
+  pr.bulk_in.push_back(op);
+  for (size_t i = 0; i < op->chunks; ++i) {
+    const size_t off = i * max_msg_;
+    post(peer, Post{2, op->buf + off, size_t(std::min<uint64_t>(max_msg_, h.bytes - off)), op->mr,
+                    wr(kLaneBulkRecv, i)});
+  }
+  Header c{kMagic, kCts, h.tag, h.dtype, 0, h.bytes, h.seq};
+  send_ctrl(peer, c, nullptr, 0, nullptr);
+}
+
+void P2pEngine::arrived(int peer, const Header& h, const std::byte* payload) {
+  Peer& pr = peers_[size_t(peer)];
+  switch (h.kind) {
+    case kEager:
+    case kRts: {
+      for (auto it = posted_.begin(); it != posted_.end(); ++it) {
+        const P2pOp& r = **it;
+        if ((r.peer >= 0 && r.peer != peer) || (r.tag >= 0 && r.tag != h.tag)) continue;
+        auto op = std::move(*it);
+        posted_.erase(it);
+        deliver(std::move(op), peer, h, payload);
+        return;
+      }
+      Unexpected u{peer, h, {}};
+      if (h.kind == kEager) u.payload.assign(payload, payload + h.bytes);
+      unexpected_.push_back(std::move(u));
+      return;
+    }
+    case kCts: {
+      auto it = pr.awaiting_cts.find(h.seq);
+      if (it == pr.awaiting_cts.end()) {
+        break_peer(peer, Status(CHORUS_ERR_INTERNAL, hooks_.who + ": rank " + std::to_string(peer) +
+                                                         " cleared a send this rank does not have"));
+        return;
+      }
+      auto op = std::move(it->second);
+      pr.awaiting_cts.erase(it);
+      op->chunks = size_t((op->bytes + max_msg_ - 1) / max_msg_);
+      pr.bulk_out.push_back(op);
+      for (size_t i = 0; i < op->chunks; ++i) {
+        const size_t off = i * max_msg_;
+        post(peer, Post{1, op->buf + off, size_t(std::min<uint64_t>(max_msg_, op->bytes - off)),
+                        op->mr, wr(kLaneBulkSend, i)});
+      }
+      return;
+    }
+    case kBye:
+      // Its slot stays empty: the peer is leaving.
+      ++pr.byes;
+      pr.finalized = true;
+      return;
+    case kNack: {
+      auto it = pr.awaiting_cts.find(h.seq);
+      if (it == pr.awaiting_cts.end()) return;
+      auto op = std::move(it->second);
+      pr.awaiting_cts.erase(it);
+      complete(*op, Status(CHORUS_ERR_MISMATCH,
+                           op_name(*op) + ": the matching receive on rank " +
+                               std::to_string(peer) + " (tag " + std::to_string(h.tag) + ") takes " +
+                               std::to_string(h.bytes) + " bytes of " + chorus_dtype_name(h.dtype) +
+                               ", not " + std::to_string(op->bytes) + " bytes of " +
+                               chorus_dtype_name(op->dtype)));
+      return;
+    }
+    default:
+      break_peer(peer, Status(CHORUS_ERR_INTERNAL, hooks_.who + ": malformed p2p message from rank " +
+                                                       std::to_string(peer)));
+  }
+}
+
+void P2pEngine::on_completion(const chorus_tp_completion_t& c) {
+  auto it = ep_peer_.find(c.endpoint);
+  if (it == ep_peer_.end()) return;
+  const int peer = it->second;
+  Peer& pr = peers_[size_t(peer)];
+  switch (lane_of(c.wr_id)) {
+    case kLaneCtrlRecv: {
+      const size_t k = size_t(c.wr_id & 0xff);
+      std::byte* slot = slots_ + (size_t(peer) * kSlots + k) * kSlotBytes;
+      Header h{};
+      if (c.byte_len < sizeof(h)) {
+        break_peer(peer, Status(CHORUS_ERR_INTERNAL, hooks_.who + ": short p2p message from rank " +
+                                                         std::to_string(peer)));
+        return;
+      }
+      std::memcpy(&h, slot, sizeof(h));
+      if (h.magic != kMagic || (h.kind == kEager && h.bytes != c.byte_len - sizeof(h))) {
+        break_peer(peer, Status(CHORUS_ERR_INTERNAL, hooks_.who +
+                                                         ": malformed p2p message from rank " +
+                                                         std::to_string(peer)));
+        return;
+      }
+      arrived(peer, h, slot + sizeof(h));
+      if (!pr.broken && h.kind != kBye &&
+          tp_->post_recv(eps_[0][size_t(peer)], slot, kSlotBytes, slots_mr_, c.wr_id) != CHORUS_OK)
+        break_peer(peer, Status(CHORUS_ERR_PEER_LOST,
+                                hooks_.who + ": re-posting a p2p receive for rank " +
+                                    std::to_string(peer) + " failed: " + tp_->last_error()));
+      return;
+    }
+    case kLaneCtrlSend: {
+      if ((c.wr_id & 0xffffffff) == kByeIndex) return;
+      free_bufs_.push_back(int(c.wr_id & 0xffffffff));
+      if ((c.wr_id & kCarriesOp) && !pr.eager_out.empty()) {
+        auto op = std::move(pr.eager_out.front());
+        pr.eager_out.pop_front();
+        complete(*op, Status::ok());
+      }
+      return;
+    }
+    case kLaneBulkSend:
+    case kLaneBulkRecv: {
+      auto& q = lane_of(c.wr_id) == kLaneBulkSend ? pr.bulk_out : pr.bulk_in;
+      if (q.empty()) return;
+      P2pOp& op = *q.front();
+      if (++op.chunks_done == op.chunks) {
+        auto done = std::move(q.front());
+        q.pop_front();
+        complete(*done, Status::ok());
+      }
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+bool P2pEngine::on_error(const chorus_tp_error_t& e) {
+  auto it = ep_peer_.find(e.endpoint);
+  if (it == ep_peer_.end()) return false;
+  const int peer = it->second;
+  if (lane_of(e.wr_id) == kLaneCtrlSend && (e.wr_id & 0xffffffff) != kByeIndex)
+    free_bufs_.push_back(int(e.wr_id & 0xffffffff));
+  Peer& pr = peers_[size_t(peer)];
+  if (pr.broken) return true;
+  std::string detail(e.message, strnlen(e.message, sizeof(e.message)));
+  break_peer(peer, Status(e.status < 0 ? e.status : CHORUS_ERR_PEER_LOST,
+                          hooks_.who + ": the point-to-point connection with rank " +
+                              std::to_string(peer) + " failed" +
+                              (pr.finalized ? " (it finalized its communicator)" : "") + ": " +
+                              detail));
+  return true;
+}
+
+void P2pEngine::peer_finalized(int peer) {
+  if (peer >= 0 && peer < size_) peers_[size_t(peer)].finalized = true;
+}
+
+void P2pEngine::break_peer(int peer, const Status& why) {
+  Peer& pr = peers_[size_t(peer)];
+  if (pr.broken) return;
+  pr.broken = true;
+  pr.broken_status = why;
+  // Nothing may land in caller memory once its operation failed.
+  for (int k = 0; k < 2; ++k)
+    if (auto*& ep = eps_[k][size_t(peer)]) {
+      ep_peer_.erase(ep);
+      tp_->endpoint_close(ep);
+      ep = nullptr;
+    }
+  for (auto& p : pr.waiting)
+    if (p.lane == 0 && (p.wr_id & 0xffffffff) != kByeIndex)
+      free_bufs_.push_back(int(p.wr_id & 0xffffffff));
+  pr.waiting.clear();
+  std::vector<std::shared_ptr<P2pOp>> failed;
+  for (auto& op : pr.eager_out) failed.push_back(op);
+  for (auto& [seq, op] : pr.awaiting_cts) failed.push_back(op);
+  for (auto& op : pr.bulk_out) failed.push_back(op);
+  for (auto& op : pr.bulk_in) failed.push_back(op);
+  pr.eager_out.clear();
+  pr.awaiting_cts.clear();
+  pr.bulk_out.clear();
+  pr.bulk_in.clear();
+  // Receives that only this peer could satisfy; an any-source receive
+  // waits for the others (unless the peer died rather than finalized).
+  for (auto it = posted_.begin(); it != posted_.end();) {
+    if ((*it)->peer == peer || ((*it)->peer < 0 && !pr.finalized)) {
+      failed.push_back(*it);
+      it = posted_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  std::erase_if(unexpected_, [&](const Unexpected& u) { return u.peer == peer; });
+  if (!failed.empty() && hooks_.log) hooks_.log(CHORUS_LOG_DEBUG, why.message());
+  for (auto& op : failed)
+    complete(*op, Status(why.code(), op_name(*op) + ": " + why.message()));
+}
+
+void P2pEngine::complete(P2pOp& op, Status st) {
+  if (op.mr) {
+    tp_->mem_deregister(ctx_, op.mr);
+    op.mr = nullptr;
+  }
+  --live_;
+  hooks_.finish(op, std::move(st));
+}
+
+void P2pEngine::progress() {
+  for (int p = 0; p < size_; ++p) {
+    Peer& pr = peers_[size_t(p)];
+    while (!pr.broken && !pr.waiting.empty() && try_post(p, pr.waiting.front()))
+      if (!pr.broken) pr.waiting.pop_front();
+  }
+  if (live_ == 0) return;
+  // Unmatched receives past their deadline just end; an operation with a
+  // message in flight breaks the pair's connection, so that nothing arrives
+  // for it later.
+  for (auto it = posted_.begin(); it != posted_.end();) {
+    if (!(*it)->deadline.expired()) {
+      ++it;
+      continue;
+    }
+    auto op = std::move(*it);
+    it = posted_.erase(it);
+    complete(*op, Status(CHORUS_ERR_TIMEOUT,
+                         op_name(*op) + ": no matching message arrived within timeout.collective; "
+                                        "check that the sender sends it with this tag"));
+  }
+  for (int p = 0; p < size_; ++p) {
+    Peer& pr = peers_[size_t(p)];
+    if (pr.broken) continue;
+    bool late = false;
+    auto check = [&](const std::shared_ptr<P2pOp>& op) { late = late || op->deadline.expired(); };
+    for (auto& op : pr.eager_out) check(op);
+    for (auto& [s, op] : pr.awaiting_cts) check(op);
+    for (auto& op : pr.bulk_out) check(op);
+    for (auto& op : pr.bulk_in) check(op);
+    if (late)
+      break_peer(p, Status(CHORUS_ERR_TIMEOUT,
+                           "a point-to-point transfer with rank " + std::to_string(p) +
+                               " did not finish within timeout.collective (is rank " +
+                               std::to_string(p) + " receiving it?)"));
+  }
+}
+
+int P2pEngine::next_deadline_ms(int cap) const {
+  int ms = cap;
+  for (const auto& op : posted_) ms = std::min(ms, op->deadline.remaining_ms(cap));
+  for (const auto& pr : peers_) {
+    for (const auto& op : pr.eager_out) ms = std::min(ms, op->deadline.remaining_ms(cap));
+    for (const auto& [s, op] : pr.awaiting_cts) ms = std::min(ms, op->deadline.remaining_ms(cap));
+    for (const auto& op : pr.bulk_out) ms = std::min(ms, op->deadline.remaining_ms(cap));
+    for (const auto& op : pr.bulk_in) ms = std::min(ms, op->deadline.remaining_ms(cap));
+  }
+  return ms;
+}
+
+void P2pEngine::fail_all(const Status& why) {
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    Peer& pr = peers_[size_t(p)];
+    if (pr.broken) continue;
+    pr.finalized = true;  // any-source receives are failed below, once
+    break_peer(p, why);
+  }
+  auto left = std::move(posted_);
+  posted_.clear();
+  for (auto& op : left) complete(*op, Status(why.code(), op_name(*op) + ": " + why.message()));
+}
+
+void P2pEngine::say_bye() {
+  if (!bye_) {
+    bye_ = static_cast<std::byte*>(std::aligned_alloc(64, 64));
+    if (!bye_) return;
+    Header h{kMagic, kBye, 0, 0, 0, 0, 0};
+    std::memcpy(bye_, &h, sizeof(h));
+    if (tp_->mem_register(ctx_, bye_, 64, CHORUS_MEM_HOST, &bye_mr_) != CHORUS_OK) return;
+  }
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_ || peers_[size_t(p)].broken) continue;
+    for (int k = 0; k < kSlots; ++k)
+      post(p, Post{0, bye_, kHeaderBytes, bye_mr_, wr(kLaneCtrlSend, kByeIndex)});
+  }
+}
+
+bool P2pEngine::byes_done() const {
+  for (int p = 0; p < size_; ++p)
+    if (p != rank_ && !peers_[size_t(p)].broken && peers_[size_t(p)].byes < kSlots) return false;
+  return true;
+}
+
+void P2pEngine::close() {
+  for (int k = 0; k < 2; ++k)
+    for (auto*& ep : eps_[k])
+      if (ep) {
+        ep_peer_.erase(ep);
+        tp_->endpoint_close(ep);
+        ep = nullptr;
+      }
+}
+
+}  // namespace chorus::core

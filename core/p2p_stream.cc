@@ -1,0 +1,169 @@
+// Tagged point-to-point on the communicator: argument checks, handing an
+// issued operation to the P2pEngine, the completion of its operations, and
+// the executor's loop that drives the engine between and alongside queued
+// operations. The engine's endpoints are wired up in communicator_wireup.cc.
+
+#include "core/communicator.h"
+
+#include <chorus/chorus.h>
+
+#include "core/communicator_internal.h"
+#include "core/log.h"
+#include "core/p2p_engine.h"
+
+#include <algorithm>
+#include <climits>
+
+namespace chorus::core {
+
+namespace {
+// Longest sleep in the transport's wait while tagged operations are
+// registered, for a transport without `interrupt` (a newly queued
+// operation could not wake the executor otherwise).
+constexpr int kNoInterruptWaitMs = 2;
+constexpr int kMaxWaitMs = 100;
+}  // namespace
+
+Status Communicator::check_tagged(bool is_send, const void* buf, size_t count, int dtype, int peer,
+                                  int tag) const {
+  const char* what = is_send ? "send_tagged" : "recv_tagged";
+  if (auto st = check_buffer(buf, count, 1, dtype, "buffer"); !st.is_ok()) return st;
+  const bool any_peer = !is_send && peer == CHORUS_ANY_SOURCE;
+  if (!any_peer && (peer < 0 || peer >= size_ || peer == rank_))
+    return {CHORUS_ERR_INVALID_ARGUMENT,
+            std::string(what) + ": peer " + std::to_string(peer) + " is not another rank (rank " +
+                std::to_string(rank_) + " of " + std::to_string(size_) + ")" +
+                (is_send ? "" : "; use CHORUS_ANY_SOURCE to receive from any rank")};
+  if (tag < 0 && !(tag == CHORUS_ANY_TAG && !is_send))
+    return {CHORUS_ERR_INVALID_ARGUMENT,
+            std::string(what) + ": tag " + std::to_string(tag) + " is negative; tags are 0.." +
+                std::to_string(CHORUS_TAG_MAX) +
+                (is_send ? "" : ", or CHORUS_ANY_TAG on a receive")};
+  if (!p2p_)
+    return {CHORUS_ERR_NOT_SUPPORTED,
+            std::string(what) + ": tagged point-to-point is off on this communicator "
+                                "(point_to_point.tagged = false); set it to true on every rank"};
+  return Status::ok();
+}
+
+Status Communicator::start_tagged(bool is_send, void* buf, size_t count, int dtype, int peer,
+                                  int tag) {
+  if (auto st = usable(is_send ? "send_tagged" : "recv_tagged"); !st.is_ok()) return st;
+  if (!current_) return {CHORUS_ERR_INTERNAL, who() + ": a tagged operation outside a request"};
+  (is_send ? send_ops_ : recv_ops_).fetch_add(1, std::memory_order_relaxed);
+  auto op = std::make_shared<P2pOp>();
+  op->req = current_;
+  op->is_send = is_send;
+  op->peer = peer;
+  op->tag = tag;
+  op->dtype = dtype;
+  op->buf = static_cast<std::byte*>(buf);
+  op->bytes = uint64_t(count) * chorus_dtype_size(dtype);
+  op->deadline = Deadline::after(seconds_ms(cfg_.timeout_collective_s));
+  p2p_->start(std::move(op));
+  p2p_active_.store(p2p_->active());
+  return {Request::kDeferred, {}};
+}
+
+void Communicator::make_p2p_engine() {
+  P2pEngine::Hooks hooks;
+  hooks.who = who();
+  hooks.log = [this](int level, const std::string& m) { log(level, m); };
+  hooks.finish = [this](P2pOp& op, Status st) {
+    if (!st.is_ok()) {
+      count_failed();
+    } else if (op.is_send) {
+      peer_counters_[size_t(op.peer)].bytes_sent.fetch_add(op.bytes, std::memory_order_relaxed);
+      peer_counters_[size_t(op.peer)].msgs_sent.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      peer_counters_[size_t(op.src)].bytes_recv.fetch_add(op.got, std::memory_order_relaxed);
+      peer_counters_[size_t(op.src)].msgs_recv.fetch_add(1, std::memory_order_relaxed);
+    }
+    // Before the request completes: a waiter that finalizes next must not
+    // see the engine as busy.
+    p2p_active_.store(p2p_->active());
+    if (op.is_send)
+      op.req->finish(std::move(st));
+    else
+      op.req->finish_recv(std::move(st), op.src, op.src_tag,
+                          size_t(op.got / std::max<size_t>(1, chorus_dtype_size(op.dtype))));
+  };
+  p2p_ = std::make_unique<P2pEngine>(tp_, ctx_, caps_, rank_, size_, std::move(hooks));
+}
+
+void Communicator::wake_executor() {
+  if (p2p_waiting_.load() && tp_ && ctx_ &&
+      tp_->struct_size >= offsetof(chorus_transport_plugin_v1_t, interrupt) + sizeof(void*) &&
+      tp_->interrupt)
+    tp_->interrupt(ctx_);
+}
+
+void Communicator::p2p_step(int wait_ms) {
+  chorus_tp_completion_t comps[16];
+  int n = tp_->poll(ctx_, comps, 16);
+  if (n > 0) {
+    // Tagged and notice traffic is consumed here; no call is running, so
+    // nothing else is expected (a failed call's endpoints are closed).
+    filter_notices(comps, n);
+  } else if (n == CHORUS_ERR_PENDING) {
+    chorus_tp_error_t e{};
+    if (tp_->read_error(ctx_, &e) == CHORUS_OK && !p2p_->on_error(e) && !note_notice_error(e) &&
+        !has_pending_error_) {
+      // A data endpoint's error between calls: the next call reports it.
+      pending_error_ = e;
+      has_pending_error_ = true;
+    }
+  }
+  answer_signature_requests();
+  p2p_->progress();
+  if (n != 0 || !p2p_->active()) return;
+  const bool can_wake =
+      tp_->struct_size >= offsetof(chorus_transport_plugin_v1_t, interrupt) + sizeof(void*) &&
+      tp_->interrupt;
+  int ms = p2p_->next_deadline_ms(std::min(wait_ms, can_wake ? kMaxWaitMs : kNoInterruptWaitMs));
+  p2p_waiting_.store(true);
+  bool queued;
+  {
+    std::lock_guard lock(q_mu_);
+    queued = !queue_.empty();
+  }
+  if (!queued && !aborted_.load()) tp_->wait(ctx_, std::max(1, ms));
+  p2p_waiting_.store(false);
+}
+
+void Communicator::drive(const std::shared_ptr<Request>& until) {
+  for (;;) {
+    if (until && until->done()) return;
+    std::shared_ptr<Request> next;
+    {
+      std::lock_guard lock(q_mu_);
+      if (!queue_.empty()) {
+        next = std::move(queue_.front());
+        queue_.pop_front();
+        running_ = next;
+      }
+    }
+    if (next) {
+      run_request(*next);
+      std::lock_guard lock(q_mu_);
+      running_.reset();
+      continue;
+    }
+    if (!p2p_ || !p2p_->active()) {
+      p2p_active_.store(false);
+      return;
+    }
+    if (aborted_.load()) {
+      p2p_->fail_all(Status(CHORUS_ERR_ABORTED,
+                            finalizing_.load()
+                                ? "the communicator was finalized with this operation pending"
+                                : "aborted by chorus_comm_abort()"));
+      p2p_active_.store(false);
+      continue;
+    }
+    p2p_step(kMaxWaitMs);
+    p2p_active_.store(p2p_->active());
+  }
+}
+
+}  // namespace chorus::core
