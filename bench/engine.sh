@@ -29,9 +29,10 @@ done
 pp_iters=$((iters * 20))
 # Chorus three ways: isend/irecv then wait (the waiter runs its request),
 # the same with a limit on the wait (the request stays on the progress
-# thread: the path before ops.run_by_waiter), and blocking send/recv.
+# thread: the path before ops.run_by_waiter), and blocking send/recv; then
+# the tagged calls (chorus_isend_tagged/irecv_tagged, and blocking).
 for tp in shm tcp; do
-  for how in "" "--wait-ms 600000" "--blocking"; do
+  for how in "" "--wait-ms 600000" "--blocking" "--tagged" "--tagged --blocking"; do
     CHORUS_TRANSPORT=$tp timeout 900 "$bin/chorusrun" -n 2 --timeout 800 -- \
       "$bin/chorus-engine-bench" pingpong -b 8 -e 64K -n "$pp_iters" -w 50 -c $how | json |
       sed "s/\"transport\": \"$tp\"/\"transport\": \"chorus-$tp\"/"

@@ -12,7 +12,7 @@
 //   pingpong: ranks 0 and 1 bounce a message with isend/irecv (posted in
 //     that order and waited), sizes from -b to -e; half the median round
 //     trip is the one-way latency, as osu_latency reports it. Other ranks
-//     only join the init and the checks.
+//     only join the init and the checks. --tagged uses the tagged calls.
 //
 // -c checks every element of every result on every rank (outside the timed
 // region); a rank that finds a wrong element says so and exits 3.
@@ -86,6 +86,7 @@ struct Options {
   std::uint64_t max_bytes = 64 << 10;
   bool check = false;
   bool blocking = false;
+  bool tagged = false;
   int wait_ms = -1;
 };
 
@@ -174,14 +175,25 @@ int run_pingpong(chorus_comm_t* comm, int rank, int size, const Options& o) {
       // Rank 0 sends first and then receives the echo; rank 1 receives, then sends.
       for (int leg = 0; leg < 2; ++leg) {
         const bool sending = (leg == 0) == (rank == 0);
+        if (o.blocking && o.tagged) {
+          const int rc =
+              sending ? chorus_send_tagged(comm, send.data(), bytes, CHORUS_UINT8, peer, 5)
+                      : chorus_recv_tagged(comm, recv.data(), bytes, CHORUS_UINT8, peer, 5, nullptr);
+          if (rc != CHORUS_OK) return fail(sending ? "send_tagged" : "recv_tagged", rc);
+          continue;
+        }
         if (o.blocking) {
           const int rc = sending ? chorus_send(comm, send.data(), bytes, CHORUS_UINT8, peer)
                                  : chorus_recv(comm, recv.data(), bytes, CHORUS_UINT8, peer);
           if (rc != CHORUS_OK) return fail(sending ? "send" : "recv", rc);
           continue;
         }
-        const int rc = sending ? chorus_isend(comm, send.data(), bytes, CHORUS_UINT8, peer, &s)
-                               : chorus_irecv(comm, recv.data(), bytes, CHORUS_UINT8, peer, &r);
+        const int rc =
+            o.tagged
+                ? (sending ? chorus_isend_tagged(comm, send.data(), bytes, CHORUS_UINT8, peer, 5, &s)
+                           : chorus_irecv_tagged(comm, recv.data(), bytes, CHORUS_UINT8, peer, 5, &r))
+                : (sending ? chorus_isend(comm, send.data(), bytes, CHORUS_UINT8, peer, &s)
+                           : chorus_irecv(comm, recv.data(), bytes, CHORUS_UINT8, peer, &r));
         if (rc != CHORUS_OK) return fail(sending ? "isend" : "irecv", rc);
         chorus_request_t*& req = sending ? s : r;
         if (int w = chorus_wait(req, o.wait_ms); w != CHORUS_OK) return fail("wait", w);
@@ -199,7 +211,9 @@ int run_pingpong(chorus_comm_t* comm, int rank, int size, const Options& o) {
           "{\"bench\": \"pingpong\", \"ranks\": %d, \"transport\": \"%s\", \"calls\": \"%s%s\", "
           "\"bytes\": %llu, \"iters\": %d, \"latency_us\": %.2f, \"run_by_waiter\": \"%llu of "
           "%llu\", \"checked\": %s}\n",
-          size, chorus_comm_transport(comm), o.blocking ? "send/recv" : "isend/irecv",
+          size, chorus_comm_transport(comm),
+          o.tagged ? (o.blocking ? "send_tagged/recv_tagged" : "isend_tagged/irecv_tagged")
+                   : (o.blocking ? "send/recv" : "isend/irecv"),
           !o.blocking && o.wait_ms >= 0 ? " (wait with a limit)" : "",
           static_cast<unsigned long long>(bytes), o.iters, median(rtt) / 2 * 1e6,
           static_cast<unsigned long long>(counter(comm, "ops.run_by_waiter") - by_waiter0),
@@ -234,6 +248,9 @@ int main(int argc, char** argv) {
   app.add_flag("-c,--check", o.check, "check every element on every rank");
   app.add_flag("--blocking", o.blocking,
                "pingpong: chorus_send/chorus_recv instead of isend/irecv and wait");
+  app.add_flag("--tagged", o.tagged,
+               "pingpong: the tagged calls (chorus_isend_tagged ...; with --blocking, "
+               "chorus_send_tagged/recv_tagged)");
   app.add_option("--wait-ms", o.wait_ms,
                  "pingpong: chorus_wait's limit (-1: none; a limit keeps the request on the "
                  "progress thread, as every wait did before ops.run_by_waiter)");

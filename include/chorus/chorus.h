@@ -279,7 +279,8 @@ int chorus_ibarrier(chorus_comm_t* comm, chorus_request_t** req_out);
  * complete before the peer has posted the matching receive, so a pattern
  * where two ranks both isend to each other first and irecv second can wait
  * for its deadline with large messages. Order pairs so that one side
- * receives first (e.g. even ranks send first, odd ranks receive first).
+ * receives first (e.g. even ranks send first, odd ranks receive first), or
+ * use the tagged calls below, which progress independently of the order.
  */
 int chorus_isend(chorus_comm_t* comm, const void* buf, size_t count, int dtype, int peer,
                  chorus_request_t** req_out);
