@@ -32,6 +32,7 @@ add_library(chorus_core STATIC
   request_queue.cc
   p2p_engine.cc
   p2p_stream.cc
+  user_memory.cc
   signature_exchange.cc
   suggest.cc
   transport_probe.cc)

@@ -151,21 +151,25 @@ void P2pEngine::post(int peer, Post p) {
   pr.waiting.push_back(p);
 }
 
-void P2pEngine::send_ctrl(int peer, const Header& h, const void* payload, size_t len,
-                          std::shared_ptr<P2pOp> op) {
+int P2pEngine::send_ctrl(int peer, const Header& h, const void* payload, size_t len,
+                         std::shared_ptr<P2pOp> op) {
   const int b = send_buffer();
   if (b < 0) {
     break_peer(peer, Status(CHORUS_ERR_SYSTEM, hooks_.who + ": no memory for a p2p send buffer"));
-    return;
+    return 0;
   }
   std::memcpy(send_bufs_[size_t(b)], &h, sizeof(h));
-  if (len) std::memcpy(send_bufs_[size_t(b)] + sizeof(h), payload, len);
+  if (int err = mem_.read(send_bufs_[size_t(b)] + sizeof(h), payload, len)) {
+    free_bufs_.push_back(b);
+    return err;
+  }
   uint64_t id = wr(kLaneCtrlSend, uint64_t(b));
   if (op) {
     id |= kCarriesOp;
     peers_[size_t(peer)].eager_out.push_back(std::move(op));
   }
   post(peer, Post{0, send_bufs_[size_t(b)], sizeof(h) + len, send_mrs_[size_t(b) / kSendBlock], id});
+  return 0;
 }
 
 void P2pEngine::start(std::shared_ptr<P2pOp> op) {
@@ -183,7 +187,18 @@ void P2pEngine::start(std::shared_ptr<P2pOp> op) {
     op->seq = pr.next_seq++;
     Header h{kMagic, kEager, op->tag, op->dtype, 0, op->bytes, op->seq};
     if (op->bytes <= kEagerBytes) {
-      send_ctrl(peer, h, op->buf, size_t(op->bytes), op);
+      if (int err = send_ctrl(peer, h, op->buf, size_t(op->bytes), op))
+        complete(*op, Status(CHORUS_ERR_SYSTEM,
+                             op_name(*op) + ": " +
+                                 UserMemory::describe("send", op->buf, size_t(op->bytes), err,
+                                                      false)));
+      return;
+    }
+    if (int err = mem_.readable(op->buf, size_t(op->bytes))) {
+      complete(*op, Status(CHORUS_ERR_SYSTEM,
+                           op_name(*op) + ": " +
+                               UserMemory::describe("send", op->buf, size_t(op->bytes), err,
+                                                    false)));
       return;
     }
     if (auto st = register_user(*op); !st.is_ok()) {
@@ -202,6 +217,7 @@ void P2pEngine::start(std::shared_ptr<P2pOp> op) {
       continue;
     Unexpected u = std::move(*it);
     unexpected_.erase(it);
+    delivering_ = u.order;
     deliver(op, u.peer, u.h, u.payload.data());
     return;
   }
@@ -234,8 +250,23 @@ void P2pEngine::deliver(std::shared_ptr<P2pOp> op, int peer, const Header& h,
     complete(*op, Status(CHORUS_ERR_MISMATCH, op_name(*op) + ": " + why));
     return;
   }
+  // A receive buffer that is not writable fails this receive alone; the
+  // message stays first in line for the next receive that accepts it.
+  const int bad = h.kind == kEager ? mem_.write(op->buf, payload, size_t(h.bytes))
+                                   : mem_.writable(op->buf, size_t(h.bytes));
+  if (bad) {
+    Unexpected u{peer, h, {}, delivering_};
+    if (h.kind == kEager) u.payload.assign(payload, payload + h.bytes);
+    auto at = std::find_if(unexpected_.begin(), unexpected_.end(),
+                           [&](const Unexpected& x) { return x.order > u.order; });
+    unexpected_.insert(at, std::move(u));
+    complete(*op, Status(CHORUS_ERR_SYSTEM,
+                         op_name(*op) + ": " +
+                             UserMemory::describe("receive", op->buf, size_t(h.bytes), bad,
+                                                  true)));
+    return;
+  }
   if (h.kind == kEager) {
-    if (h.bytes) std::memcpy(op->buf, payload, size_t(h.bytes));
     complete(*op, Status::ok());
     return;
   }
@@ -261,6 +292,7 @@ void P2pEngine::arrived(int peer, const Header& h, const std::byte* payload) {
   switch (h.kind) {
     case kEager:
     case kRts: {
+      delivering_ = arrivals_++;
       for (auto it = posted_.begin(); it != posted_.end(); ++it) {
         const P2pOp& r = **it;
         if ((r.peer >= 0 && r.peer != peer) || (r.tag >= 0 && r.tag != h.tag)) continue;
@@ -269,7 +301,7 @@ void P2pEngine::arrived(int peer, const Header& h, const std::byte* payload) {
         deliver(std::move(op), peer, h, payload);
         return;
       }
-      Unexpected u{peer, h, {}};
+      Unexpected u{peer, h, {}, delivering_};
       if (h.kind == kEager) u.payload.assign(payload, payload + h.bytes);
       unexpected_.push_back(std::move(u));
       return;

@@ -16,6 +16,7 @@
 
 #include "core/deadline.h"
 #include "core/status.h"
+#include "core/user_memory.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -128,6 +129,7 @@ class P2pEngine {
     int peer;
     Header h;
     std::vector<std::byte> payload;  // eager only
+    uint64_t order = 0;              // arrival number
   };
   /// A post that waits for room in the transport (CHORUS_ERR_AGAIN).
   struct Post {
@@ -150,8 +152,10 @@ class P2pEngine {
     Status broken_status;
   };
 
-  void send_ctrl(int peer, const Header& h, const void* payload, size_t len,
-                 std::shared_ptr<P2pOp> op);
+  /// Sends a control message; `payload` is caller memory. Returns 0, or
+  /// the errno when the payload is not readable (nothing is sent).
+  int send_ctrl(int peer, const Header& h, const void* payload, size_t len,
+                std::shared_ptr<P2pOp> op);
   void post(int peer, Post p);
   bool try_post(int peer, const Post& p);
   int send_buffer();  // index into send_bufs_
@@ -191,6 +195,9 @@ class P2pEngine {
   std::list<std::shared_ptr<P2pOp>> posted_;
   std::list<Unexpected> unexpected_;
   int live_ = 0;  // operations started and not complete
+  uint64_t arrivals_ = 0;       // messages arrived so far
+  uint64_t delivering_ = 0;     // the arrival number of the message being delivered
+  UserMemory mem_;
 };
 
 }  // namespace chorus::core
