@@ -185,8 +185,9 @@ void Communicator::mark_broken(const Status& why) {
   broken_ = true;
   broken_status_ = why;
   if (why.code() == CHORUS_ERR_PEER_LOST && lost_rank_ >= 0) send_notices();
-  // Tagged operations in flight fail with it, and their endpoints close.
-  if (p2p_ && p2p_->active()) {
+  // Tagged operations in flight fail with it, and their endpoints close
+  // (nothing lands in caller memory; the peers see the connections end).
+  if (p2p_) {
     p2p_->fail_all(Status(why.code(), "the communicator failed (" + why.message() + ")"));
     p2p_active_.store(false);
   }

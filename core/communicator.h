@@ -130,7 +130,8 @@ class Communicator {
   /// Tagged point-to-point (core/p2p_engine.h): hands the running request to
   /// the engine and returns Request::kDeferred; the engine finishes it.
   /// `peer` and `tag` may be -1 on a receive (any source, any tag).
-  Status start_tagged(bool is_send, void* buf, size_t count, int dtype, int peer, int tag);
+  Status start_tagged(bool is_send, void* buf, size_t count, int dtype, int peer, int tag,
+                      bool ordered = false);
   /// Argument checks of the tagged calls.
   Status check_tagged(bool is_send, const void* buf, size_t count, int dtype, int peer,
                       int tag) const;
@@ -251,6 +252,11 @@ class Communicator {
   void make_p2p_engine();
   /// Interrupts the executor's wait in p2p_step (something was queued).
   void wake_executor();
+  /// What the engine's completions left to do outside it: a mismatch of
+  /// chorus_send/recv sizes to spread, or a failed one that breaks the
+  /// communicator (as any failed call does). Called where no engine call
+  /// is on the stack.
+  void settle_p2p();
   /// Log with rank and communicator id.
   void log(int level, const std::string& message) const;
   /// "rank r", or "rank r of comm <id>" for a child communicator.
@@ -553,6 +559,8 @@ class Communicator {
   std::shared_ptr<Request> current_;  // the request the executor runs
   std::atomic<bool> p2p_active_{false};  // the engine has registered operations
   std::atomic<bool> p2p_waiting_{false};  // the executor sleeps in the transport's wait
+  bool p2p_mismatch_ = false;             // settle_p2p: spread the known mismatch
+  Status p2p_break_;                      // settle_p2p: break the communicator with it
 
   std::atomic<bool> aborted_{false};
   std::atomic<bool> finalizing_{false};

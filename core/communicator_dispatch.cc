@@ -101,6 +101,7 @@ Status Communicator::run(const chorus_algo_call_v2_t& call_desc, const char* wha
   release_call_registrations();
   if (rc == CHORUS_OK) {
     free_task();
+    settle_p2p();  // what the engine's completions during the call left
     return Status::ok();
   }
   Status st = call_error_.is_ok()
@@ -258,11 +259,17 @@ Status Communicator::all_to_allv(const void* in, const size_t* send_counts,
              });
 }
 
+// With the tagged engine (point_to_point.tagged, the default), send and recv
+// are its ordered operations: they progress alongside everything else, so
+// no posting order deadlocks; without it they run in the stream (p2p).
 Status Communicator::send(const void* buf, size_t count, int dtype, int peer) {
+  if (p2p_ && current_)
+    return start_tagged(true, const_cast<void*>(buf), count, dtype, peer, -1, true);
   return p2p(true, const_cast<void*>(buf), count, dtype, peer);
 }
 
 Status Communicator::recv(void* buf, size_t count, int dtype, int peer) {
+  if (p2p_ && current_) return start_tagged(false, buf, count, dtype, peer, -1, true);
   return p2p(false, buf, count, dtype, peer);
 }
 

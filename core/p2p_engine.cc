@@ -40,6 +40,7 @@ constexpr uint16_t kMagic = 0x7032;  // "2p"
 constexpr uint64_t kLaneCtrlRecv = 1, kLaneCtrlSend = 2, kLaneBulkSend = 3, kLaneBulkRecv = 4;
 constexpr uint64_t kCarriesOp = 1ull << 48;
 constexpr uint64_t kByeIndex = 0xffffffff;  // a control send of the goodbye header
+constexpr int32_t kOrderedTag = -2;          // the wire tag of chorus_send/recv
 uint64_t wr(uint64_t lane, uint64_t index) { return (lane << 56) | index; }
 uint64_t lane_of(uint64_t wr_id) { return wr_id >> 56; }
 
@@ -89,12 +90,22 @@ Status P2pEngine::arm() {
           rc != CHORUS_OK)
         return {rc, hooks_.who + ": posting the p2p receives for rank " + std::to_string(p) +
                         " failed: " + tp_->last_error()};
+      ++peers_[size_t(p)].slots_out;
     }
   }
   return Status::ok();
 }
 
+bool P2pEngine::accepts(const P2pOp& r, int peer, int tag) {
+  if (r.peer >= 0 && r.peer != peer) return false;
+  if (r.ordered) return tag == kOrderedTag;
+  return r.tag == CHORUS_ANY_TAG ? tag >= 0 : tag == r.tag;
+}
+
 std::string P2pEngine::op_name(const P2pOp& op) const {
+  if (op.ordered)
+    return hooks_.who + ": " + (op.is_send ? "send to rank " : "recv from rank ") +
+           std::to_string(op.peer) + " (" + std::to_string(op.bytes) + " bytes)";
   if (op.is_send)
     return hooks_.who + ": send_tagged to rank " + std::to_string(op.peer) + " (" +
            tag_text(op.tag) + ", " + std::to_string(op.bytes) + " bytes)";
@@ -138,15 +149,24 @@ bool P2pEngine::try_post(int peer, const Post& p) {
   int rc = p.lane == 2 ? tp_->post_recv(ep, p.buf, p.len, p.mr, p.wr_id)
                        : tp_->post_send(ep, p.buf, p.len, p.mr, p.wr_id);
   if (rc == CHORUS_ERR_AGAIN) return false;
-  if (rc != CHORUS_OK)
-    break_peer(peer, Status(rc, hooks_.who + ": posting to rank " + std::to_string(peer) +
-                                    " failed: " + tp_->last_error()));
+  if (rc != CHORUS_OK) {
+    Status why(rc, hooks_.who + ": posting to rank " + std::to_string(peer) +
+                       " failed: " + tp_->last_error());
+    if (rc == CHORUS_ERR_PEER_LOST)
+      lose(peer, why);
+    else
+      break_peer(peer, why);
+  }
   return true;
 }
 
 void P2pEngine::post(int peer, Post p) {
   Peer& pr = peers_[size_t(peer)];
-  if (pr.broken) return;
+  if (pr.broken || pr.dying) {
+    if (p.lane == 0 && (p.wr_id & 0xffffffff) != kByeIndex)
+      free_bufs_.push_back(int(p.wr_id & 0xffffffff));
+    return;
+  }
   if (pr.waiting.empty() && try_post(peer, p)) return;
   pr.waiting.push_back(p);
 }
@@ -175,30 +195,39 @@ int P2pEngine::send_ctrl(int peer, const Header& h, const void* payload, size_t 
 void P2pEngine::start(std::shared_ptr<P2pOp> op) {
   ++live_;
   const int peer = op->peer;
-  if (peer >= 0 && peers_[size_t(peer)].broken) {
-    complete(*op, Status(peers_[size_t(peer)].broken_status.code(),
-                         op_name(*op) + ": the point-to-point connection with rank " +
-                             std::to_string(peer) + " failed earlier (" +
-                             peers_[size_t(peer)].broken_status.message() + ")"));
+  // A receive from a broken peer may still take a message that arrived.
+  const bool has_message =
+      !op->is_send && std::any_of(unexpected_.begin(), unexpected_.end(), [&](const Unexpected& u) {
+        return accepts(*op, u.peer, u.h.tag);
+      });
+  if (peer >= 0 && (peers_[size_t(peer)].broken || (op->is_send && peers_[size_t(peer)].dying)) &&
+      !has_message) {
+    const Status& was = peers_[size_t(peer)].broken ? peers_[size_t(peer)].broken_status
+                                                    : peers_[size_t(peer)].dying_status;
+    complete(*op, Status(was.code(), op_name(*op) + ": the point-to-point connection with rank " +
+                                         std::to_string(peer) + " failed earlier (" +
+                                         was.message() + ")"));
     return;
   }
   if (op->is_send) {
     Peer& pr = peers_[size_t(peer)];
     op->seq = pr.next_seq++;
-    Header h{kMagic, kEager, op->tag, op->dtype, 0, op->bytes, op->seq};
+    Header h{kMagic, kEager, op->ordered ? kOrderedTag : op->tag, op->dtype, 0, op->bytes, op->seq};
     if (op->bytes <= kEagerBytes) {
       if (int err = send_ctrl(peer, h, op->buf, size_t(op->bytes), op))
         complete(*op, Status(CHORUS_ERR_SYSTEM,
                              op_name(*op) + ": " +
                                  UserMemory::describe("send", op->buf, size_t(op->bytes), err,
-                                                      false)));
+                                                      false) +
+                                 "; a local error, nothing was sent"));
       return;
     }
     if (int err = mem_.readable(op->buf, size_t(op->bytes))) {
       complete(*op, Status(CHORUS_ERR_SYSTEM,
                            op_name(*op) + ": " +
                                UserMemory::describe("send", op->buf, size_t(op->bytes), err,
-                                                    false)));
+                                                    false) +
+                               "; a local error, nothing was sent"));
       return;
     }
     if (auto st = register_user(*op); !st.is_ok()) {
@@ -213,8 +242,7 @@ void P2pEngine::start(std::shared_ptr<P2pOp> op) {
   }
   // A receive: the oldest unexpected message it accepts, else it waits.
   for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
-    if ((op->peer >= 0 && it->peer != op->peer) || (op->tag >= 0 && it->h.tag != op->tag))
-      continue;
+    if (!accepts(*op, it->peer, it->h.tag)) continue;
     Unexpected u = std::move(*it);
     unexpected_.erase(it);
     delivering_ = u.order;
@@ -225,6 +253,8 @@ void P2pEngine::start(std::shared_ptr<P2pOp> op) {
 }
 
 std::string P2pEngine::refusal(const P2pOp& op, int peer, const Header& h) const {
+  if (op.ordered)  // sizes in bytes, as the call signatures compare them
+    return h.bytes == op.bytes ? std::string() : std::string("size");
   const std::string sent = "rank " + std::to_string(peer) + " sent " + std::to_string(h.bytes) +
                            " bytes of " + chorus_dtype_name(h.dtype) + " with tag " +
                            std::to_string(h.tag);
@@ -247,7 +277,8 @@ void P2pEngine::deliver(std::shared_ptr<P2pOp> op, int peer, const Header& h,
       Header n{kMagic, kNack, op->tag, op->dtype, 0, op->bytes, h.seq};
       send_ctrl(peer, n, nullptr, 0, nullptr);
     }
-    complete(*op, Status(CHORUS_ERR_MISMATCH, op_name(*op) + ": " + why));
+    complete(*op, op->ordered ? hooks_.mismatch(*op, peer, h.bytes)
+                              : Status(CHORUS_ERR_MISMATCH, op_name(*op) + ": " + why));
     return;
   }
   // A receive buffer that is not writable fails this receive alone; the
@@ -260,7 +291,7 @@ void P2pEngine::deliver(std::shared_ptr<P2pOp> op, int peer, const Header& h,
     auto at = std::find_if(unexpected_.begin(), unexpected_.end(),
                            [&](const Unexpected& x) { return x.order > u.order; });
     unexpected_.insert(at, std::move(u));
-    complete(*op, Status(CHORUS_ERR_SYSTEM,
+    complete(*op, Status(CHORUS_ERR_INVALID_ARGUMENT,
                          op_name(*op) + ": " +
                              UserMemory::describe("receive", op->buf, size_t(h.bytes), bad,
                                                   true)));
@@ -294,8 +325,7 @@ void P2pEngine::arrived(int peer, const Header& h, const std::byte* payload) {
     case kRts: {
       delivering_ = arrivals_++;
       for (auto it = posted_.begin(); it != posted_.end(); ++it) {
-        const P2pOp& r = **it;
-        if ((r.peer >= 0 && r.peer != peer) || (r.tag >= 0 && r.tag != h.tag)) continue;
+        if (!accepts(**it, peer, h.tag)) continue;
         auto op = std::move(*it);
         posted_.erase(it);
         deliver(std::move(op), peer, h, payload);
@@ -334,6 +364,10 @@ void P2pEngine::arrived(int peer, const Header& h, const std::byte* payload) {
       if (it == pr.awaiting_cts.end()) return;
       auto op = std::move(it->second);
       pr.awaiting_cts.erase(it);
+      if (op->ordered) {
+        complete(*op, hooks_.mismatch(*op, peer, h.bytes));
+        return;
+      }
       complete(*op, Status(CHORUS_ERR_MISMATCH,
                            op_name(*op) + ": the matching receive on rank " +
                                std::to_string(peer) + " (tag " + std::to_string(h.tag) + ") takes " +
@@ -350,11 +384,12 @@ void P2pEngine::arrived(int peer, const Header& h, const std::byte* payload) {
 
 void P2pEngine::on_completion(const chorus_tp_completion_t& c) {
   auto it = ep_peer_.find(c.endpoint);
-  if (it == ep_peer_.end()) return;
+  if (it == ep_peer_.end()) return;  // a closed endpoint's: nothing waits for it
   const int peer = it->second;
   Peer& pr = peers_[size_t(peer)];
   switch (lane_of(c.wr_id)) {
     case kLaneCtrlRecv: {
+      --pr.slots_out;
       const size_t k = size_t(c.wr_id & 0xff);
       std::byte* slot = slots_ + (size_t(peer) * kSlots + k) * kSlotBytes;
       Header h{};
@@ -371,11 +406,14 @@ void P2pEngine::on_completion(const chorus_tp_completion_t& c) {
         return;
       }
       arrived(peer, h, slot + sizeof(h));
-      if (!pr.broken && h.kind != kBye &&
-          tp_->post_recv(eps_[0][size_t(peer)], slot, kSlotBytes, slots_mr_, c.wr_id) != CHORUS_OK)
-        break_peer(peer, Status(CHORUS_ERR_PEER_LOST,
-                                hooks_.who + ": re-posting a p2p receive for rank " +
-                                    std::to_string(peer) + " failed: " + tp_->last_error()));
+      if (pr.broken || h.kind == kBye) return;
+      if (!pr.dying &&
+          tp_->post_recv(eps_[0][size_t(peer)], slot, kSlotBytes, slots_mr_, c.wr_id) == CHORUS_OK)
+        ++pr.slots_out;
+      else
+        lose(peer, Status(CHORUS_ERR_PEER_LOST, hooks_.who + ": the point-to-point connection with rank " +
+                                                    std::to_string(peer) + " ended: " +
+                                                    tp_->last_error()));
       return;
     }
     case kLaneCtrlSend: {
@@ -407,19 +445,45 @@ void P2pEngine::on_completion(const chorus_tp_completion_t& c) {
 
 bool P2pEngine::on_error(const chorus_tp_error_t& e) {
   auto it = ep_peer_.find(e.endpoint);
-  if (it == ep_peer_.end()) return false;
+  if (it == ep_peer_.end()) return retired_.count(e.endpoint) != 0;
   const int peer = it->second;
   if (lane_of(e.wr_id) == kLaneCtrlSend && (e.wr_id & 0xffffffff) != kByeIndex)
     free_bufs_.push_back(int(e.wr_id & 0xffffffff));
   Peer& pr = peers_[size_t(peer)];
+  if (lane_of(e.wr_id) == kLaneCtrlRecv && e.endpoint == eps_[0][size_t(peer)]) --pr.slots_out;
   if (pr.broken) return true;
   std::string detail(e.message, strnlen(e.message, sizeof(e.message)));
-  break_peer(peer, Status(e.status < 0 ? e.status : CHORUS_ERR_PEER_LOST,
-                          hooks_.who + ": the point-to-point connection with rank " +
-                              std::to_string(peer) + " failed" +
-                              (pr.finalized ? " (it finalized its communicator)" : "") + ": " +
-                              detail));
+  lose(peer, Status(e.status < 0 ? e.status : CHORUS_ERR_PEER_LOST,
+                    hooks_.who + ": the point-to-point connection with rank " +
+                        std::to_string(peer) + " failed" +
+                        (pr.finalized ? " (it finalized its communicator)" : "") + ": " + detail));
   return true;
+}
+
+void P2pEngine::lose(int peer, const Status& why) {
+  Peer& pr = peers_[size_t(peer)];
+  if (pr.broken) return;
+  if (!pr.dying) {
+    pr.dying = true;
+    pr.dying_status = why;
+    for (auto& p : pr.waiting)
+      if (p.lane == 0 && (p.wr_id & 0xffffffff) != kByeIndex)
+        free_bufs_.push_back(int(p.wr_id & 0xffffffff));
+    pr.waiting.clear();
+    // Nothing more can go out, or come in on the data endpoint.
+    std::vector<std::shared_ptr<P2pOp>> failed;
+    for (auto& op : pr.eager_out) failed.push_back(op);
+    for (auto& [seq, op] : pr.awaiting_cts) failed.push_back(op);
+    for (auto& op : pr.bulk_out) failed.push_back(op);
+    for (auto& op : pr.bulk_in) failed.push_back(op);
+    pr.eager_out.clear();
+    pr.awaiting_cts.clear();
+    pr.bulk_out.clear();
+    pr.bulk_in.clear();
+    for (auto& op : failed) complete(*op, Status(why.code(), op_name(*op) + ": " + why.message()));
+  }
+  // Receives wait until every message received before the end is in.
+  if (pr.slots_out <= 0) break_peer(peer, pr.dying_status);
 }
 
 void P2pEngine::peer_finalized(int peer) {
@@ -435,6 +499,7 @@ void P2pEngine::break_peer(int peer, const Status& why) {
   for (int k = 0; k < 2; ++k)
     if (auto*& ep = eps_[k][size_t(peer)]) {
       ep_peer_.erase(ep);
+      retired_[ep] = peer;
       tp_->endpoint_close(ep);
       ep = nullptr;
     }
@@ -453,6 +518,7 @@ void P2pEngine::break_peer(int peer, const Status& why) {
   pr.bulk_in.clear();
   // Receives that only this peer could satisfy; an any-source receive
   // waits for the others (unless the peer died rather than finalized).
+  // Posted receives matched nothing that arrived, so none is left for them.
   for (auto it = posted_.begin(); it != posted_.end();) {
     if ((*it)->peer == peer || ((*it)->peer < 0 && !pr.finalized)) {
       failed.push_back(*it);
@@ -461,7 +527,11 @@ void P2pEngine::break_peer(int peer, const Status& why) {
       ++it;
     }
   }
-  std::erase_if(unexpected_, [&](const Unexpected& u) { return u.peer == peer; });
+  // Eager messages that arrived whole stay for the receives that take them
+  // (the peer sent them before its connection ended); a request to send
+  // can no longer be answered.
+  std::erase_if(unexpected_,
+                [&](const Unexpected& u) { return u.peer == peer && u.h.kind != kEager; });
   if (!failed.empty() && hooks_.log) hooks_.log(CHORUS_LOG_DEBUG, why.message());
   for (auto& op : failed)
     complete(*op, Status(why.code(), op_name(*op) + ": " + why.message()));

@@ -38,6 +38,9 @@ struct P2pOp {
   bool is_send = false;
   int peer = -1;  // a rank; a receive may have -1 (any source)
   int tag = -1;   // a receive may have -1 (any tag)
+  // chorus_send/recv: matched in order per pair on a tag of their own, and
+  // the sizes must be equal (a mismatch is the communicator's).
+  bool ordered = false;
   int dtype = 0;
   std::byte* buf = nullptr;
   uint64_t bytes = 0;  // a send's length, a receive's capacity
@@ -66,6 +69,9 @@ class P2pEngine {
     /// Completes an operation's request (counts, the p2p status).
     std::function<void(P2pOp&, Status)> finish;
     std::function<void(int level, const std::string&)> log;
+    /// An ordered operation met a message (or a refusal) of another size:
+    /// the status to fail it with. `theirs_bytes` is the peer's size.
+    std::function<Status(const P2pOp&, int peer, uint64_t theirs_bytes)> mismatch;
     /// "rank r" or "rank r of comm id", for messages.
     std::string who;
   };
@@ -82,7 +88,9 @@ class P2pEngine {
   /// Registers the slots and posts the standing receives, once connected.
   Status arm();
   /// Whether `ep` is one of this engine's endpoints.
-  bool owns(const chorus_tp_endpoint_t* ep) const { return ep_peer_.count(ep) != 0; }
+  bool owns(const chorus_tp_endpoint_t* ep) const {
+    return ep_peer_.count(ep) != 0 || retired_.count(ep) != 0;
+  }
 
   /// Registers an operation issued on the stream (a send posts at once).
   void start(std::shared_ptr<P2pOp> op);
@@ -148,6 +156,12 @@ class P2pEngine {
     uint64_t next_seq = 0;
     bool broken = false;
     bool finalized = false;
+    // The connection ended: what was already received is still delivered
+    // (in order, before the errors of the receives left standing); once
+    // those are all back the pair is broken.
+    bool dying = false;
+    Status dying_status;
+    int slots_out = 0;  // standing receives posted on the control endpoint
     int byes = 0;  // goodbye messages received
     Status broken_status;
   };
@@ -166,7 +180,14 @@ class P2pEngine {
   /// Why a message cannot go into `op`, or "" when it can.
   std::string refusal(const P2pOp& op, int peer, const Header& h) const;
   void complete(P2pOp& op, Status st);
+  /// Whether a posted receive takes a message from `peer` with `tag`.
+  static bool accepts(const P2pOp& r, int peer, int tag);
+  /// Closes the pair's endpoints and fails everything that depends on it
+  /// (a failure seen or decided here).
   void break_peer(int peer, const Status& why);
+  /// The pair's connection ended (an error from the transport): sends fail
+  /// now, receives once the messages already received are processed.
+  void lose(int peer, const Status& why);
   std::string op_name(const P2pOp& op) const;
   Status register_user(P2pOp& op);
 
@@ -178,6 +199,9 @@ class P2pEngine {
   size_t max_msg_;
   std::vector<chorus_tp_endpoint_t*> eps_[2];
   std::unordered_map<const chorus_tp_endpoint_t*, int> ep_peer_;
+  // Closed endpoints: their late completions and errors are this engine's
+  // (dropped), never a collective's.
+  std::unordered_map<const chorus_tp_endpoint_t*, int> retired_;
   std::vector<Peer> peers_;
   // Standing receive slots: [peer][slot], one registered block.
   std::byte* slots_ = nullptr;

@@ -12,6 +12,7 @@
 #include "core/p2p_engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 
 namespace chorus::core {
@@ -47,13 +48,17 @@ Status Communicator::check_tagged(bool is_send, const void* buf, size_t count, i
 }
 
 Status Communicator::start_tagged(bool is_send, void* buf, size_t count, int dtype, int peer,
-                                  int tag) {
-  if (auto st = usable(is_send ? "send_tagged" : "recv_tagged"); !st.is_ok()) return st;
+                                  int tag, bool ordered) {
+  const char* what = ordered ? (is_send ? "send" : "recv") : (is_send ? "send_tagged" : "recv_tagged");
+  if (auto st = usable(what); !st.is_ok()) return st;
   if (!current_) return {CHORUS_ERR_INTERNAL, who() + ": a tagged operation outside a request"};
+  call_what_ = what;
+  if (auto st = mismatch_pending(); !st.is_ok()) return st;
   (is_send ? send_ops_ : recv_ops_).fetch_add(1, std::memory_order_relaxed);
   auto op = std::make_shared<P2pOp>();
   op->req = current_;
   op->is_send = is_send;
+  op->ordered = ordered;
   op->peer = peer;
   op->tag = tag;
   op->dtype = dtype;
@@ -62,14 +67,45 @@ Status Communicator::start_tagged(bool is_send, void* buf, size_t count, int dty
   op->deadline = Deadline::after(seconds_ms(cfg_.timeout_collective_s));
   p2p_->start(std::move(op));
   p2p_active_.store(p2p_->active());
+  settle_p2p();
   return {Request::kDeferred, {}};
+}
+
+void Communicator::settle_p2p() {
+  if (p2p_mismatch_) {
+    p2p_mismatch_ = false;
+    (void)mismatch_pending();  // tells every rank, breaks the communicator
+  }
+  if (!p2p_break_.is_ok()) {
+    Status st = std::move(p2p_break_);
+    p2p_break_ = Status::ok();
+    if (!broken_) mark_broken(st);
+  }
+  p2p_active_.store(p2p_ && p2p_->active());
 }
 
 void Communicator::make_p2p_engine() {
   P2pEngine::Hooks hooks;
   hooks.who = who();
   hooks.log = [this](int level, const std::string& m) { log(level, m); };
+  hooks.mismatch = [this](const P2pOp& op, int peer, uint64_t theirs_bytes) {
+    // The sizes chorus_send/recv's call signatures would have compared.
+    CallSig mine, theirs;
+    mine.rank = rank_, mine.peer = peer, mine.count = op.bytes;
+    mine.call = op.is_send ? CallSig::kSigSend : CallSig::kSigRecv;
+    theirs.rank = peer, theirs.peer = rank_, theirs.count = theirs_bytes;
+    theirs.call = op.is_send ? CallSig::kSigRecv : CallSig::kSigSend;
+    note_mismatch(mine, theirs, -1);
+    p2p_mismatch_ = true;
+    return Status(CHORUS_ERR_MISMATCH, who() + ": " + (op.is_send ? "send" : "recv") + ": " +
+                                           mismatch_message());
+  };
   hooks.finish = [this](P2pOp& op, Status st) {
+    // chorus_send/recv fail like any call: all but a bad argument break the
+    // communicator (once no engine call is on the stack).
+    if (op.ordered && !st.is_ok() && st.code() != CHORUS_ERR_INVALID_ARGUMENT &&
+        st.code() != CHORUS_ERR_MISMATCH && p2p_break_.is_ok() && !broken_)
+      p2p_break_ = st;
     if (!st.is_ok()) {
       count_failed();
     } else if (op.is_send) {
@@ -116,7 +152,8 @@ void Communicator::p2p_step(int wait_ms) {
   }
   answer_signature_requests();
   p2p_->progress();
-  if (n != 0 || !p2p_->active()) return;
+  settle_p2p();
+  if (n != 0 || !p2p_ || !p2p_->active()) return;
   const bool can_wake =
       tp_->struct_size >= offsetof(chorus_transport_plugin_v1_t, interrupt) + sizeof(void*) &&
       tp_->interrupt;
@@ -127,7 +164,15 @@ void Communicator::p2p_step(int wait_ms) {
     std::lock_guard lock(q_mu_);
     queued = !queue_.empty();
   }
-  if (!queued && !aborted_.load()) tp_->wait(ctx_, std::max(1, ms));
+  if (!queued && !aborted_.load()) {
+    const auto t0 = std::chrono::steady_clock::now();
+    tp_->wait(ctx_, std::max(1, ms));
+    transport_wait_ns_.fetch_add(
+        uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                     std::chrono::steady_clock::now() - t0)
+                     .count()),
+        std::memory_order_relaxed);
+  }
   p2p_waiting_.store(false);
 }
 
@@ -145,6 +190,7 @@ void Communicator::drive(const std::shared_ptr<Request>& until) {
     }
     if (next) {
       run_request(*next);
+      settle_p2p();
       std::lock_guard lock(q_mu_);
       running_.reset();
       continue;
