@@ -6,8 +6,8 @@
 // A kernel reads two arrays and writes one (inout op= src), memcpy reads one
 // and writes one, so "bytes_per_second" counts the bytes of one operand (what
 // a collective moves) and memcpy's rate is the bound to compare against.
-// Each size is run at the best instruction set level this CPU has and at the
-// baseline, to show what the vector code buys.
+// Each size is run at every instruction set level this CPU has (baseline,
+// avx2, avx512), to show what each level's vector code buys.
 #include <benchmark/benchmark.h>
 
 #include "core/reduce.h"
@@ -104,14 +104,15 @@ const int kRegistered = [] {
                           {CHORUS_INT32, "int32"}};
   const std::pair<int, const char*> ops[] = {
       {CHORUS_SUM, "sum"}, {CHORUS_MAX, "max"}, {CHORUS_MIN, "min"}};
-  const ReduceIsa best = chorus::core::reduce_best_isa();
-  std::vector<ReduceIsa> isas = {best};
-  if (best != ReduceIsa::kBaseline) isas.push_back(ReduceIsa::kBaseline);
+  std::vector<ReduceIsa> isas;
+  for (const ReduceIsa isa : {ReduceIsa::kAvx512, ReduceIsa::kAvx2, ReduceIsa::kBaseline}) {
+    if (chorus::core::reduce_isa_unavailable_reason(isa)[0] == '\0') isas.push_back(isa);
+  }
   for (const Dtype& d : dtypes) {
     for (const auto& [op, op_name] : ops) {
       for (const ReduceIsa isa : isas) {
-        const std::string name = std::string(d.name) + "/" + op_name + "/" +
-                                 chorus::core::reduce_isa_name(isa);
+        const std::string name =
+            std::string(d.name) + "/" + op_name + "/" + chorus::core::reduce_isa_name(isa);
         benchmark::RegisterBenchmark(name.c_str(), BM_reduce, d.id, op, isa)->Apply(apply_sizes);
       }
     }

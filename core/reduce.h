@@ -53,14 +53,22 @@ enum class ReduceIsa {
   kBaseline = 0,
   /// x86-64 AVX2 with F16C conversions.
   kAvx2 = 1,
+  /// x86-64 AVX-512 (F, BW, DQ, VL) with 64-byte vectors and mask registers;
+  /// float16 through the 512-bit forms of the F16C conversions.
+  kAvx512 = 2,
 };
 
 /// The level reduce_kernel() uses: the best this CPU and build support.
 /// Decided on first use; thread-safe.
 ReduceIsa reduce_best_isa();
 
-/// Lower-case name of `isa` ("baseline", "avx2"), for logs.
+/// Lower-case name of `isa` ("baseline", "avx2", "avx512"), for logs.
 const char* reduce_isa_name(ReduceIsa isa);
+
+/// Why this CPU or build cannot run `isa`, e.g. "the CPU lacks AVX512BW" or
+/// "the OS does not save the AVX-512 registers (XCR0 bits 5-7)", or "" when it
+/// can. The text is static. Thread-safe.
+const char* reduce_isa_unavailable_reason(ReduceIsa isa);
 
 /// Kernel for (`dtype`, `op`) at a given instruction-set level, or nullptr when
 /// the pair is unsupported or this CPU or build cannot run `isa`. For tests and

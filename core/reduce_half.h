@@ -1,6 +1,7 @@
 // float16 and bfloat16 in the reduction kernels of one instruction-set pass:
-// IEEE binary16 <-> float conversions (F16C on the AVX2 pass, elsewhere
-// integer bit manipulation written to match F16C bit for bit), bfloat16
+// IEEE binary16 <-> float conversions (F16C on the AVX2 pass, its 512-bit
+// form on the AVX-512 pass, elsewhere integer bit manipulation written to
+// match F16C bit for bit), bfloat16
 // widening and rounding, and sum and prod (HalfArith): widen to float,
 // combine, round once. Their max and min are FloatMinMax in
 // reduce_kernels.h.
@@ -68,7 +69,33 @@ using VH = Vec<uint16_t>;
 /// land in `lo` and which in `hi` is the format's business; narrow() puts
 /// them back where widen() took them from.
 struct Float16 {
-#if CHORUS_REDUCE_F16C
+#if CHORUS_REDUCE_AVX512
+  // vcvtph2ps/vcvtps2ph on 16 halves: the same instructions as F16C's, with
+  // the same rounding (from the immediate, not MXCSR) and NaN quieting. lo is
+  // the first 256 bits, hi the rest, converted in memory as on AVX2.
+  static_assert(kVectorBytes == 64);
+  static constexpr bool kConvertsInMemory = true;
+  static constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  [[gnu::always_inline]] static void load_widen(const std::byte* p, VF& lo, VF& hi) {
+    lo = bit_as<VF>(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
+    hi = bit_as<VF>(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32))));
+  }
+  [[gnu::always_inline]] static void narrow_store(std::byte* p, VF lo, VF hi) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(bit_as<__m512>(lo), kRound));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p + 32),
+                        _mm512_cvtps_ph(bit_as<__m512>(hi), kRound));
+  }
+  [[gnu::always_inline]] static void widen(VH h, VF& lo, VF& hi) {
+    const __m512i v = bit_as<__m512i>(h);
+    lo = bit_as<VF>(_mm512_cvtph_ps(_mm512_castsi512_si256(v)));
+    hi = bit_as<VF>(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(v, 1)));
+  }
+  [[gnu::always_inline]] static VH narrow(VF lo, VF hi) {
+    return bit_as<VH>(
+        _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtps_ph(bit_as<__m512>(lo), kRound)),
+                           _mm512_cvtps_ph(bit_as<__m512>(hi), kRound), 1));
+  }
+#elif CHORUS_REDUCE_F16C
   // F16C converts 8 contiguous halves: lo is the first 128 bits, hi the rest.
   // The conversions read and write memory directly (load_widen and
   // narrow_store), which saves the lane extract and insert per register.
@@ -124,7 +151,16 @@ struct BFloat16 {
   /// The rounded bfloat16 in the top 16 bits of each lane; low bits garbage.
   [[gnu::always_inline]] static VU round_top(VF f) {
     const VU u = bit_as<VU>(f);
+#if CHORUS_REDUCE_AVX512
+    // The same sum in three operations: test the kept part's lowest bit into
+    // a mask, add 0x7fff, and 0x8000 instead where the bit is set.
+    const __m512i x = bit_as<__m512i>(u);
+    const __mmask16 odd = _mm512_test_epi32_mask(x, _mm512_set1_epi32(0x10000));
+    return bit_as<VU>(_mm512_mask_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)), odd, x,
+                                            _mm512_set1_epi32(0x8000)));
+#else
     return u + (((u >> 16) & 1) + 0x7fff);
+#endif
   }
   // Even elements in lo, odd ones in hi, as for the software float16 path.
   [[gnu::always_inline]] static void widen(VH h, VF& lo, VF& hi) {
@@ -133,6 +169,15 @@ struct BFloat16 {
     hi = bit_as<VF>(w & 0xffff0000);
   }
   [[gnu::always_inline]] static VH narrow(VF lo, VF hi) {
+#if CHORUS_REDUCE_AVX512
+    // One two-source word permute takes the top word of every lane of both:
+    // word 2i from lo's lane i, word 2i+1 from hi's (indices 32 to 63).
+    const VH top_words = {1,  33, 3,  35, 5,  37, 7,  39, 9,  41, 11, 43, 13, 45, 15, 47,
+                          17, 49, 19, 51, 21, 53, 23, 55, 25, 57, 27, 59, 29, 61, 31, 63};
+    return bit_as<VH>(_mm512_permutex2var_epi16(bit_as<__m512i>(round_top(lo)),
+                                                bit_as<__m512i>(top_words),
+                                                bit_as<__m512i>(round_top(hi))));
+#else
     const VU even = round_top(lo) >> 16;
     const VU odd = round_top(hi);
 #if CHORUS_REDUCE_F16C
@@ -141,11 +186,24 @@ struct BFloat16 {
 #else
     return bit_as<VH>(even | (odd & 0xffff0000));
 #endif
+#endif
   }
 };
 
 struct Add {
+#if CHORUS_REDUCE_AVX512
+  // a * 1 + b in one FMA: a * 1 is exact, so this is a + b rounded once, with
+  // the same result and flags under any MXCSR (which NaN wins when both are
+  // NaN may differ, as reduce.h allows). On the AMD EPYC of
+  // docs/benchmarks.md the float16 conversions seem to compete with adds for
+  // execution pipes but not with FMAs: float16 sum went from 55 to 65 GB/s
+  // at 4 KiB. (Clang folds it back into an add; the result is the same.)
+  [[gnu::always_inline]] static VF apply(VF a, VF b) {
+    return bit_as<VF>(_mm512_fmadd_ps(bit_as<__m512>(a), _mm512_set1_ps(1.0f), bit_as<__m512>(b)));
+  }
+#else
   [[gnu::always_inline]] static VF apply(VF a, VF b) { return a + b; }
+#endif
 };
 
 struct Mul {

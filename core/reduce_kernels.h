@@ -6,14 +6,18 @@
 //
 // Not a header of its own, hence no include guard: core/reduce.cc includes it
 // once per pass, with the standard and intrinsic headers already included
-// and CHORUS_REDUCE_NS (the pass's namespace), CHORUS_REDUCE_VECTOR_BYTES
-// and CHORUS_REDUCE_F16C defined.
+// and CHORUS_REDUCE_NS (the pass's namespace), CHORUS_REDUCE_VECTOR_BYTES,
+// CHORUS_REDUCE_F16C and CHORUS_REDUCE_AVX512 defined.
 //
 // Invariants every kernel keeps:
 // - The same element-wise operations in the same order on every pass; only
 //   the vector width differs. So results are bitwise identical across
-//   instruction sets (float16 conversion: F16C on AVX2, integer bit
-//   manipulation elsewhere, written to match F16C bit for bit).
+//   instruction sets. Where a pass takes another route it is exact by
+//   construction and the tests compare it with the baseline bit for bit:
+//   float16 conversion (F16C on AVX2 and AVX-512, integer bit manipulation
+//   elsewhere, written to match F16C), float max/min on AVX-512 (integer
+//   max/min and masked merges that pick the same input, see FloatMinMax) and
+//   the AVX-512 float16/bfloat16 sum (x * 1 + y in one FMA, see Add).
 // - No FMA contraction (complex prod, the only multiply-add, is compiled with
 //   fp-contract off), so results do not depend on -march or on the CPU.
 // - Element i depends on inout[i] and src[i] only, and the tail is computed by
@@ -48,6 +52,81 @@ template <class To, class From>
   return __builtin_bit_cast(To, v);
 }
 
+#if CHORUS_REDUCE_AVX512
+// AVX-512 compares write one bit per lane into a mask register, and blends
+// and masked operations read one. These wrap them for one register of
+// signed integer lanes of 2, 4 or 8 bytes.
+
+/// The mask type with one bit per lane of V.
+template <class V>
+using LaneMask = std::conditional_t<sizeof(V{}[0]) == 2, __mmask32,
+                                    std::conditional_t<sizeof(V{}[0]) == 4, __mmask16, __mmask8>>;
+
+/// Lanes of `x` whose sign bit is set.
+template <class V>
+[[gnu::always_inline]] inline LaneMask<V> lanes_negative(V x) {
+  static_assert(sizeof(V) == 64 && sizeof(x[0]) >= 2);
+  const __m512i v = bit_as<__m512i>(x);
+  if constexpr (sizeof(x[0]) == 2) {
+    return _mm512_movepi16_mask(v);
+  } else if constexpr (sizeof(x[0]) == 4) {
+    return _mm512_movepi32_mask(v);
+  } else {
+    return _mm512_movepi64_mask(v);
+  }
+}
+
+/// Lanes where x > y as signed integers.
+template <class V>
+[[gnu::always_inline]] inline LaneMask<V> lanes_greater(V x, V y) {
+  const __m512i a = bit_as<__m512i>(x);
+  const __m512i b = bit_as<__m512i>(y);
+  if constexpr (sizeof(x[0]) == 2) {
+    return _mm512_cmpgt_epi16_mask(a, b);
+  } else if constexpr (sizeof(x[0]) == 4) {
+    return _mm512_cmpgt_epi32_mask(a, b);
+  } else {
+    return _mm512_cmpgt_epi64_mask(a, b);
+  }
+}
+
+/// Signed integer maximum per lane (vpmaxs*).
+template <class V>
+[[gnu::always_inline]] inline V lanes_max(V x, V y) {
+  return x > y ? x : y;
+}
+
+/// Per lane, the signed integer minimum of x and y where `where` is set, else
+/// `other` (one masked instruction).
+template <class V>
+[[gnu::always_inline]] inline V lanes_min_where(LaneMask<V> where, V other, V x, V y) {
+  const __m512i o = bit_as<__m512i>(other);
+  const __m512i a = bit_as<__m512i>(x);
+  const __m512i b = bit_as<__m512i>(y);
+  if constexpr (sizeof(x[0]) == 2) {
+    return bit_as<V>(_mm512_mask_min_epi16(o, where, a, b));
+  } else if constexpr (sizeof(x[0]) == 4) {
+    return bit_as<V>(_mm512_mask_min_epi32(o, where, a, b));
+  } else {
+    return bit_as<V>(_mm512_mask_min_epi64(o, where, a, b));
+  }
+}
+
+/// Per lane, b where `take_b` is set, else a.
+template <class V>
+[[gnu::always_inline]] inline V lanes_blend(LaneMask<V> take_b, V b, V a) {
+  const __m512i x = bit_as<__m512i>(a);
+  const __m512i y = bit_as<__m512i>(b);
+  if constexpr (sizeof(a[0]) == 2) {
+    return bit_as<V>(_mm512_mask_blend_epi16(take_b, x, y));
+  } else if constexpr (sizeof(a[0]) == 4) {
+    return bit_as<V>(_mm512_mask_blend_epi32(take_b, x, y));
+  } else {
+    return bit_as<V>(_mm512_mask_blend_epi64(take_b, x, y));
+  }
+}
+#else
+
 /// Per lane, b where `sign`'s sign bit is set, else a; the other bits of
 /// `sign` are ignored. Used with signed integer lanes of 2, 4 or 8 bytes.
 /// AVX2 blends 4- and 8-byte lanes on the sign bit alone; 2-byte lanes need
@@ -71,6 +150,7 @@ template <class V>
   return (b & mask) | (a & ~mask);
 #endif
 }
+#endif  // CHORUS_REDUCE_AVX512
 
 /// An op on vectors of `kLanes` lanes of type `T`. Each op derived from it
 /// provides `static V apply(V inout, V src)`; kElemSize is the size of one
@@ -184,11 +264,43 @@ struct BoolAnd : OpOn<uint8_t> {
 /// for the 16-bit formats. Every condition lives in the lanes' sign bits
 /// until the one blend: 8 vector operations per AVX2 register for float32,
 /// 11 for float16/bfloat16, and no lane is handled outside the vector code.
+/// AVX-512 picks the same input another way, in 7 operations per 64-byte
+/// register for float32 and 9 for the 16-bit types: see apply().
 template <class I, I kInf, bool kMax>
 struct FloatMinMax : OpOn<I> {
   using typename OpOn<I>::V;
   [[gnu::always_inline]] static V apply(V a, V b) {
     constexpr I kMagnitude = std::numeric_limits<I>::max();
+#if CHORUS_REDUCE_AVX512
+    // By the order above, the float maximum of two numbers is their signed
+    // integer maximum unless both are negative, where it is their integer
+    // minimum (and the reverse for the float minimum); both are negative
+    // exactly when the integer maximum is. One masked min turns the integer
+    // maximum into the answer. Then src where src is NaN and, last, inout
+    // where inout is NaN, so that inout's NaN wins. The NaN tests are the
+    // ones below; no condition needs spreading over its lane.
+    using M = LaneMask<V>;
+    V r = lanes_max(a, b);
+    if constexpr (kMax) {
+      r = lanes_min_where(lanes_negative(r), r, a, b);
+    } else {
+      r = lanes_min_where(lanes_greater(r, V{} - 1), r, a, b);  // r >= 0: one compare
+    }
+    M a_nan;
+    M b_nan;
+    if constexpr (sizeof(I) == 4 && !kFiniteMathOnly) {
+      // Quiet unordered compares, as x != x below.
+      a_nan = _mm512_cmp_ps_mask(bit_as<__m512>(a), bit_as<__m512>(a), _CMP_UNORD_Q);
+      b_nan = _mm512_cmp_ps_mask(bit_as<__m512>(b), bit_as<__m512>(b), _CMP_UNORD_Q);
+    } else if constexpr (sizeof(I) == 8 && !kFiniteMathOnly) {
+      a_nan = _mm512_cmp_pd_mask(bit_as<__m512d>(a), bit_as<__m512d>(a), _CMP_UNORD_Q);
+      b_nan = _mm512_cmp_pd_mask(bit_as<__m512d>(b), bit_as<__m512d>(b), _CMP_UNORD_Q);
+    } else {
+      a_nan = lanes_greater(a & kMagnitude, V{} + kInf);
+      b_nan = lanes_greater(b & kMagnitude, V{} + kInf);
+    }
+    return lanes_blend(a_nan, a, lanes_blend(b_nan, b, r));
+#else
     const V both_negative = a & b;
     V b_wins;
     if constexpr (kMax) {
@@ -211,6 +323,7 @@ struct FloatMinMax : OpOn<I> {
       b_nan = kInf - (b & kMagnitude);
     }
     return select_by_sign((b_wins | b_nan) & ~a_nan, b, a);
+#endif
   }
 };
 

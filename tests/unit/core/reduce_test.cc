@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -24,6 +25,7 @@ namespace {
 
 using chorus::core::reduce_best_isa;
 using chorus::core::reduce_isa_name;
+using chorus::core::reduce_isa_unavailable_reason;
 using chorus::core::reduce_kernel;
 using chorus::core::reduce_kernel_for_isa;
 using chorus::core::reduce_unsupported_reason;
@@ -39,11 +41,15 @@ bool supported(int dtype, int op) {
   return !(dtype == CHORUS_COMPLEX64 && (op == CHORUS_MAX || op == CHORUS_MIN));
 }
 
-/// Instruction sets this machine runs (always the baseline).
+constexpr ReduceIsa kAllIsas[] = {ReduceIsa::kBaseline, ReduceIsa::kAvx2, ReduceIsa::kAvx512};
+
+/// Instruction sets this machine runs (always the baseline), lowest first.
+/// The levels it cannot run are reported by the "every instruction set level
+/// is tested" case.
 std::vector<ReduceIsa> runnable_isas() {
-  std::vector<ReduceIsa> isas = {ReduceIsa::kBaseline};
-  if (reduce_kernel_for_isa(CHORUS_FLOAT32, CHORUS_SUM, ReduceIsa::kAvx2) != nullptr) {
-    isas.push_back(ReduceIsa::kAvx2);
+  std::vector<ReduceIsa> isas;
+  for (const ReduceIsa isa : kAllIsas) {
+    if (reduce_kernel_for_isa(CHORUS_FLOAT32, CHORUS_SUM, isa) != nullptr) isas.push_back(isa);
   }
   return isas;
 }
@@ -510,8 +516,42 @@ TEST_CASE("reduce_kernel hands out the best instruction set's kernels", "[reduce
   }
   CHECK(std::string(reduce_isa_name(ReduceIsa::kBaseline)) == "baseline");
   CHECK(std::string(reduce_isa_name(ReduceIsa::kAvx2)) == "avx2");
-  if (best == ReduceIsa::kBaseline) {
-    WARN("this CPU or build has no AVX2+F16C: only the baseline kernels were tested");
+  CHECK(std::string(reduce_isa_name(ReduceIsa::kAvx512)) == "avx512");
+  // The best level is the highest one this CPU runs.
+  CHECK(best == runnable_isas().back());
+}
+
+TEST_CASE("every instruction set level is tested, or says why not", "[reduce]") {
+  // Every case here runs each level the CPU has (runnable_isas()). A level it
+  // lacks is a missing capability (docs/testing.md): a warning naming what is
+  // missing, and under CHORUS_TEST_REQUIRE=1 (CI) a failure, so that a CI
+  // machine without AVX-512 cannot pass without testing those kernels. On a
+  // build for another architecture the x86 levels do not apply.
+  CHECK(std::string(reduce_isa_unavailable_reason(ReduceIsa::kBaseline)).empty());
+  CHECK_FALSE(std::string(reduce_isa_unavailable_reason(static_cast<ReduceIsa>(7))).empty());
+  const bool require = std::getenv("CHORUS_TEST_REQUIRE") != nullptr;
+  for (const ReduceIsa isa : kAllIsas) {
+    const std::string why = reduce_isa_unavailable_reason(isa);
+    INFO(reduce_isa_name(isa) << ": " << why);
+    // The reason and the lookup agree, for every (dtype, op).
+    for (int dtype = 0; dtype < CHORUS_DTYPE_COUNT; ++dtype) {
+      for (int op = 0; op < CHORUS_OP_COUNT; ++op) {
+        if (!supported(dtype, op)) continue;
+        CHECK((reduce_kernel_for_isa(dtype, op, isa) != nullptr) == why.empty());
+      }
+    }
+    if (why.empty()) continue;
+#if defined(__x86_64__) || defined(__i386__)
+    const std::string what =
+        std::string("not run: the ") + reduce_isa_name(isa) + " reduction kernels: " + why;
+    if (require) {
+      FAIL(what << " (CHORUS_TEST_REQUIRE=1: a missing capability fails)");
+    } else {
+      WARN(what << " (set CHORUS_TEST_REQUIRE=1 to make this a failure)");
+    }
+#else
+    WARN("does not apply: the " << reduce_isa_name(isa) << " kernels: " << why);
+#endif
   }
 }
 
@@ -526,6 +566,7 @@ TEST_CASE("unsupported and out-of-range pairs have no kernel and say why", "[red
         CHECK(reduce_kernel(dtype, op) == nullptr);
         CHECK(reduce_kernel_for_isa(dtype, op, ReduceIsa::kBaseline) == nullptr);
         CHECK(reduce_kernel_for_isa(dtype, op, ReduceIsa::kAvx2) == nullptr);
+        CHECK(reduce_kernel_for_isa(dtype, op, ReduceIsa::kAvx512) == nullptr);
         const std::string why = reduce_unsupported_reason(dtype, op);
         CHECK_THAT(why, Catch::Contains(kDtypeNames[dtype]) && Catch::Contains(kOpNames[op]));
       }
@@ -544,6 +585,7 @@ TEST_CASE("unsupported and out-of-range pairs have no kernel and say why", "[red
     INFO("op " << op);
     CHECK(reduce_kernel(CHORUS_FLOAT32, op) == nullptr);
     CHECK(reduce_kernel_for_isa(CHORUS_FLOAT32, op, ReduceIsa::kAvx2) == nullptr);
+    CHECK(reduce_kernel_for_isa(CHORUS_FLOAT32, op, ReduceIsa::kAvx512) == nullptr);
     CHECK_THAT(reduce_unsupported_reason(CHORUS_FLOAT32, op), Catch::Contains("unknown op"));
   }
   CHECK(reduce_kernel_for_isa(CHORUS_FLOAT32, CHORUS_SUM, static_cast<ReduceIsa>(7)) == nullptr);
@@ -759,7 +801,8 @@ TEST_CASE("max and min propagate NaN and order -0 below +0", "[reduce]") {
 }
 
 TEST_CASE("instruction sets agree bit for bit", "[reduce]") {
-  if (runnable_isas().size() < 2) {
+  const std::vector<ReduceIsa> isas = runnable_isas();
+  if (isas.size() < 2) {
     WARN("not run: this CPU or build has only the baseline kernels");
     return;
   }
@@ -768,37 +811,40 @@ TEST_CASE("instruction sets agree bit for bit", "[reduce]") {
   for (int dtype = 0; dtype < CHORUS_DTYPE_COUNT; ++dtype) {
     for (int op = 0; op < CHORUS_OP_COUNT; ++op) {
       if (!supported(dtype, op)) continue;
-      INFO(kDtypeNames[dtype] << " " << kOpNames[op]);
       const size_t size = chorus_dtype_size(dtype);
       std::vector<std::byte> src(kCount * size);
       std::vector<std::byte> base(kCount * size);
       fill(rng, dtype, src.data(), kCount);
       fill(rng, dtype, base.data(), kCount);
-      std::vector<std::byte> avx2 = base;
+      std::vector<std::byte> before = base;
       reduce_kernel_for_isa(dtype, op, ReduceIsa::kBaseline)(src.data(), base.data(), kCount);
-      reduce_kernel_for_isa(dtype, op, ReduceIsa::kAvx2)(src.data(), avx2.data(), kCount);
-      // NaN + NaN may keep either payload (see reduce.h); all else must match.
-      const bool nan_payload_free = op == CHORUS_SUM || op == CHORUS_PROD;
-      size_t differing = 0;
-      for (size_t i = 0; i < kCount * size; i += size) {
-        uint64_t x = 0;
-        uint64_t y = 0;
-        std::memcpy(&x, &base[i], size);
-        std::memcpy(&y, &avx2[i], size);
-        if (x == y) continue;
-        bool both_nan = nan_payload_free;
-        if (dtype == CHORUS_COMPLEX64) {
-          for (const int shift : {0, 32}) {
-            const uint32_t xc = static_cast<uint32_t>(x >> shift);
-            const uint32_t yc = static_cast<uint32_t>(y >> shift);
-            both_nan = both_nan && (xc == yc || (is_nan(dtype, xc) && is_nan(dtype, yc)));
+      for (size_t k = 1; k < isas.size(); ++k) {
+        INFO(reduce_isa_name(isas[k]) << " " << kDtypeNames[dtype] << " " << kOpNames[op]);
+        std::vector<std::byte> other = before;
+        reduce_kernel_for_isa(dtype, op, isas[k])(src.data(), other.data(), kCount);
+        // NaN + NaN may keep either payload (see reduce.h); all else must match.
+        const bool nan_payload_free = op == CHORUS_SUM || op == CHORUS_PROD;
+        size_t differing = 0;
+        for (size_t i = 0; i < kCount * size; i += size) {
+          uint64_t x = 0;
+          uint64_t y = 0;
+          std::memcpy(&x, &base[i], size);
+          std::memcpy(&y, &other[i], size);
+          if (x == y) continue;
+          bool both_nan = nan_payload_free;
+          if (dtype == CHORUS_COMPLEX64) {
+            for (const int shift : {0, 32}) {
+              const uint32_t xc = static_cast<uint32_t>(x >> shift);
+              const uint32_t yc = static_cast<uint32_t>(y >> shift);
+              both_nan = both_nan && (xc == yc || (is_nan(dtype, xc) && is_nan(dtype, yc)));
+            }
+          } else {
+            both_nan = both_nan && is_nan(dtype, x) && is_nan(dtype, y);
           }
-        } else {
-          both_nan = both_nan && is_nan(dtype, x) && is_nan(dtype, y);
+          if (!both_nan) ++differing;
         }
-        if (!both_nan) ++differing;
+        CHECK(differing == 0);
       }
-      CHECK(differing == 0);
     }
   }
 
@@ -937,8 +983,9 @@ TEST_CASE("float16 and bfloat16: every value against every special value", "[red
 
 TEST_CASE("every tail length from 0 to 70 elements, on every instruction set", "[reduce]") {
   // Counts 0..70 cover a tail of every length for 1- to 8-byte elements at
-  // both vector widths; each instruction set must match the reference and,
-  // element by element, the baseline (NaN + NaN in sum/prod excepted).
+  // every vector width (16, 32 and 64 bytes); each instruction set must match
+  // the reference and, element by element, the baseline (NaN + NaN in
+  // sum/prod excepted).
   std::mt19937_64 rng(70);
   const std::vector<ReduceIsa> isas = runnable_isas();
   for (int dtype = 0; dtype < CHORUS_DTYPE_COUNT; ++dtype) {
