@@ -274,13 +274,15 @@ int chorus_iall_to_allv(chorus_comm_t* comm, const void* in, const size_t* send_
 /** Non-blocking chorus_barrier(). */
 int chorus_ibarrier(chorus_comm_t* comm, chorus_request_t** req_out);
 /**
- * Non-blocking chorus_send() / chorus_recv(). They run in issue order with
- * everything else on the communicator, one at a time: a send does not
- * complete before the peer has posted the matching receive, so a pattern
- * where two ranks both isend to each other first and irecv second can wait
- * for its deadline with large messages. Order pairs so that one side
- * receives first (e.g. even ranks send first, odd ranks receive first), or
- * use the tagged calls below, which progress independently of the order.
+ * Non-blocking chorus_send() / chorus_recv(). With point_to_point.tagged =
+ * true (the default) they are the tagged engine's ordered messages: they
+ * match in order per pair of ranks (never a tagged call's message), the
+ * sizes must be equal (else CHORUS_ERR_MISMATCH on every rank), and they
+ * progress alongside everything else, so any posting order works, e.g. both
+ * ranks isend first and irecv second at any size. With it false they run in
+ * issue order with everything else, one at a time, and a send does not
+ * complete before the peer has posted the matching receive: order pairs so
+ * that one side receives first.
  */
 int chorus_isend(chorus_comm_t* comm, const void* buf, size_t count, int dtype, int peer,
                  chorus_request_t** req_out);
