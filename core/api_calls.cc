@@ -18,19 +18,20 @@ using chorus::core::Status;
 /// Blocking call: argument check on the caller, then the operation in issue
 /// order behind every earlier request.
 template <class Body>
-Status run_blocking(Communicator& c, const char* what, const Status& checked, Body body) {
+Status run_blocking(Communicator& c, const char* what, const Status& checked, Body body,
+                    bool p2p = false) {
   if (!checked.is_ok()) {
     c.count_failed();
     return checked;
   }
-  return c.execute(what, std::move(body));
+  return c.execute(what, std::move(body), p2p);
 }
 
 /// Non-blocking call: argument check on the caller, then queue. `check`
 /// runs only once `comm` is known to be a live handle.
 template <class Check, class Body>
 int issue(chorus_comm_t* comm, const char* name, const char* what, chorus_request_t** req_out,
-          Check check, Body body) {
+          Check check, Body body, bool p2p = false) {
   return guarded([&] {
     if (int rc = check_comm(comm, name); rc != CHORUS_OK) return rc;
     if (!req_out) {
@@ -43,7 +44,7 @@ int issue(chorus_comm_t* comm, const char* name, const char* what, chorus_reques
     }
     auto* handle =
         new chorus_request{nullptr, comm->impl.get(), comm->impl->request_wait_counter()};
-    handle->impl = comm->impl->submit(what, std::move(body));
+    handle->impl = comm->impl->submit(what, std::move(body), p2p);
     *req_out = live_requests().remember(handle);
     return int(CHORUS_OK);
   });
@@ -94,14 +95,14 @@ CHORUS_API int chorus_send(chorus_comm_t* comm, const void* buf, size_t count, i
   CHORUS_COMM_CALL(
       "chorus_send",
       run_blocking(*comm->impl, "send", comm->impl->check_p2p("send", buf, count, dtype, peer),
-                   [=](Communicator& c) { return c.send(buf, count, dtype, peer); }));
+                   [=](Communicator& c) { return c.send(buf, count, dtype, peer); }, true));
 }
 
 CHORUS_API int chorus_recv(chorus_comm_t* comm, void* buf, size_t count, int dtype, int peer) {
   CHORUS_COMM_CALL(
       "chorus_recv",
       run_blocking(*comm->impl, "recv", comm->impl->check_p2p("recv", buf, count, dtype, peer),
-                   [=](Communicator& c) { return c.recv(buf, count, dtype, peer); }));
+                   [=](Communicator& c) { return c.recv(buf, count, dtype, peer); }, true));
 }
 
 CHORUS_API int chorus_reduce(chorus_comm_t* comm, const void* in, void* out, size_t count,
@@ -247,14 +248,14 @@ CHORUS_API int chorus_isend(chorus_comm_t* comm, const void* buf, size_t count, 
                             chorus_request_t** req_out) {
   return issue(comm, "chorus_isend", "send", req_out,
                CHORUS_CHECK(check_p2p("send", buf, count, dtype, peer)),
-               [=](Communicator& c) { return c.send(buf, count, dtype, peer); });
+               [=](Communicator& c) { return c.send(buf, count, dtype, peer); }, true);
 }
 
 CHORUS_API int chorus_irecv(chorus_comm_t* comm, void* buf, size_t count, int dtype, int peer,
                             chorus_request_t** req_out) {
   return issue(comm, "chorus_irecv", "recv", req_out,
                CHORUS_CHECK(check_p2p("recv", buf, count, dtype, peer)),
-               [=](Communicator& c) { return c.recv(buf, count, dtype, peer); });
+               [=](Communicator& c) { return c.recv(buf, count, dtype, peer); }, true);
 }
 
 CHORUS_API int chorus_test(chorus_request_t* req, int* done_out) {
@@ -329,7 +330,8 @@ CHORUS_API int chorus_send_tagged(chorus_comm_t* comm, const void* buf, size_t c
                                 [=](Communicator& c) {
                                   return c.start_tagged(true, const_cast<void*>(buf), count, dtype,
                                                         peer, tag);
-                                }));
+                                },
+                                true));
 }
 
 CHORUS_API int chorus_recv_tagged(chorus_comm_t* comm, void* buf, size_t count, int dtype,
@@ -341,9 +343,10 @@ CHORUS_API int chorus_recv_tagged(chorus_comm_t* comm, void* buf, size_t count, 
       comm->impl->count_failed();
       return set_error(checked);
     }
-    auto req = comm->impl->execute_request("recv_tagged", [=](Communicator& c) {
-      return c.start_tagged(false, buf, count, dtype, source, tag);
-    });
+    auto req = comm->impl->execute_request(
+        "recv_tagged",
+        [=](Communicator& c) { return c.start_tagged(false, buf, count, dtype, source, tag); },
+        true);
     if (status && req->status().is_ok()) {
       int src = -1, t = -1;
       size_t n = 0;
@@ -359,14 +362,16 @@ CHORUS_API int chorus_isend_tagged(chorus_comm_t* comm, const void* buf, size_t 
       comm, "chorus_isend_tagged", "send_tagged", req_out,
       CHORUS_CHECK(check_tagged(true, buf, count, dtype, peer, tag)), [=](Communicator& c) {
         return c.start_tagged(true, const_cast<void*>(buf), count, dtype, peer, tag);
-      });
+      },
+      true);
 }
 
 CHORUS_API int chorus_irecv_tagged(chorus_comm_t* comm, void* buf, size_t count, int dtype,
                                    int source, int tag, chorus_request_t** req_out) {
   return issue(comm, "chorus_irecv_tagged", "recv_tagged", req_out,
                CHORUS_CHECK(check_tagged(false, buf, count, dtype, source, tag)),
-               [=](Communicator& c) { return c.start_tagged(false, buf, count, dtype, source, tag); });
+               [=](Communicator& c) { return c.start_tagged(false, buf, count, dtype, source, tag); },
+               true);
 }
 
 CHORUS_API int chorus_request_p2p_status(chorus_request_t* req, chorus_p2p_status_t* status_out) {

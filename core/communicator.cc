@@ -115,7 +115,7 @@ Communicator::~Communicator() {
     // not pending, even if the worker has not yet marked itself idle.
     const bool running =
         (busy_ && !(running_ && running_->done()) && !(worker_driving_ && !running_)) ||
-        p2p_active_.load();
+        p2p_active_.load() || !inbox_.empty();
     if (running || !queue_.empty()) {
       lock.unlock();
       log(CHORUS_LOG_WARN, "finalized with requests pending; aborting them");
@@ -133,6 +133,10 @@ Communicator::~Communicator() {
       r->finish({CHORUS_ERR_ABORTED, "rank " + std::to_string(rank_) + ": " + r->what() +
                                          ": the communicator was finalized before it ran"});
     queue_.clear();
+    for (auto& r : inbox_)
+      r->finish({CHORUS_ERR_ABORTED, "rank " + std::to_string(rank_) + ": " + r->what() +
+                                         ": the communicator was finalized before it ran"});
+    inbox_.clear();
   }
   // Tagged operations nobody drove to their end (no worker ran).
   if (p2p_ && p2p_->active())

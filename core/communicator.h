@@ -166,13 +166,17 @@ class Communicator {
   /// Blocking: runs `body` after every operation issued before it, then
   /// returns its status. Runs on the calling thread when nothing is queued or
   /// running, else waits for the progress thread. Any thread.
-  Status execute(const char* what, std::function<Status(Communicator&)> body);
+  /// `p2p`: a point-to-point call for the tagged engine; it does not wait
+  /// behind queued operations but is handed to the engine at once (inbox_).
+  Status execute(const char* what, std::function<Status(Communicator&)> body, bool p2p = false);
   /// execute(), returning the request (a tagged receive's status is on it).
   std::shared_ptr<Request> execute_request(const char* what,
-                                           std::function<Status(Communicator&)> body);
+                                           std::function<Status(Communicator&)> body,
+                                           bool p2p = false);
   /// Non-blocking: queues `body` behind everything issued before it; the
   /// progress thread (started on first use) runs it. Any thread.
-  std::shared_ptr<Request> submit(const char* what, std::function<Status(Communicator&)> body);
+  std::shared_ptr<Request> submit(const char* what, std::function<Status(Communicator&)> body,
+                                  bool p2p = false);
   /// A thread about to block until `req` is done runs it itself when it is
   /// next in issue order and nothing runs: the work the progress thread would
   /// do, without the two thread hand-overs (submit to worker, worker back to
@@ -252,6 +256,10 @@ class Communicator {
   void make_p2p_engine();
   /// Interrupts the executor's wait in p2p_step (something was queued).
   void wake_executor();
+  /// Hands every point-to-point request in inbox_ to the engine, in issue
+  /// order: from the executor's loop, and from inside a running call's
+  /// polls, so that a send or receive never waits behind a collective.
+  void drain_inbox();
   /// What the engine's completions left to do outside it: a mismatch of
   /// chorus_send/recv sizes to spread, or a failed one that breaks the
   /// communicator (as any failed call does). Called where no engine call
@@ -575,6 +583,10 @@ class Communicator {
   std::mutex q_mu_;
   std::condition_variable q_cv_;
   std::deque<std::shared_ptr<Request>> queue_;
+  // Point-to-point requests issued and not yet handed to the engine; they
+  // do not wait for their turn in queue_ (drain_inbox).
+  std::deque<std::shared_ptr<Request>> inbox_;
+  std::atomic<bool> inbox_nonempty_{false};
   bool busy_ = false;
   // The request the worker runs (null when idle or for an inline call): once
   // it is done its waiter may finalize before the worker clears busy_, and

@@ -52,8 +52,14 @@ Status Communicator::start_tagged(bool is_send, void* buf, size_t count, int dty
   const char* what = ordered ? (is_send ? "send" : "recv") : (is_send ? "send_tagged" : "recv_tagged");
   if (auto st = usable(what); !st.is_ok()) return st;
   if (!current_) return {CHORUS_ERR_INTERNAL, who() + ": a tagged operation outside a request"};
-  call_what_ = what;
-  if (auto st = mismatch_pending(); !st.is_ok()) return st;
+  // Handed over from inside a running call (drain_inbox in its polls): the
+  // call's own state (its name, a mismatch it may fail with) is not ours to
+  // touch; a known mismatch fails this operation at the next safe point.
+  const bool in_call = t_running == this;
+  if (!in_call) {
+    call_what_ = what;
+    if (auto st = mismatch_pending(); !st.is_ok()) return st;
+  }
   (is_send ? send_ops_ : recv_ops_).fetch_add(1, std::memory_order_relaxed);
   auto op = std::make_shared<P2pOp>();
   op->req = current_;
@@ -67,8 +73,20 @@ Status Communicator::start_tagged(bool is_send, void* buf, size_t count, int dty
   op->deadline = Deadline::after(seconds_ms(cfg_.timeout_collective_s));
   p2p_->start(std::move(op));
   p2p_active_.store(p2p_->active());
-  settle_p2p();
+  if (!in_call) settle_p2p();
   return {Request::kDeferred, {}};
+}
+
+void Communicator::drain_inbox() {
+  std::deque<std::shared_ptr<Request>> take;
+  {
+    std::lock_guard lock(q_mu_);
+    take.swap(inbox_);
+    inbox_nonempty_.store(false);
+  }
+  auto outer = std::move(current_);  // a running call's own request
+  for (auto& r : take) run_request(*r);
+  current_ = std::move(outer);
 }
 
 void Communicator::settle_p2p() {
@@ -128,13 +146,16 @@ void Communicator::make_p2p_engine() {
 }
 
 void Communicator::wake_executor() {
-  if (p2p_waiting_.load() && tp_ && ctx_ &&
+  // Also wakes a call sleeping in the transport, so that it hands a new
+  // point-to-point request to the engine (poll_data drains the inbox).
+  if ((p2p_waiting_.load() || inbox_nonempty_.load()) && tp_ && ctx_ &&
       tp_->struct_size >= offsetof(chorus_transport_plugin_v1_t, interrupt) + sizeof(void*) &&
       tp_->interrupt)
     tp_->interrupt(ctx_);
 }
 
 void Communicator::p2p_step(int wait_ms) {
+  if (inbox_nonempty_.load()) drain_inbox();
   chorus_tp_completion_t comps[16];
   int n = tp_->poll(ctx_, comps, 16);
   if (n > 0) {
@@ -162,7 +183,7 @@ void Communicator::p2p_step(int wait_ms) {
   bool queued;
   {
     std::lock_guard lock(q_mu_);
-    queued = !queue_.empty();
+    queued = !queue_.empty() || !inbox_.empty();
   }
   if (!queued && !aborted_.load()) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -178,6 +199,7 @@ void Communicator::p2p_step(int wait_ms) {
 
 void Communicator::drive(const std::shared_ptr<Request>& until) {
   for (;;) {
+    if (inbox_nonempty_.load()) drain_inbox();
     if (until && until->done()) return;
     std::shared_ptr<Request> next;
     {
@@ -197,6 +219,7 @@ void Communicator::drive(const std::shared_ptr<Request>& until) {
     }
     if (!p2p_ || !p2p_->active()) {
       p2p_active_.store(false);
+      if (inbox_nonempty_.load()) continue;
       return;
     }
     if (aborted_.load()) {

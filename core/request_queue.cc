@@ -108,17 +108,44 @@ void Communicator::run_request(Request& req) {
   req.finish(std::move(st));
 }
 
-Status Communicator::execute(const char* what, std::function<Status(Communicator&)> body) {
-  return execute_request(what, std::move(body))->status();
+Status Communicator::execute(const char* what, std::function<Status(Communicator&)> body,
+                             bool p2p) {
+  return execute_request(what, std::move(body), p2p)->status();
 }
 
 std::shared_ptr<Request> Communicator::execute_request(const char* what,
-                                                       std::function<Status(Communicator&)> body) {
+                                                       std::function<Status(Communicator&)> body,
+                                                       bool p2p) {
   std::unique_lock lock(q_mu_);
   auto req = std::make_shared<Request>(next_seq_++, what, std::move(body));
   if (stopping_) {
     count_failed();
     req->finish({CHORUS_ERR_ABORTED, who() + ": " + what + ": the communicator is being finalized"});
+    return req;
+  }
+  if (p2p && p2p_) {
+    inbox_.push_back(req);
+    inbox_nonempty_.store(true);
+    if (!busy_) {
+      // The stream is free: this thread drives the engine until its own
+      // operation is done (running whatever else is queued meanwhile).
+      busy_ = true;
+      lock.unlock();
+      inline_ops_.fetch_add(1, std::memory_order_relaxed);
+      drive(req);
+      lock.lock();
+      busy_ = false;
+      lock.unlock();
+      q_cv_.notify_all();
+      return req;
+    }
+    // Whoever runs the stream hands it to the engine; a worker drives it
+    // once that is done.
+    if (!worker_.joinable()) worker_ = std::thread([this] { worker_main(); });
+    lock.unlock();
+    q_cv_.notify_all();
+    wake_executor();
+    req->wait_for(-1);
     return req;
   }
   if (!busy_ && queue_.empty()) {
@@ -141,7 +168,8 @@ std::shared_ptr<Request> Communicator::execute_request(const char* what,
 }
 
 std::shared_ptr<Request> Communicator::submit(const char* what,
-                                              std::function<Status(Communicator&)> body) {
+                                              std::function<Status(Communicator&)> body,
+                                              bool p2p) {
   std::unique_lock lock(q_mu_);
   auto req = std::make_shared<Request>(next_seq_++, what, std::move(body));
   requests_issued_.fetch_add(1, std::memory_order_relaxed);
@@ -152,7 +180,12 @@ std::shared_ptr<Request> Communicator::submit(const char* what,
         {CHORUS_ERR_ABORTED, who() + ": " + what + ": the communicator is being finalized"});
     return req;
   }
-  queue_.push_back(req);
+  if (p2p && p2p_) {
+    inbox_.push_back(req);
+    inbox_nonempty_.store(true);
+  } else {
+    queue_.push_back(req);
+  }
   if (!worker_.joinable()) worker_ = std::thread([this] { worker_main(); });
   lock.unlock();
   q_cv_.notify_all();
@@ -168,9 +201,10 @@ bool Communicator::run_if_next(const std::shared_ptr<Request>& req) {
     run_here(*req, lock, waiter_ops_);
     return true;
   }
-  // A tagged operation the engine holds: drive it here rather than wait
-  // for the worker to.
-  if (req->state() != Request::State::kRunning || req->done()) return false;
+  // A point-to-point operation not yet handed over, or one the engine
+  // holds: drive it here rather than wait for the worker to.
+  const bool in_inbox = std::find(inbox_.begin(), inbox_.end(), req) != inbox_.end();
+  if (!in_inbox && (req->state() != Request::State::kRunning || req->done())) return false;
   busy_ = true;
   lock.unlock();
   drive(req);
@@ -223,13 +257,16 @@ void Communicator::worker_main() {
   std::unique_lock lock(q_mu_);
   for (;;) {
     q_cv_.wait(lock, [&] {
-      return stopping_ || (!busy_ && (!queue_.empty() || p2p_active_.load()));
+      return stopping_ ||
+             (!busy_ && (!queue_.empty() || !inbox_.empty() || p2p_active_.load()));
     });
     if (stopping_) {
       // Finalizing: whatever is still queued completes as aborted without
       // running (the destructor already aborted a running one).
       auto left = std::move(queue_);
       queue_.clear();
+      for (auto& r : inbox_) left.push_back(std::move(r));
+      inbox_.clear();
       lock.unlock();
       for (auto& r : left)
         r->finish({CHORUS_ERR_ABORTED,
