@@ -1,10 +1,13 @@
 // c10d ProcessGroup backed by a Chorus communicator (PyTorch 1.13, CPU
 // tensors). Every torch call issues one Chorus non-blocking request and
-// returns at once; the requests run in issue order on the communicator's
-// progress thread, which is also the order torch issues them on every rank.
-// A per-group completion thread waits for the requests in that same order,
-// finishes each Work (copies into non-contiguous or list outputs) and hands
-// the completion of its Future to a small callback pool (see CallbackPool).
+// returns at once. Collectives run in issue order on the communicator's
+// progress thread, which is also the order torch issues them on every rank;
+// a per-group completion thread waits for them in that same order, finishes
+// each Work (copies into non-contiguous or list outputs) and hands the
+// completion of its Future to a small thread pool (see TaskPool). send, recv
+// and recvAnysource are Chorus's tagged point-to-point, which completes in
+// whatever order the peers allow: each of those is waited for on a pool
+// thread instead.
 // Bootstrap goes through the torch Store the process group was created with
 // (Chorus's host all-gather hook): no coordinator address needed.
 #include <chorus/chorus.h>
@@ -20,6 +23,7 @@
 #include <pybind11/chrono.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <condition_variable>
 #include <cstdint>
@@ -128,6 +132,11 @@ struct Issue {
   chorus_request_t* req = nullptr;
   std::vector<at::Tensor> keep;
   std::vector<std::function<void()>> post;
+  /// A tagged send or receive: completes out of issue order.
+  bool tagged = false;
+  /// A tagged receive: the element count of its tensor, which the message
+  /// must fill (a shorter one is an error: c10d cannot report a count).
+  int64_t recv_count = -1;
 };
 
 /// Contiguous CPU view of `t`, or a contiguous copy (then a step copies it
@@ -141,13 +150,16 @@ at::Tensor staged(const at::Tensor& t, Issue& is, bool output) {
 }
 
 /// Runs future completions (and with them the callbacks attached through
-/// Future::then) off the completion thread. A callback may block on a later
-/// operation's future (PowerSGD's hook waits inside its callbacks), so when
-/// every pool thread is busy a new one is started instead of queueing behind
-/// it: the pool grows to the nesting depth of blocking callbacks, usually 1.
-class CallbackPool {
+/// Future::then) off the completion thread, and the waits for tagged
+/// point-to-point requests. Both may block for as long as another operation
+/// takes (PowerSGD's hook waits inside its callbacks; a receive waits for its
+/// sender), so when every pool thread is busy a new one is started instead of
+/// queueing behind it: the pool grows to the number of tagged operations in
+/// flight plus the nesting depth of blocking callbacks, and its threads are
+/// reused after that.
+class TaskPool {
  public:
-  ~CallbackPool() {
+  ~TaskPool() {
     {
       std::unique_lock<std::mutex> lock(mu_);
       stop_ = true;
@@ -200,7 +212,13 @@ class CallbackPool {
 /// gloo's) or with the error.
 class ChorusWork : public c10d::Work {
  public:
-  ChorusWork(c10d::OpType type, const char* name, Issue is, c10::IValue value, int source = -1)
+  /// `source` of a Work that is not a receive.
+  static constexpr int kNotRecv = -2;
+
+  /// `source`: the peer of a receive, CHORUS_ANY_SOURCE for recvAnysource
+  /// (the sender is read from the request once it completes), else kNotRecv.
+  ChorusWork(c10d::OpType type, const char* name, Issue is, c10::IValue value,
+             int source = kNotRecv)
       : c10d::Work(-1, type),
         name_(name),
         is_(std::move(is)),
@@ -229,8 +247,12 @@ class ChorusWork : public c10d::Work {
   }
 
   int sourceRank() const override {
-    TORCH_CHECK(source_ >= 0, "chorus: sourceRank() is only defined for recv");
-    return source_;
+    const int source = source_.load();
+    TORCH_CHECK(source != kNotRecv, "chorus: sourceRank() is only defined for recv");
+    TORCH_CHECK(source >= 0,
+                "chorus: recv from any source: the sender is known once the receive has "
+                "completed successfully; wait() for it first");
+    return source;
   }
 
   std::vector<at::Tensor> result() override {
@@ -249,6 +271,8 @@ class ChorusWork : public c10d::Work {
       eptr = std::make_exception_ptr(std::runtime_error(std::string("chorus: ") + name_ + ": " +
                                                         chorus_status_name(rc) + ": " +
                                                         chorus_last_error()));
+    else if (is_.recv_count >= 0)
+      eptr = received();
     chorus_request_free(is_.req);
     is_.req = nullptr;
     if (!eptr) {
@@ -275,10 +299,29 @@ class ChorusWork : public c10d::Work {
   }
 
  private:
+  /// A completed tagged receive: records its sender, and refuses a message
+  /// shorter than the tensor (its tail would keep stale values unnoticed).
+  std::exception_ptr received() {
+    chorus_p2p_status_t st{};
+    if (int rc = chorus_request_p2p_status(is_.req, &st); rc != CHORUS_OK)
+      return std::make_exception_ptr(std::runtime_error(std::string("chorus: ") + name_ + ": " +
+                                                        chorus_status_name(rc) + ": " +
+                                                        chorus_last_error()));
+    source_.store(st.source);
+    if (int64_t(st.count) == is_.recv_count) return nullptr;
+    return std::make_exception_ptr(std::runtime_error(
+        std::string("chorus: ") + name_ + ": size mismatch: rank " + std::to_string(st.source) +
+        " sent " + std::to_string(st.count) + " elements with tag " + std::to_string(st.tag) +
+        ", the tensor has " + std::to_string(is_.recv_count) +
+        " (a recv takes exactly its tensor's size)"));
+  }
+
   const char* name_;
   Issue is_;
   c10::IValue value_;
-  int source_;
+  // Written by the thread that completes the Work, before it is marked
+  // complete; read by the caller after wait().
+  std::atomic<int> source_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
@@ -379,7 +422,7 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
       }
       queue_cv_.notify_all();
       completer_.join();  // drains the queue first; each request has its deadline
-      pool_.reset();      // runs the remaining future completions
+      pool_.reset();      // waits for the tagged requests, runs the future completions
     }
     chorus_comm_finalize(comm_);
   }
@@ -760,15 +803,20 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
                    tensor_list(std::vector<at::Tensor>{}));
   }
 
+  // Point-to-point uses the library's tagged calls with the c10d tag: sends
+  // and receives match on (source, tag) like MPI's, in any posting order on
+  // either side, and progress alongside the collectives.
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override {
     TORCH_CHECK(tensors.size() == 1, "chorus: send takes one tensor");
-    check_tag(tag);
+    check_tag(tag, "send");
     std::lock_guard<std::mutex> order(issue_mu_);
     Issue is;
     at::Tensor t = staged(tensors[0], is, false);
     is.keep.push_back(t);
+    is.tagged = true;
     chorus_request_t* r = nullptr;
-    if (int rc = chorus_isend(comm_, t.data_ptr(), size_t(t.numel()), to_dtype(t), dst, &r))
+    if (int rc =
+            chorus_isend_tagged(comm_, t.data_ptr(), size_t(t.numel()), to_dtype(t), dst, tag, &r))
       fail("send", rc);
     is.req = r;
     return enqueue(c10d::OpType::SEND, "send", std::move(is), tensor_list(tensors));
@@ -776,30 +824,40 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
 
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override {
     TORCH_CHECK(tensors.size() == 1, "chorus: recv takes one tensor");
-    check_tag(tag);
+    TORCH_CHECK(src >= 0, "chorus: recv: invalid source rank ", src,
+                " (recv without a source is recvAnysource)");
+    return issue_recv(tensors, src, tag, c10d::OpType::RECV, "recv");
+  }
+
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override {
+    TORCH_CHECK(tensors.size() == 1, "chorus: recvAnysource takes one tensor");
+    return issue_recv(tensors, CHORUS_ANY_SOURCE, tag, c10d::OpType::RECVANYSOURCE,
+                      "recvAnysource");
+  }
+
+ private:
+  /// c10d tags are ints; the library takes 0..CHORUS_TAG_MAX (INT_MAX).
+  static void check_tag(int tag, const char* op) {
+    TORCH_CHECK(tag >= 0, "chorus: ", op, ": tag ", tag, " is negative; tags are 0..",
+                CHORUS_TAG_MAX);
+  }
+
+  /// A tagged receive from `src` (a rank or CHORUS_ANY_SOURCE).
+  c10::intrusive_ptr<c10d::Work> issue_recv(std::vector<at::Tensor>& tensors, int src, int tag,
+                                            c10d::OpType type, const char* name) {
+    check_tag(tag, name);
     std::lock_guard<std::mutex> order(issue_mu_);
     Issue is;
     at::Tensor t = staged(tensors[0], is, true);
     is.keep.push_back(t);
+    is.tagged = true;
+    is.recv_count = t.numel();
     chorus_request_t* r = nullptr;
-    if (int rc = chorus_irecv(comm_, t.data_ptr(), size_t(t.numel()), to_dtype(t), src, &r))
-      fail("recv", rc);
+    if (int rc =
+            chorus_irecv_tagged(comm_, t.data_ptr(), size_t(t.numel()), to_dtype(t), src, tag, &r))
+      fail(name, rc);
     is.req = r;
-    return enqueue(c10d::OpType::RECV, "recv", std::move(is), tensor_list(tensors), src);
-  }
-
-  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>&, int) override {
-    TORCH_CHECK(false,
-                "chorus: recv from any source needs the library's any-source point-to-point, "
-                "which Chorus does not have yet; pass src= (messages from one rank match in "
-                "issue order)");
-  }
-
- private:
-  static void check_tag(int tag) {
-    TORCH_CHECK(tag == 0, "chorus: send/recv with tag ", tag,
-                " needs the library's tagged point-to-point, which Chorus does not have yet; "
-                "use tag 0 (messages between two ranks match in issue order)");
+    return enqueue(type, name, std::move(is), tensor_list(tensors), src);
   }
 
   /// Per-peer element counts of an alltoall_base tensor: equal blocks of dim 0
@@ -899,8 +957,17 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
   }
 
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, const char* name, Issue is,
-                                         c10::IValue value, int source = -1) {
+                                         c10::IValue value, int source = ChorusWork::kNotRecv) {
+    const bool tagged = is.tagged;
     auto w = c10::make_intrusive<ChorusWork>(type, name, std::move(is), std::move(value), source);
+    if (tagged) {
+      // A tagged request may complete long after later ones (a receive
+      // whose sender first waits for this rank's next send): waiting for
+      // it in the completion thread would hold those back, and can
+      // deadlock ranks that wait for each other's later operations.
+      pool_->post([w] { w->complete(w->run()); });
+      return w;
+    }
     {
       std::lock_guard<std::mutex> lock(queue_mu_);
       queue_.push_back(w);
@@ -909,8 +976,8 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
     return w;
   }
 
-  /// The completion thread: requests finish in issue order, so waiting for
-  /// them in that order costs nothing.
+  /// The completion thread: collectives finish in issue order, so waiting
+  /// for them in that order costs nothing.
   void complete_loop() {
     for (;;) {
       c10::intrusive_ptr<ChorusWork> w;
@@ -932,7 +999,7 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
   std::condition_variable queue_cv_;
   std::deque<c10::intrusive_ptr<ChorusWork>> queue_;
   bool stop_ = false;
-  std::unique_ptr<CallbackPool> pool_ = std::make_unique<CallbackPool>();
+  std::unique_ptr<TaskPool> pool_ = std::make_unique<TaskPool>();
   std::thread completer_;
 };
 
