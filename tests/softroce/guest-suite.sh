@@ -137,15 +137,18 @@ if want collectives; then
   done
   # The call-signature check with its digest in the verbs immediates
   # (docs/reliability.md §4.5): the mismatch matrix, every rank must get
-  # MISMATCH naming both calls. (mismatch_check's matched mode is not run
-  # here: it has every rank make a blocking send before its receive, which
-  # needs eager sends, and a verbs send waits for the peer's receive.)
+  # MISMATCH naming both calls. Then mismatch_check's matched mode: every
+  # rank makes a blocking send before its receive, which works over verbs
+  # since send/recv run on the tagged engine (eager up to 8160 bytes).
   step_twice "mismatch_check matrix -a ring n=4 (verbs, 4 KiB)" 300 \
     env CHORUS_TRANSPORT=verbs "${vslow[@]}" "$bin/chorusrun" -n 4 --timeout 280 -- \
     "$bin/mismatch_check" matrix -a ring
   step_twice "mismatch_check matrix -a ${algos[-1]} --large n=4 (verbs, 4 MiB)" 300 \
     env CHORUS_TRANSPORT=verbs "${vslow[@]}" "$bin/chorusrun" -n 4 --timeout 280 -- \
     "$bin/mismatch_check" matrix -a "${algos[-1]}" --large
+  step "mismatch_check matched n=3 (verbs; blocking sends first)" 300 \
+    env CHORUS_TRANSPORT=verbs "${vslow[@]}" "$bin/chorusrun" -n 3 --timeout 280 -- \
+    "$bin/mismatch_check" matched
   step "chorus-bench all_reduce -c n=3 (verbs, 8 B..4 MiB)" 300 \
     env CHORUS_TRANSPORT=verbs "${vslow[@]}" "$bin/chorusrun" -n 3 --timeout 280 -- \
     "$bin/chorus-bench" -c -b 8 -e 4M -f 8 -n 2 -w 1
