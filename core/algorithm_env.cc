@@ -127,7 +127,13 @@ int Communicator::env_progress(void* core, chorus_tp_completion_t* out, size_t m
     // Sleep in the transport; wake at least every 200 ms to re-check abort
     // for transports without interrupt().
     auto t0 = std::chrono::steady_clock::now();
-    int rc = self->tp_->wait(self->ctx_, self->call_deadline_.remaining_ms(200));
+    // A point-to-point request issued meanwhile wakes this wait (submit
+    // interrupts a waiting executor) and is taken in by the next poll.
+    self->p2p_waiting_.store(true);
+    int rc = self->inbox_nonempty_.load()
+                 ? CHORUS_OK
+                 : self->tp_->wait(self->ctx_, self->call_deadline_.remaining_ms(200));
+    self->p2p_waiting_.store(false);
     self->transport_wait_ns_.fetch_add(
         uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
                      std::chrono::steady_clock::now() - t0)

@@ -15,6 +15,10 @@ namespace chorus::core {
 struct CallSig {
   static constexpr int32_t kSigSend = 100;
   static constexpr int32_t kSigRecv = 101;
+  /// In `seq` of a send/recv signature from the tagged engine: the rest is
+  /// the number of collectives the communicator had issued before the call
+  /// (not a per-pair position).
+  static constexpr uint64_t kP2pPosition = 1ull << 63;
 
   uint64_t seq = 0;    // collectives: the communicator's collective count; p2p: per pair/direction
   uint64_t count = 0;  // elements (collectives) or bytes (send/recv)

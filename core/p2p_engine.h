@@ -41,6 +41,7 @@ struct P2pOp {
   // chorus_send/recv: matched in order per pair on a tag of their own, and
   // the sizes must be equal (a mismatch is the communicator's).
   bool ordered = false;
+  uint64_t coll_pos = 0;  // collectives issued on the communicator before it
   int dtype = 0;
   std::byte* buf = nullptr;
   uint64_t bytes = 0;  // a send's length, a receive's capacity

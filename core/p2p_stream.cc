@@ -65,6 +65,7 @@ Status Communicator::start_tagged(bool is_send, void* buf, size_t count, int dty
   op->req = current_;
   op->is_send = is_send;
   op->ordered = ordered;
+  op->coll_pos = collective_seq_;
   op->peer = peer;
   op->tag = tag;
   op->dtype = dtype;
@@ -90,7 +91,10 @@ void Communicator::drain_inbox() {
 }
 
 void Communicator::settle_p2p() {
-  if (p2p_mismatch_) {
+  // A mismatch found here, or told by a peer's notice while operations wait
+  // in the engine (a send waiting for a clear-to-send that the refusing
+  // receiver will never give): it breaks the communicator, failing them.
+  if (p2p_mismatch_ || (mismatch_known_ && !broken_ && p2p_ && p2p_->active())) {
     p2p_mismatch_ = false;
     (void)mismatch_pending();  // tells every rank, breaks the communicator
   }
@@ -109,6 +113,7 @@ void Communicator::make_p2p_engine() {
   hooks.mismatch = [this](const P2pOp& op, int peer, uint64_t theirs_bytes) {
     // The sizes chorus_send/recv's call signatures would have compared.
     CallSig mine, theirs;
+    mine.seq = theirs.seq = CallSig::kP2pPosition | op.coll_pos;
     mine.rank = rank_, mine.peer = peer, mine.count = op.bytes;
     mine.call = op.is_send ? CallSig::kSigSend : CallSig::kSigRecv;
     theirs.rank = peer, theirs.peer = rank_, theirs.count = theirs_bytes;
@@ -146,9 +151,9 @@ void Communicator::make_p2p_engine() {
 }
 
 void Communicator::wake_executor() {
-  // Also wakes a call sleeping in the transport, so that it hands a new
-  // point-to-point request to the engine (poll_data drains the inbox).
-  if ((p2p_waiting_.load() || inbox_nonempty_.load()) && tp_ && ctx_ &&
+  // Also wakes a call sleeping in the transport (env_progress sets the flag
+  // too), so that it hands a new point-to-point request to the engine.
+  if (p2p_waiting_.load() && tp_ && ctx_ &&
       tp_->struct_size >= offsetof(chorus_transport_plugin_v1_t, interrupt) + sizeof(void*) &&
       tp_->interrupt)
     tp_->interrupt(ctx_);

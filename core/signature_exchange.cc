@@ -162,8 +162,14 @@ bool Communicator::mismatch_blocks_call() const {
   // collective completes that one; the mismatch fails the next call.
   if (mismatch_via_ < 0 || !call_sig_active_ || !call_sig_.is_collective()) return true;
   uint64_t first = UINT64_MAX;
-  for (const CallSig* s : {&mismatch_a_, &mismatch_b_})
+  for (const CallSig* s : {&mismatch_a_, &mismatch_b_}) {
     if (s->is_collective()) first = std::min(first, s->seq);
+    // A send/recv mismatch found by the tagged engine carries the number of
+    // collectives issued before the receive (CallSig::kP2pPosition): the
+    // collectives from that one on fail, the earlier ones complete.
+    else if (s->seq & CallSig::kP2pPosition)
+      first = std::min(first, s->seq & ~CallSig::kP2pPosition);
+  }
   return call_sig_.seq >= first;
 }
 
