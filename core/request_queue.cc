@@ -16,6 +16,13 @@
 
 namespace chorus::core {
 
+namespace {
+// How long the worker leaves registered point-to-point operations to a
+// thread that may be about to wait for them (run_if_next) before it drives
+// them itself.
+constexpr int kWaiterGraceUs = 200;
+}  // namespace
+
 bool Request::wait_for(int timeout_ms) {
   std::unique_lock lock(mu_);
   auto is_done = [&] { return state_ == State::kDone; };
@@ -183,6 +190,16 @@ std::shared_ptr<Request> Communicator::submit(const char* what,
   if (p2p && p2p_) {
     inbox_.push_back(req);
     inbox_nonempty_.store(true);
+    if (!busy_) {
+      // The stream is free: hand it to the engine here (an eager send goes
+      // out at once), so that a wait that follows finds it registered and
+      // drives it on its own thread (run_if_next) without a hand-over.
+      busy_ = true;
+      lock.unlock();
+      drain_inbox();
+      lock.lock();
+      busy_ = false;
+    }
   } else {
     queue_.push_back(req);
   }
@@ -272,6 +289,15 @@ void Communicator::worker_main() {
         r->finish({CHORUS_ERR_ABORTED,
                    who() + ": " + r->what() + ": the communicator was finalized before it ran"});
       return;
+    }
+    if (queue_.empty() && inbox_.empty()) {
+      // Only point-to-point operations are registered. A thread that waits
+      // for one drives it itself (run_if_next) with no hand-over: give such
+      // a waiter a moment to take the stream before driving in the
+      // background.
+      q_cv_.wait_for(lock, std::chrono::microseconds(kWaiterGraceUs),
+                     [&] { return stopping_ || busy_ || !queue_.empty() || !inbox_.empty(); });
+      if (stopping_ || busy_ || !p2p_active_.load()) continue;
     }
     if (queue_.empty()) {
       // Only tagged operations are registered: drive them until they are
