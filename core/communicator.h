@@ -244,7 +244,18 @@ class Communicator {
   /// is queued, in order, and drives the p2p engine, until `until` is done
   /// (nullptr: until nothing is queued or registered). Holds the stream
   /// (busy_). core/p2p_stream.cc.
-  void drive(const std::shared_ptr<Request>& until);
+  /// Returns true once `until` is done (nullptr: nothing is left). With
+  /// `until` it never runs queued operations (they may need this thread's
+  /// own call to complete first, on another rank): it returns false as soon
+  /// as one is queued, handing the stream to the worker.
+  bool drive(const std::shared_ptr<Request>& until);
+  /// drive(req) as the stream's executor (`lock` holds q_mu_, nothing
+  /// runs; released on return), then release_stream.
+  void drive_here(const std::shared_ptr<Request>& req, std::unique_lock<std::mutex>& lock);
+  /// Marks the stream free (`lock` holds q_mu_; released on return). When
+  /// `done` is false the caller stopped driving its request to let queued
+  /// operations run: the worker is started if it was not.
+  void release_stream(std::unique_lock<std::mutex>& lock, bool done);
   /// One pass of the engine: polls the transport (blocking up to `wait_ms`
   /// when nothing is ready), routes completions, posts, checks deadlines.
   void p2p_step(int wait_ms);

@@ -202,13 +202,14 @@ void Communicator::p2p_step(int wait_ms) {
   p2p_waiting_.store(false);
 }
 
-void Communicator::drive(const std::shared_ptr<Request>& until) {
+bool Communicator::drive(const std::shared_ptr<Request>& until) {
   for (;;) {
     if (inbox_nonempty_.load()) drain_inbox();
-    if (until && until->done()) return;
+    if (until && until->done()) return true;
     std::shared_ptr<Request> next;
     {
       std::lock_guard lock(q_mu_);
+      if (until && !queue_.empty()) return false;  // handed over (see the header)
       if (!queue_.empty()) {
         next = std::move(queue_.front());
         queue_.pop_front();
@@ -225,7 +226,7 @@ void Communicator::drive(const std::shared_ptr<Request>& until) {
     if (!p2p_ || !p2p_->active()) {
       p2p_active_.store(false);
       if (inbox_nonempty_.load()) continue;
-      return;
+      return !until || until->done();
     }
     if (aborted_.load()) {
       p2p_->fail_all(Status(CHORUS_ERR_ABORTED,

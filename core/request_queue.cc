@@ -135,15 +135,11 @@ std::shared_ptr<Request> Communicator::execute_request(const char* what,
     inbox_nonempty_.store(true);
     if (!busy_) {
       // The stream is free: this thread drives the engine until its own
-      // operation is done (running whatever else is queued meanwhile).
-      busy_ = true;
-      lock.unlock();
+      // operation is done, or hands the stream over when something is
+      // queued meanwhile (drive_here).
       inline_ops_.fetch_add(1, std::memory_order_relaxed);
-      drive(req);
-      lock.lock();
-      busy_ = false;
-      lock.unlock();
-      q_cv_.notify_all();
+      drive_here(req, lock);
+      req->wait_for(-1);
       return req;
     }
     // Whoever runs the stream hands it to the engine; a worker drives it
@@ -158,6 +154,7 @@ std::shared_ptr<Request> Communicator::execute_request(const char* what,
   if (!busy_ && queue_.empty()) {
     // Nothing ahead of this call: run it here, without a thread hop.
     run_here(*req, lock, inline_ops_);
+    req->wait_for(-1);  // done, unless handed over (run_here)
     return req;
   }
   queue_.push_back(req);
@@ -222,14 +219,26 @@ bool Communicator::run_if_next(const std::shared_ptr<Request>& req) {
   // holds: drive it here rather than wait for the worker to.
   const bool in_inbox = std::find(inbox_.begin(), inbox_.end(), req) != inbox_.end();
   if (!in_inbox && (req->state() != Request::State::kRunning || req->done())) return false;
+  drive_here(req, lock);
+  return true;
+}
+
+void Communicator::drive_here(const std::shared_ptr<Request>& req,
+                              std::unique_lock<std::mutex>& lock) {
   busy_ = true;
   lock.unlock();
-  drive(req);
+  const bool done = drive(req);
   lock.lock();
+  release_stream(lock, done);
+}
+
+void Communicator::release_stream(std::unique_lock<std::mutex>& lock, bool done) {
   busy_ = false;
+  // Handed over: queued operations wait, and the operation this thread
+  // drove is not done; the worker takes both on.
+  if (!done && !worker_.joinable()) worker_ = std::thread([this] { worker_main(); });
   lock.unlock();
   q_cv_.notify_all();
-  return true;
 }
 
 void Communicator::run_here(Request& req, std::unique_lock<std::mutex>& lock,
@@ -238,14 +247,13 @@ void Communicator::run_here(Request& req, std::unique_lock<std::mutex>& lock,
   lock.unlock();
   counter.fetch_add(1, std::memory_order_relaxed);
   run_request(req);
-  // A blocking tagged call: this thread drives the engine until it is done.
-  if (!req.done()) drive(req.shared_from_this());
+  // A point-to-point request the engine holds: this thread drives it until
+  // it is done, or hands the stream over to the worker (drive).
+  const bool done = req.done() || drive(req.shared_from_this());
   lock.lock();
-  busy_ = false;
-  lock.unlock();
   // The worker may have woken meanwhile and gone back to sleep: what is
   // queued behind this request is its to run.
-  q_cv_.notify_all();
+  release_stream(lock, done);
 }
 
 Status Communicator::cancel(const std::shared_ptr<Request>& req) {
