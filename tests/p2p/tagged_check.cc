@@ -4,7 +4,7 @@
 // salt), never copied from the sender's buffer; receive buffers start
 // filled with a sentinel, and bytes past a message must keep it.
 //
-//   tagged_check [--case NAME]...   the cases below (default: all of them)
+//   tagged_check [--case NAME]...   the cases below (default: all but the "behind" ones)
 //   tagged_check --mode timeout     needs timeout.collective = 2 on every rank
 //   tagged_check --mode disabled    needs point_to_point.tagged = false on every rank
 //
@@ -21,6 +21,10 @@
 //   mismatch  a smaller receive, another dtype, a larger receive
 //   args      argument errors, refused at once
 //   threads   tagged exchanges on one thread, all_reduce on another
+//   behind, behind_threads (only when named) tagged operations issued while
+//             a collective that needs the partner is pending: on the same
+//             thread after an iall_reduce, or on another thread during an
+//             all_reduce
 //
 // Orders between ranks are made by messages, never by sleeping: "late"
 // means after a barrier, or after taking a marker message the other rank
@@ -52,7 +56,8 @@ int main(int argc, char** argv) {
       only.push_back(argv[++i]);
     } else {
       std::fprintf(stderr,
-                   "usage: tagged_check [--case orders|tags|any|traffic|mismatch|args|threads]... "
+                   "usage: tagged_check [--case "
+                   "orders|tags|any|traffic|mismatch|args|threads|behind|behind_threads]... "
                    "| --mode timeout|disabled\n");
       return 2;
     }
@@ -75,7 +80,13 @@ int main(int argc, char** argv) {
         {"mismatch", case_mismatch},
         {"args", case_args},
         {"threads", [&] { case_threads(world); }},
+        {"behind", case_behind},
+        {"behind_threads", case_behind_threads},
     };
+    // Not in the default list: the "behind" cases deadlock on the current
+    // engine (tagged operations wait in the ordered stream behind a pending
+    // collective); their own ctest entries run them (CMakeLists.txt here).
+    const std::vector<std::string> not_by_default = {"behind", "behind_threads"};
     if (mode == "timeout") {
       run_case("timeout", case_timeout);
     } else if (mode == "disabled") {
@@ -87,9 +98,12 @@ int main(int argc, char** argv) {
           std::fprintf(stderr, "tagged_check: no case '%s'\n", name.c_str());
           return 2;
         }
-      for (const auto& [name, body] : cases)
-        if (only.empty() || std::find(only.begin(), only.end(), name) != only.end())
-          run_case(name, body);
+      for (const auto& [name, body] : cases) {
+        const bool chosen = only.empty() ? std::find(not_by_default.begin(), not_by_default.end(),
+                                                     name) == not_by_default.end()
+                                         : std::find(only.begin(), only.end(), name) != only.end();
+        if (chosen) run_case(name, body);
+      }
     } else {
       std::fprintf(stderr, "tagged_check: no mode '%s'\n", mode.c_str());
       return 2;

@@ -181,5 +181,7 @@ void case_args();                        // tagged_errors.cc
 void case_timeout();                     // tagged_errors.cc
 void case_disabled();                    // tagged_errors.cc
 void case_threads(Communicator& world);  // tagged_threads.cc
+void case_behind();                      // tagged_threads.cc
+void case_behind_threads();              // tagged_threads.cc
 
 }  // namespace chorus::p2p_test

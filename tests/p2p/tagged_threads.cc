@@ -1,5 +1,6 @@
-// Case "threads" of tagged_check: tagged operations and collectives from
-// two threads of a rank on one communicator.
+// Cases "threads", "behind" and "behind_threads" of tagged_check: tagged operations and
+// collectives from two threads of a rank on one communicator, and tagged
+// operations issued while a collective that needs the partner is pending.
 #include "tagged_harness.h"
 
 #include <algorithm>
@@ -88,6 +89,137 @@ void case_threads(Communicator& world) {
   g_case.checks += checks;
   for (const auto& f : failures) fail(f);
   barrier();
+}
+
+// ---- case: behind a pending collective ----
+
+namespace {
+
+/// all_reduce of one float64 per rank, checked: the sum 1 + 2 + ... + size.
+void check_small_sum(double got, const std::string& what) {
+  expect(got == double(g_size) * (g_size + 1) / 2, what + ": got " + std::to_string(got));
+}
+
+}  // namespace
+
+/// Tagged operations issued while a collective on the same communicator
+/// cannot finish yet: MPI lets them progress (MPI_Irecv after an
+/// MPI_Iallreduce, or on another thread of an MPI_THREAD_MULTIPLE program),
+/// and chorus.h says they "do not wait for their turn behind other
+/// operations". In each step the partner joins the collective only after
+/// the tagged operation has matched, so an operation that waits behind the
+/// collective deadlocks (and fails with TIMEOUT after timeout.collective).
+/// That leaves the communicator failed, and every later step would wait for
+/// its own timeout too: a rank stops at its first failed step, and the
+/// others then fail at once against its closed connections.
+void case_behind() {
+  for (size_t j = 0; j < kSizeCount; ++j) {
+    for (int variant = 0; variant < 2; ++variant) {
+      const int round = int(j) * 2 + variant;
+      const Pair pr = pair_of(round);
+      const int dtype = kDtypes[(j + 5) % kDtypeCount];
+      const Size sz = sizes_for(dtype)[j];
+      // variant 0: a's iall_reduce, then its irecv; b sends (blocking), then
+      // joins. variant 1: a's iall_reduce, then its isend; b receives
+      // (blocking), then joins.
+      g_step = std::string(variant == 0 ? "iall_reduce, irecv | send, all_reduce"
+                                        : "iall_reduce, isend | recv, all_reduce") +
+               ", size " + size_text(sz.label, sz.count, dtype) + " with rank " +
+               std::to_string(pr.peer);
+      // A tag of its own per step: a message that went out late, after a
+      // failed step, is not taken by a later one.
+      const Step s{pr.peer, dtype, sz.count, 180 + round, uint64_t(7500 + round)};
+      const double one = g_rank + 1;
+      double sum = -1;
+      if (pr.peer >= 0 && pr.first) {
+        chorus_request_t* coll = nullptr;
+        expect_rc(chorus_iall_reduce(g_comm, &one, &sum, 1, CHORUS_FLOAT64, CHORUS_SUM, &coll),
+                  CHORUS_OK, "iall_reduce");
+        if (variant == 0) {
+          In i = s.in();
+          irecv(i);
+          wait_recv(i);
+          s.check(i);
+        } else {
+          Out o = s.out();
+          isend(o);
+          wait_send(o);
+        }
+        if (expect_rc(chorus_wait(coll, -1), CHORUS_OK, "wait for iall_reduce"))
+          check_small_sum(sum, "iall_reduce");
+        chorus_request_free(coll);
+      } else {
+        if (pr.peer >= 0 && variant == 0) {
+          Out o = s.out();
+          send(o);
+        } else if (pr.peer >= 0) {
+          In i = s.in();
+          recv(i);
+          s.check(i);
+        }
+        if (expect_rc(chorus_all_reduce(g_comm, &one, &sum, 1, CHORUS_FLOAT64, CHORUS_SUM),
+                      CHORUS_OK, "all_reduce"))
+          check_small_sum(sum, "all_reduce");
+      }
+      barrier();
+      if (g_case.failures > 0) return;  // stop at the first failed step
+    }
+  }
+}
+
+/// The same with two threads on a: one receives a message from b and
+/// answers it while the other announces (marker) and runs an all_reduce. b
+/// takes the marker, sends, receives the answer, and only then joins.
+void case_behind_threads() {
+  for (size_t j = 0; j < kSizeCount; ++j) {
+    const Pair pr = pair_of(int(j));
+    const int dtype = kDtypes[(j + 2) % kDtypeCount];
+    const Size sz = sizes_for(dtype)[j];
+    g_step = "two threads: recv, send | all_reduce; size " + size_text(sz.label, sz.count, dtype) +
+             " with rank " + std::to_string(pr.peer);
+    const Step ask{pr.peer, dtype, sz.count, 400 + 2 * int(j), uint64_t(7700 + j)};
+    const Step answer{pr.peer, dtype, sz.count, 401 + 2 * int(j), uint64_t(7800 + j)};
+    const double one = g_rank + 1;
+    double sum = -1;
+    if (pr.peer >= 0 && pr.first) {
+      // The helper thread only calls the library; its checks run here.
+      In got = ask.in();
+      Out reply = answer.out();
+      int rc_recv = CHORUS_OK, rc_send = CHORUS_OK;
+      chorus_p2p_status_t st{-7, -7, 0};
+      std::thread helper([&] {
+        rc_recv = chorus_recv_tagged(g_comm, got.buf.data(), got.capacity, got.dtype, pr.peer,
+                                     ask.tag, &st);
+        rc_send = chorus_send_tagged(g_comm, reply.buf.data(), reply.count, reply.dtype, pr.peer,
+                                     answer.tag);
+      });
+      Out m = marker_out(pr.peer, ask.salt);
+      isend(m);
+      if (expect_rc(chorus_all_reduce(g_comm, &one, &sum, 1, CHORUS_FLOAT64, CHORUS_SUM), CHORUS_OK,
+                    "all_reduce"))
+        check_small_sum(sum, "all_reduce");
+      wait_send(m);
+      helper.join();
+      expect_rc(rc_send, CHORUS_OK, "the helper thread's " + send_text(reply));
+      got.ok = expect_rc(rc_recv, CHORUS_OK, "the helper thread's " + recv_text(got));
+      got.st = st;
+      ask.check(got);
+    } else {
+      if (pr.peer >= 0) {
+        take_marker(pr.peer, ask.salt);
+        Out o = ask.out();
+        send(o);
+        In i = answer.in();
+        recv(i);
+        answer.check(i);
+      }
+      if (expect_rc(chorus_all_reduce(g_comm, &one, &sum, 1, CHORUS_FLOAT64, CHORUS_SUM), CHORUS_OK,
+                    "all_reduce"))
+        check_small_sum(sum, "all_reduce");
+    }
+    barrier();
+    if (g_case.failures > 0) return;  // stop at the first failed step
+  }
 }
 
 }  // namespace chorus::p2p_test
