@@ -160,6 +160,12 @@ bool P2pEngine::try_post(int peer, const Post& p) {
   return true;
 }
 
+void P2pEngine::flush(int peer) {
+  Peer& pr = peers_[size_t(peer)];
+  while (!pr.broken && !pr.waiting.empty() && try_post(peer, pr.waiting.front()))
+    if (!pr.broken) pr.waiting.pop_front();
+}
+
 void P2pEngine::post(int peer, Post p) {
   Peer& pr = peers_[size_t(peer)];
   if (pr.broken || pr.dying) {
@@ -386,6 +392,16 @@ void P2pEngine::on_completion(const chorus_tp_completion_t& c) {
   auto it = ep_peer_.find(c.endpoint);
   if (it == ep_peer_.end()) return;  // a closed endpoint's: nothing waits for it
   const int peer = it->second;
+  handle_completion(peer, c);
+  // The completion made room on the peer's endpoints: post what waited for
+  // it now. This runs wherever completions are polled, inside a collective
+  // or an untagged call too, while progress() runs only between calls; a
+  // peer blocked in the receive of a waiting message would otherwise wait
+  // until this rank's call ended, which may need that very peer.
+  flush(peer);
+}
+
+void P2pEngine::handle_completion(int peer, const chorus_tp_completion_t& c) {
   Peer& pr = peers_[size_t(peer)];
   switch (lane_of(c.wr_id)) {
     case kLaneCtrlRecv: {
@@ -547,11 +563,7 @@ void P2pEngine::complete(P2pOp& op, Status st) {
 }
 
 void P2pEngine::progress() {
-  for (int p = 0; p < size_; ++p) {
-    Peer& pr = peers_[size_t(p)];
-    while (!pr.broken && !pr.waiting.empty() && try_post(p, pr.waiting.front()))
-      if (!pr.broken) pr.waiting.pop_front();
-  }
+  for (int p = 0; p < size_; ++p) flush(p);
   if (live_ == 0) return;
   // Unmatched receives past their deadline just end; an operation with a
   // message in flight breaks the pair's connection, so that nothing arrives

@@ -173,6 +173,10 @@ class P2pEngine {
                 std::shared_ptr<P2pOp> op);
   void post(int peer, Post p);
   bool try_post(int peer, const Post& p);
+  /// Posts the peer's waiting posts, in order, until the transport is full.
+  void flush(int peer);
+  /// on_completion() for one of `peer`'s endpoints.
+  void handle_completion(int peer, const chorus_tp_completion_t& c);
   int send_buffer();  // index into send_bufs_
   void arrived(int peer, const Header& h, const std::byte* payload);
   /// Matches a message with `op` (a receive): copies an eager payload, or
