@@ -141,7 +141,7 @@ void Communicator::make_p2p_engine() {
     // Before the request completes: a waiter that finalizes next must not
     // see the engine as busy.
     p2p_active_.store(p2p_->active());
-    if (op.is_send)
+    if (op.is_send || op.ordered)  // chorus_request_p2p_status is for tagged receives
       op.req->finish(std::move(st));
     else
       op.req->finish_recv(std::move(st), op.src, op.src_tag,
