@@ -177,8 +177,9 @@ int run_pingpong(chorus_comm_t* comm, int rank, int size, const Options& o) {
         const bool sending = (leg == 0) == (rank == 0);
         if (o.blocking && o.tagged) {
           const int rc =
-              sending ? chorus_send_tagged(comm, send.data(), bytes, CHORUS_UINT8, peer, 5)
-                      : chorus_recv_tagged(comm, recv.data(), bytes, CHORUS_UINT8, peer, 5, nullptr);
+              sending
+                  ? chorus_send_tagged(comm, send.data(), bytes, CHORUS_UINT8, peer, 5)
+                  : chorus_recv_tagged(comm, recv.data(), bytes, CHORUS_UINT8, peer, 5, nullptr);
           if (rc != CHORUS_OK) return fail(sending ? "send_tagged" : "recv_tagged", rc);
           continue;
         }
@@ -190,8 +191,9 @@ int run_pingpong(chorus_comm_t* comm, int rank, int size, const Options& o) {
         }
         const int rc =
             o.tagged
-                ? (sending ? chorus_isend_tagged(comm, send.data(), bytes, CHORUS_UINT8, peer, 5, &s)
-                           : chorus_irecv_tagged(comm, recv.data(), bytes, CHORUS_UINT8, peer, 5, &r))
+                ? (sending
+                       ? chorus_isend_tagged(comm, send.data(), bytes, CHORUS_UINT8, peer, 5, &s)
+                       : chorus_irecv_tagged(comm, recv.data(), bytes, CHORUS_UINT8, peer, 5, &r))
                 : (sending ? chorus_isend(comm, send.data(), bytes, CHORUS_UINT8, peer, &s)
                            : chorus_irecv(comm, recv.data(), bytes, CHORUS_UINT8, peer, &r));
         if (rc != CHORUS_OK) return fail(sending ? "isend" : "irecv", rc);

@@ -92,17 +92,17 @@ CHORUS_API int chorus_barrier(chorus_comm_t* comm) {
 
 CHORUS_API int chorus_send(chorus_comm_t* comm, const void* buf, size_t count, int dtype,
                            int peer) {
-  CHORUS_COMM_CALL(
-      "chorus_send",
-      run_blocking(*comm->impl, "send", comm->impl->check_p2p("send", buf, count, dtype, peer),
-                   [=](Communicator& c) { return c.send(buf, count, dtype, peer); }, true));
+  CHORUS_COMM_CALL("chorus_send",
+                   run_blocking(
+                       *comm->impl, "send", comm->impl->check_p2p("send", buf, count, dtype, peer),
+                       [=](Communicator& c) { return c.send(buf, count, dtype, peer); }, true));
 }
 
 CHORUS_API int chorus_recv(chorus_comm_t* comm, void* buf, size_t count, int dtype, int peer) {
-  CHORUS_COMM_CALL(
-      "chorus_recv",
-      run_blocking(*comm->impl, "recv", comm->impl->check_p2p("recv", buf, count, dtype, peer),
-                   [=](Communicator& c) { return c.recv(buf, count, dtype, peer); }, true));
+  CHORUS_COMM_CALL("chorus_recv",
+                   run_blocking(
+                       *comm->impl, "recv", comm->impl->check_p2p("recv", buf, count, dtype, peer),
+                       [=](Communicator& c) { return c.recv(buf, count, dtype, peer); }, true));
 }
 
 CHORUS_API int chorus_reduce(chorus_comm_t* comm, const void* in, void* out, size_t count,
@@ -246,16 +246,18 @@ CHORUS_API int chorus_ibarrier(chorus_comm_t* comm, chorus_request_t** req_out) 
 
 CHORUS_API int chorus_isend(chorus_comm_t* comm, const void* buf, size_t count, int dtype, int peer,
                             chorus_request_t** req_out) {
-  return issue(comm, "chorus_isend", "send", req_out,
-               CHORUS_CHECK(check_p2p("send", buf, count, dtype, peer)),
-               [=](Communicator& c) { return c.send(buf, count, dtype, peer); }, true);
+  return issue(
+      comm, "chorus_isend", "send", req_out,
+      CHORUS_CHECK(check_p2p("send", buf, count, dtype, peer)),
+      [=](Communicator& c) { return c.send(buf, count, dtype, peer); }, true);
 }
 
 CHORUS_API int chorus_irecv(chorus_comm_t* comm, void* buf, size_t count, int dtype, int peer,
                             chorus_request_t** req_out) {
-  return issue(comm, "chorus_irecv", "recv", req_out,
-               CHORUS_CHECK(check_p2p("recv", buf, count, dtype, peer)),
-               [=](Communicator& c) { return c.recv(buf, count, dtype, peer); }, true);
+  return issue(
+      comm, "chorus_irecv", "recv", req_out,
+      CHORUS_CHECK(check_p2p("recv", buf, count, dtype, peer)),
+      [=](Communicator& c) { return c.recv(buf, count, dtype, peer); }, true);
 }
 
 CHORUS_API int chorus_test(chorus_request_t* req, int* done_out) {
@@ -324,14 +326,14 @@ CHORUS_API int chorus_cancel(chorus_request_t* req) {
 
 CHORUS_API int chorus_send_tagged(chorus_comm_t* comm, const void* buf, size_t count, int dtype,
                                   int peer, int tag) {
-  CHORUS_COMM_CALL("chorus_send_tagged",
-                   run_blocking(*comm->impl, "send_tagged",
-                                comm->impl->check_tagged(true, buf, count, dtype, peer, tag),
-                                [=](Communicator& c) {
-                                  return c.start_tagged(true, const_cast<void*>(buf), count, dtype,
-                                                        peer, tag);
-                                },
-                                true));
+  CHORUS_COMM_CALL(
+      "chorus_send_tagged",
+      run_blocking(
+          *comm->impl, "send_tagged", comm->impl->check_tagged(true, buf, count, dtype, peer, tag),
+          [=](Communicator& c) {
+            return c.start_tagged(true, const_cast<void*>(buf), count, dtype, peer, tag);
+          },
+          true));
 }
 
 CHORUS_API int chorus_recv_tagged(chorus_comm_t* comm, void* buf, size_t count, int dtype,
@@ -360,7 +362,8 @@ CHORUS_API int chorus_isend_tagged(chorus_comm_t* comm, const void* buf, size_t 
                                    int peer, int tag, chorus_request_t** req_out) {
   return issue(
       comm, "chorus_isend_tagged", "send_tagged", req_out,
-      CHORUS_CHECK(check_tagged(true, buf, count, dtype, peer, tag)), [=](Communicator& c) {
+      CHORUS_CHECK(check_tagged(true, buf, count, dtype, peer, tag)),
+      [=](Communicator& c) {
         return c.start_tagged(true, const_cast<void*>(buf), count, dtype, peer, tag);
       },
       true);
@@ -368,10 +371,10 @@ CHORUS_API int chorus_isend_tagged(chorus_comm_t* comm, const void* buf, size_t 
 
 CHORUS_API int chorus_irecv_tagged(chorus_comm_t* comm, void* buf, size_t count, int dtype,
                                    int source, int tag, chorus_request_t** req_out) {
-  return issue(comm, "chorus_irecv_tagged", "recv_tagged", req_out,
-               CHORUS_CHECK(check_tagged(false, buf, count, dtype, source, tag)),
-               [=](Communicator& c) { return c.start_tagged(false, buf, count, dtype, source, tag); },
-               true);
+  return issue(
+      comm, "chorus_irecv_tagged", "recv_tagged", req_out,
+      CHORUS_CHECK(check_tagged(false, buf, count, dtype, source, tag)),
+      [=](Communicator& c) { return c.start_tagged(false, buf, count, dtype, source, tag); }, true);
 }
 
 CHORUS_API int chorus_request_p2p_status(chorus_request_t* req, chorus_p2p_status_t* status_out) {

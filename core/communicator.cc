@@ -140,8 +140,8 @@ Communicator::~Communicator() {
   }
   // Tagged operations nobody drove to their end (no worker ran).
   if (p2p_ && p2p_->active())
-    p2p_->fail_all(Status(CHORUS_ERR_ABORTED,
-                          "the communicator was finalized with this operation pending"));
+    p2p_->fail_all(
+        Status(CHORUS_ERR_ABORTED, "the communicator was finalized with this operation pending"));
   free_task();
   fini_algorithms();
   if (tp_ && ctx_) {

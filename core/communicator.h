@@ -575,8 +575,8 @@ class Communicator {
 
   // Tagged point-to-point; null when point_to_point.tagged is false.
   std::unique_ptr<P2pEngine> p2p_;
-  std::shared_ptr<Request> current_;  // the request the executor runs
-  std::atomic<bool> p2p_active_{false};  // the engine has registered operations
+  std::shared_ptr<Request> current_;      // the request the executor runs
+  std::atomic<bool> p2p_active_{false};   // the engine has registered operations
   std::atomic<bool> p2p_waiting_{false};  // the executor sleeps in the transport's wait
   bool p2p_mismatch_ = false;             // settle_p2p: spread the known mismatch
   Status p2p_break_;                      // settle_p2p: break the communicator with it

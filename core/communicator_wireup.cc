@@ -282,7 +282,8 @@ Status Communicator::connect_from(const std::vector<std::vector<std::byte>>& all
   return arm_notices();
 }
 
-Status Communicator::open_p2p_endpoints(std::vector<std::byte>& mine, std::vector<std::byte>& addr) {
+Status Communicator::open_p2p_endpoints(std::vector<std::byte>& mine,
+                                        std::vector<std::byte>& addr) {
   if (!cfg_.p2p_tagged) return Status::ok();
   make_p2p_engine();
   // Channel indices past the notice endpoint: control, then bulk.

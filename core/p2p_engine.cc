@@ -40,7 +40,7 @@ constexpr uint16_t kMagic = 0x7032;  // "2p"
 constexpr uint64_t kLaneCtrlRecv = 1, kLaneCtrlSend = 2, kLaneBulkSend = 3, kLaneBulkRecv = 4;
 constexpr uint64_t kCarriesOp = 1ull << 48;
 constexpr uint64_t kByeIndex = 0xffffffff;  // a control send of the goodbye header
-constexpr int32_t kOrderedTag = -2;          // the wire tag of chorus_send/recv
+constexpr int32_t kOrderedTag = -2;         // the wire tag of chorus_send/recv
 uint64_t wr(uint64_t lane, uint64_t index) { return (lane << 56) | index; }
 uint64_t lane_of(uint64_t wr_id) { return wr_id >> 56; }
 
@@ -53,8 +53,8 @@ std::string tag_text(int tag) {
 P2pEngine::P2pEngine(const chorus_transport_plugin_v1_t* tp, chorus_tp_context_t* ctx,
                      const chorus_tp_caps_t& caps, int rank, int size, Hooks hooks)
     : tp_(tp), ctx_(ctx), caps_(caps), rank_(rank), size_(size), hooks_(std::move(hooks)) {
-  max_msg_ = size_t(std::min<uint64_t>(caps_.max_message_size ? caps_.max_message_size : 1u << 30,
-                                       1ull << 30));
+  max_msg_ = size_t(
+      std::min<uint64_t>(caps_.max_message_size ? caps_.max_message_size : 1u << 30, 1ull << 30));
   eps_[0].assign(size_t(size_), nullptr);
   eps_[1].assign(size_t(size_), nullptr);
   peers_.resize(size_t(size_));
@@ -194,7 +194,8 @@ int P2pEngine::send_ctrl(int peer, const Header& h, const void* payload, size_t 
     id |= kCarriesOp;
     peers_[size_t(peer)].eager_out.push_back(std::move(op));
   }
-  post(peer, Post{0, send_bufs_[size_t(b)], sizeof(h) + len, send_mrs_[size_t(b) / kSendBlock], id});
+  post(peer,
+       Post{0, send_bufs_[size_t(b)], sizeof(h) + len, send_mrs_[size_t(b) / kSendBlock], id});
   return 0;
 }
 
@@ -221,19 +222,19 @@ void P2pEngine::start(std::shared_ptr<P2pOp> op) {
     Header h{kMagic, kEager, op->ordered ? kOrderedTag : op->tag, op->dtype, 0, op->bytes, op->seq};
     if (op->bytes <= kEagerBytes) {
       if (int err = send_ctrl(peer, h, op->buf, size_t(op->bytes), op))
-        complete(*op, Status(CHORUS_ERR_SYSTEM,
-                             op_name(*op) + ": " +
-                                 UserMemory::describe("send", op->buf, size_t(op->bytes), err,
-                                                      false) +
-                                 "; a local error, nothing was sent"));
+        complete(*op,
+                 Status(CHORUS_ERR_SYSTEM,
+                        op_name(*op) + ": " +
+                            UserMemory::describe("send", op->buf, size_t(op->bytes), err, false) +
+                            "; a local error, nothing was sent"));
       return;
     }
     if (int err = mem_.readable(op->buf, size_t(op->bytes))) {
-      complete(*op, Status(CHORUS_ERR_SYSTEM,
-                           op_name(*op) + ": " +
-                               UserMemory::describe("send", op->buf, size_t(op->bytes), err,
-                                                    false) +
-                               "; a local error, nothing was sent"));
+      complete(*op,
+               Status(CHORUS_ERR_SYSTEM,
+                      op_name(*op) + ": " +
+                          UserMemory::describe("send", op->buf, size_t(op->bytes), err, false) +
+                          "; a local error, nothing was sent"));
       return;
     }
     if (auto st = register_user(*op); !st.is_ok()) {
@@ -299,8 +300,7 @@ void P2pEngine::deliver(std::shared_ptr<P2pOp> op, int peer, const Header& h,
     unexpected_.insert(at, std::move(u));
     complete(*op, Status(CHORUS_ERR_INVALID_ARGUMENT,
                          op_name(*op) + ": " +
-                             UserMemory::describe("receive", op->buf, size_t(h.bytes), bad,
-                                                  true)));
+                             UserMemory::describe("receive", op->buf, size_t(h.bytes), bad, true)));
     return;
   }
   if (h.kind == kEager) {
@@ -345,8 +345,9 @@ void P2pEngine::arrived(int peer, const Header& h, const std::byte* payload) {
     case kCts: {
       auto it = pr.awaiting_cts.find(h.seq);
       if (it == pr.awaiting_cts.end()) {
-        break_peer(peer, Status(CHORUS_ERR_INTERNAL, hooks_.who + ": rank " + std::to_string(peer) +
-                                                         " cleared a send this rank does not have"));
+        break_peer(peer,
+                   Status(CHORUS_ERR_INTERNAL, hooks_.who + ": rank " + std::to_string(peer) +
+                                                   " cleared a send this rank does not have"));
         return;
       }
       auto op = std::move(it->second);
@@ -374,17 +375,18 @@ void P2pEngine::arrived(int peer, const Header& h, const std::byte* payload) {
         complete(*op, hooks_.mismatch(*op, peer, h.bytes));
         return;
       }
-      complete(*op, Status(CHORUS_ERR_MISMATCH,
-                           op_name(*op) + ": the matching receive on rank " +
-                               std::to_string(peer) + " (tag " + std::to_string(h.tag) + ") takes " +
-                               std::to_string(h.bytes) + " bytes of " + chorus_dtype_name(h.dtype) +
-                               ", not " + std::to_string(op->bytes) + " bytes of " +
-                               chorus_dtype_name(op->dtype)));
+      complete(*op,
+               Status(CHORUS_ERR_MISMATCH,
+                      op_name(*op) + ": the matching receive on rank " + std::to_string(peer) +
+                          " (tag " + std::to_string(h.tag) + ") takes " + std::to_string(h.bytes) +
+                          " bytes of " + chorus_dtype_name(h.dtype) + ", not " +
+                          std::to_string(op->bytes) + " bytes of " + chorus_dtype_name(op->dtype)));
       return;
     }
     default:
-      break_peer(peer, Status(CHORUS_ERR_INTERNAL, hooks_.who + ": malformed p2p message from rank " +
-                                                       std::to_string(peer)));
+      break_peer(peer,
+                 Status(CHORUS_ERR_INTERNAL,
+                        hooks_.who + ": malformed p2p message from rank " + std::to_string(peer)));
   }
 }
 
@@ -416,9 +418,9 @@ void P2pEngine::handle_completion(int peer, const chorus_tp_completion_t& c) {
       }
       std::memcpy(&h, slot, sizeof(h));
       if (h.magic != kMagic || (h.kind == kEager && h.bytes != c.byte_len - sizeof(h))) {
-        break_peer(peer, Status(CHORUS_ERR_INTERNAL, hooks_.who +
-                                                         ": malformed p2p message from rank " +
-                                                         std::to_string(peer)));
+        break_peer(
+            peer, Status(CHORUS_ERR_INTERNAL,
+                         hooks_.who + ": malformed p2p message from rank " + std::to_string(peer)));
         return;
       }
       arrived(peer, h, slot + sizeof(h));
@@ -427,9 +429,9 @@ void P2pEngine::handle_completion(int peer, const chorus_tp_completion_t& c) {
           tp_->post_recv(eps_[0][size_t(peer)], slot, kSlotBytes, slots_mr_, c.wr_id) == CHORUS_OK)
         ++pr.slots_out;
       else
-        lose(peer, Status(CHORUS_ERR_PEER_LOST, hooks_.who + ": the point-to-point connection with rank " +
-                                                    std::to_string(peer) + " ended: " +
-                                                    tp_->last_error()));
+        lose(peer, Status(CHORUS_ERR_PEER_LOST,
+                          hooks_.who + ": the point-to-point connection with rank " +
+                              std::to_string(peer) + " ended: " + tp_->last_error()));
       return;
     }
     case kLaneCtrlSend: {
@@ -549,8 +551,7 @@ void P2pEngine::break_peer(int peer, const Status& why) {
   std::erase_if(unexpected_,
                 [&](const Unexpected& u) { return u.peer == peer && u.h.kind != kEager; });
   if (!failed.empty() && hooks_.log) hooks_.log(CHORUS_LOG_DEBUG, why.message());
-  for (auto& op : failed)
-    complete(*op, Status(why.code(), op_name(*op) + ": " + why.message()));
+  for (auto& op : failed) complete(*op, Status(why.code(), op_name(*op) + ": " + why.message()));
 }
 
 void P2pEngine::complete(P2pOp& op, Status st) {
@@ -589,10 +590,10 @@ void P2pEngine::progress() {
     for (auto& op : pr.bulk_out) check(op);
     for (auto& op : pr.bulk_in) check(op);
     if (late)
-      break_peer(p, Status(CHORUS_ERR_TIMEOUT,
-                           "a point-to-point transfer with rank " + std::to_string(p) +
-                               " did not finish within timeout.collective (is rank " +
-                               std::to_string(p) + " receiving it?)"));
+      break_peer(
+          p, Status(CHORUS_ERR_TIMEOUT, "a point-to-point transfer with rank " + std::to_string(p) +
+                                            " did not finish within timeout.collective (is rank " +
+                                            std::to_string(p) + " receiving it?)"));
   }
 }
 

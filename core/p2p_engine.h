@@ -149,9 +149,9 @@ class P2pEngine {
     uint64_t wr_id;
   };
   struct Peer {
-    std::deque<Post> waiting;                         // in post order
-    std::deque<std::shared_ptr<P2pOp>> eager_out;     // control sends carrying an op, in order
-    std::deque<int> ctrl_bufs;                        // send buffers of posted control sends
+    std::deque<Post> waiting;                      // in post order
+    std::deque<std::shared_ptr<P2pOp>> eager_out;  // control sends carrying an op, in order
+    std::deque<int> ctrl_bufs;                     // send buffers of posted control sends
     std::unordered_map<uint64_t, std::shared_ptr<P2pOp>> awaiting_cts;  // by seq
     std::deque<std::shared_ptr<P2pOp>> bulk_out, bulk_in;  // rendezvous data in post order
     uint64_t next_seq = 0;
@@ -163,7 +163,7 @@ class P2pEngine {
     bool dying = false;
     Status dying_status;
     int slots_out = 0;  // standing receives posted on the control endpoint
-    int byes = 0;  // goodbye messages received
+    int byes = 0;       // goodbye messages received
     Status broken_status;
   };
 
@@ -223,9 +223,9 @@ class P2pEngine {
   // Receives not yet matched, in post order; messages not yet received.
   std::list<std::shared_ptr<P2pOp>> posted_;
   std::list<Unexpected> unexpected_;
-  int live_ = 0;  // operations started and not complete
-  uint64_t arrivals_ = 0;       // messages arrived so far
-  uint64_t delivering_ = 0;     // the arrival number of the message being delivered
+  int live_ = 0;             // operations started and not complete
+  uint64_t arrivals_ = 0;    // messages arrived so far
+  uint64_t delivering_ = 0;  // the arrival number of the message being delivered
   UserMemory mem_;
 };
 

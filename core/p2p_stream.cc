@@ -36,20 +36,22 @@ Status Communicator::check_tagged(bool is_send, const void* buf, size_t count, i
                 std::to_string(rank_) + " of " + std::to_string(size_) + ")" +
                 (is_send ? "" : "; use CHORUS_ANY_SOURCE to receive from any rank")};
   if (tag < 0 && !(tag == CHORUS_ANY_TAG && !is_send))
-    return {CHORUS_ERR_INVALID_ARGUMENT,
-            std::string(what) + ": tag " + std::to_string(tag) + " is negative; tags are 0.." +
-                std::to_string(CHORUS_TAG_MAX) +
-                (is_send ? "" : ", or CHORUS_ANY_TAG on a receive")};
+    return {CHORUS_ERR_INVALID_ARGUMENT, std::string(what) + ": tag " + std::to_string(tag) +
+                                             " is negative; tags are 0.." +
+                                             std::to_string(CHORUS_TAG_MAX) +
+                                             (is_send ? "" : ", or CHORUS_ANY_TAG on a receive")};
   if (!p2p_)
     return {CHORUS_ERR_NOT_SUPPORTED,
-            std::string(what) + ": tagged point-to-point is off on this communicator "
-                                "(point_to_point.tagged = false); set it to true on every rank"};
+            std::string(what) +
+                ": tagged point-to-point is off on this communicator "
+                "(point_to_point.tagged = false); set it to true on every rank"};
   return Status::ok();
 }
 
 Status Communicator::start_tagged(bool is_send, void* buf, size_t count, int dtype, int peer,
                                   int tag, bool ordered) {
-  const char* what = ordered ? (is_send ? "send" : "recv") : (is_send ? "send_tagged" : "recv_tagged");
+  const char* what =
+      ordered ? (is_send ? "send" : "recv") : (is_send ? "send_tagged" : "recv_tagged");
   if (auto st = usable(what); !st.is_ok()) return st;
   if (!current_) return {CHORUS_ERR_INTERNAL, who() + ": a tagged operation outside a request"};
   // Handed over from inside a running call (drain_inbox in its polls): the
@@ -120,8 +122,8 @@ void Communicator::make_p2p_engine() {
     theirs.call = op.is_send ? CallSig::kSigRecv : CallSig::kSigSend;
     note_mismatch(mine, theirs, -1);
     p2p_mismatch_ = true;
-    return Status(CHORUS_ERR_MISMATCH, who() + ": " + (op.is_send ? "send" : "recv") + ": " +
-                                           mismatch_message());
+    return Status(CHORUS_ERR_MISMATCH,
+                  who() + ": " + (op.is_send ? "send" : "recv") + ": " + mismatch_message());
   };
   hooks.finish = [this](P2pOp& op, Status st) {
     // chorus_send/recv fail like any call: all but a bad argument break the
@@ -193,11 +195,10 @@ void Communicator::p2p_step(int wait_ms) {
   if (!queued && !aborted_.load()) {
     const auto t0 = std::chrono::steady_clock::now();
     tp_->wait(ctx_, std::max(1, ms));
-    transport_wait_ns_.fetch_add(
-        uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                     std::chrono::steady_clock::now() - t0)
-                     .count()),
-        std::memory_order_relaxed);
+    transport_wait_ns_.fetch_add(uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                              std::chrono::steady_clock::now() - t0)
+                                              .count()),
+                                 std::memory_order_relaxed);
   }
   p2p_waiting_.store(false);
 }

@@ -127,7 +127,8 @@ std::shared_ptr<Request> Communicator::execute_request(const char* what,
   auto req = std::make_shared<Request>(next_seq_++, what, std::move(body));
   if (stopping_) {
     count_failed();
-    req->finish({CHORUS_ERR_ABORTED, who() + ": " + what + ": the communicator is being finalized"});
+    req->finish(
+        {CHORUS_ERR_ABORTED, who() + ": " + what + ": the communicator is being finalized"});
     return req;
   }
   if (p2p && p2p_) {
@@ -172,8 +173,7 @@ std::shared_ptr<Request> Communicator::execute_request(const char* what,
 }
 
 std::shared_ptr<Request> Communicator::submit(const char* what,
-                                              std::function<Status(Communicator&)> body,
-                                              bool p2p) {
+                                              std::function<Status(Communicator&)> body, bool p2p) {
   std::unique_lock lock(q_mu_);
   auto req = std::make_shared<Request>(next_seq_++, what, std::move(body));
   requests_issued_.fetch_add(1, std::memory_order_relaxed);
@@ -282,8 +282,7 @@ void Communicator::worker_main() {
   std::unique_lock lock(q_mu_);
   for (;;) {
     q_cv_.wait(lock, [&] {
-      return stopping_ ||
-             (!busy_ && (!queue_.empty() || !inbox_.empty() || p2p_active_.load()));
+      return stopping_ || (!busy_ && (!queue_.empty() || !inbox_.empty() || p2p_active_.load()));
     });
     if (stopping_) {
       // Finalizing: whatever is still queued completes as aborted without

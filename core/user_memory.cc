@@ -96,9 +96,10 @@ int UserMemory::write(void* dst, const void* src, std::size_t n) noexcept {
 std::string UserMemory::describe(const char* which, const void* addr, std::size_t n, int err,
                                  bool writable) {
   char text[200];
-  std::snprintf(text, sizeof text, "the %s buffer at %p (%zu bytes) is not %s memory of this "
-                "process (%s)", which, addr, n, writable ? "writable" : "readable",
-                std::strerror(err));
+  std::snprintf(text, sizeof text,
+                "the %s buffer at %p (%zu bytes) is not %s memory of this "
+                "process (%s)",
+                which, addr, n, writable ? "writable" : "readable", std::strerror(err));
   return text;
 }
 

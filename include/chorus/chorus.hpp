@@ -396,8 +396,8 @@ class Communicator {
   void send_tagged(const void* buf, size_t count, int dtype, int peer, int tag) {
     check(chorus_send_tagged(comm_, buf, count, dtype, peer, tag));
   }
-  chorus_p2p_status_t recv_tagged(void* buf, size_t count, int dtype, int source = CHORUS_ANY_SOURCE,
-                                  int tag = CHORUS_ANY_TAG) {
+  chorus_p2p_status_t recv_tagged(void* buf, size_t count, int dtype,
+                                  int source = CHORUS_ANY_SOURCE, int tag = CHORUS_ANY_TAG) {
     chorus_p2p_status_t st{};
     check(chorus_recv_tagged(comm_, buf, count, dtype, source, tag, &st));
     return st;
