@@ -3,6 +3,7 @@
 // handle and error plumbing they share is in api_internal.h.
 #include "core/api_internal.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -278,11 +279,18 @@ CHORUS_API int chorus_wait(chorus_request_t* req, int timeout_ms) {
     if (!req) return invalid("chorus_wait: req is NULL");
     if (!live(req)) return invalid(std::string("chorus_wait") + kNotLiveRequest);
     auto t0 = std::chrono::steady_clock::now();
-    // Waiting without a limit for a request that has not started: run it on
-    // this thread (it is bounded by the call's own deadline). A wait with a
-    // limit must return by it, so it leaves the request to the worker.
-    if (timeout_ms < 0 && !req->impl->done()) req->comm->run_if_next(req->impl);
-    bool done = req->impl->wait_for(timeout_ms);
+    // Waiting for a request that has not started: run it on this thread
+    // (bounded by the call's own deadline). A wait with a limit must return
+    // by it: it only drives a point-to-point request, until the limit.
+    if (!req->impl->done()) req->comm->run_if_next(req->impl, timeout_ms);
+    int left = timeout_ms;
+    if (timeout_ms >= 0) {
+      const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::steady_clock::now() - t0)
+                             .count();
+      left = int(std::max<long long>(0, timeout_ms - spent));
+    }
+    bool done = req->impl->wait_for(left);
     uint64_t ns = uint64_t(
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
             .count());

@@ -182,7 +182,9 @@ class Communicator {
   /// do, without the two thread hand-overs (submit to worker, worker back to
   /// the waiter) that dominate a small isend/irecv. Returns whether it ran
   /// `req`; false leaves everything as it was. Any thread.
-  bool run_if_next(const std::shared_ptr<Request>& req);
+  /// `timeout_ms` >= 0 (a wait with a limit): only a point-to-point
+  /// request is driven, and only until the limit; then the worker goes on.
+  bool run_if_next(const std::shared_ptr<Request>& req, int timeout_ms = -1);
   /// Runs `req` on the calling thread as the stream's one running operation
   /// (`lock` holds q_mu_ and nothing runs; it is released on return),
   /// counting it in `counter`, then lets the worker go on.
@@ -248,10 +250,12 @@ class Communicator {
   /// `until` it never runs queued operations (they may need this thread's
   /// own call to complete first, on another rank): it returns false as soon
   /// as one is queued, handing the stream to the worker.
-  bool drive(const std::shared_ptr<Request>& until);
-  /// drive(req) as the stream's executor (`lock` holds q_mu_, nothing
-  /// runs; released on return), then release_stream.
-  void drive_here(const std::shared_ptr<Request>& req, std::unique_lock<std::mutex>& lock);
+  /// `limit` bounds how long it drives for `until` (false when it passes).
+  bool drive(const std::shared_ptr<Request>& until, Deadline limit = Deadline::never());
+  /// drive(req, limit) as the stream's executor (`lock` holds q_mu_,
+  /// nothing runs; released on return), then release_stream.
+  void drive_here(const std::shared_ptr<Request>& req, std::unique_lock<std::mutex>& lock,
+                  Deadline limit = Deadline::never());
   /// Marks the stream free (`lock` holds q_mu_; released on return). When
   /// `done` is false the caller stopped driving its request to let queued
   /// operations run: the worker is started if it was not.

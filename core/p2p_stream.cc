@@ -203,10 +203,11 @@ void Communicator::p2p_step(int wait_ms) {
   p2p_waiting_.store(false);
 }
 
-bool Communicator::drive(const std::shared_ptr<Request>& until) {
+bool Communicator::drive(const std::shared_ptr<Request>& until, Deadline limit) {
   for (;;) {
     if (inbox_nonempty_.load()) drain_inbox();
     if (until && until->done()) return true;
+    if (until && limit.expired()) return false;  // the worker goes on
     std::shared_ptr<Request> next;
     {
       std::lock_guard lock(q_mu_);
@@ -237,7 +238,7 @@ bool Communicator::drive(const std::shared_ptr<Request>& until) {
       p2p_active_.store(false);
       continue;
     }
-    p2p_step(kMaxWaitMs);
+    p2p_step(until ? std::max(1, limit.remaining_ms(kMaxWaitMs)) : kMaxWaitMs);
     p2p_active_.store(p2p_->active());
   }
 }

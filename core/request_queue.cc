@@ -20,7 +20,7 @@ namespace {
 // How long the worker leaves registered point-to-point operations to a
 // thread that may be about to wait for them (run_if_next) before it drives
 // them itself.
-constexpr int kWaiterGraceUs = 200;
+constexpr int kWaiterGraceUs = 50;
 }  // namespace
 
 bool Request::wait_for(int timeout_ms) {
@@ -207,10 +207,10 @@ std::shared_ptr<Request> Communicator::submit(const char* what,
   return req;
 }
 
-bool Communicator::run_if_next(const std::shared_ptr<Request>& req) {
+bool Communicator::run_if_next(const std::shared_ptr<Request>& req, int timeout_ms) {
   std::unique_lock lock(q_mu_);
   if (stopping_ || busy_) return false;
-  if (!queue_.empty() && queue_.front() == req) {
+  if (timeout_ms < 0 && !queue_.empty() && queue_.front() == req) {
     queue_.pop_front();
     run_here(*req, lock, waiter_ops_);
     return true;
@@ -219,15 +219,17 @@ bool Communicator::run_if_next(const std::shared_ptr<Request>& req) {
   // holds: drive it here rather than wait for the worker to.
   const bool in_inbox = std::find(inbox_.begin(), inbox_.end(), req) != inbox_.end();
   if (!in_inbox && (req->state() != Request::State::kRunning || req->done())) return false;
-  drive_here(req, lock);
+  drive_here(req, lock,
+             timeout_ms < 0 ? Deadline::never()
+                            : Deadline::after(std::chrono::milliseconds(timeout_ms)));
   return true;
 }
 
 void Communicator::drive_here(const std::shared_ptr<Request>& req,
-                              std::unique_lock<std::mutex>& lock) {
+                              std::unique_lock<std::mutex>& lock, Deadline limit) {
   busy_ = true;
   lock.unlock();
-  const bool done = drive(req);
+  const bool done = drive(req, limit);
   lock.lock();
   release_stream(lock, done);
 }
