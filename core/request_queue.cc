@@ -219,9 +219,9 @@ bool Communicator::run_if_next(const std::shared_ptr<Request>& req, int timeout_
   // holds: drive it here rather than wait for the worker to.
   const bool in_inbox = std::find(inbox_.begin(), inbox_.end(), req) != inbox_.end();
   if (!in_inbox && (req->state() != Request::State::kRunning || req->done())) return false;
-  drive_here(req, lock,
-             timeout_ms < 0 ? Deadline::never()
-                            : Deadline::after(std::chrono::milliseconds(timeout_ms)));
+  drive_here(
+      req, lock,
+      timeout_ms < 0 ? Deadline::never() : Deadline::after(std::chrono::milliseconds(timeout_ms)));
   return true;
 }
 
