@@ -239,8 +239,11 @@ void Communicator::release_stream(std::unique_lock<std::mutex>& lock, bool done)
   // Handed over: queued operations wait, and the operation this thread
   // drove is not done; the worker takes both on.
   if (!done && !worker_.joinable()) worker_ = std::thread([this] { worker_main(); });
+  // Wake the worker only when there is something for it: a wake-up that
+  // finds nothing costs a context switch per operation on a busy core.
+  const bool work = !done || !queue_.empty() || !inbox_.empty() || p2p_active_.load();
   lock.unlock();
-  q_cv_.notify_all();
+  if (work) q_cv_.notify_all();
 }
 
 void Communicator::run_here(Request& req, std::unique_lock<std::mutex>& lock,
