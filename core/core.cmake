@@ -31,6 +31,7 @@ add_library(chorus_core STATIC
   proxied_ops.cc
   request_queue.cc
   p2p_engine.cc
+  p2p_engine_peers.cc
   p2p_stream.cc
   user_memory.cc
   signature_exchange.cc

@@ -193,6 +193,9 @@ class P2pEngine {
   /// The pair's connection ended (an error from the transport): sends fail
   /// now, receives once the messages already received are processed.
   void lose(int peer, const Status& why);
+  /// Empties the pair's waiting posts and returns its operations with a
+  /// message in flight (sends, rendezvous data), which can no longer finish.
+  std::vector<std::shared_ptr<P2pOp>> take_in_flight(Peer& pr);
   std::string op_name(const P2pOp& op) const;
   Status register_user(P2pOp& op);
 
