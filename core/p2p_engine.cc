@@ -78,9 +78,17 @@ Status P2pEngine::arm() {
       std::byte* slot = slots_ + (size_t(p) * kSlots + size_t(k)) * kSlotBytes;
       if (int rc = tp_->post_recv(eps_[0][size_t(p)], slot, kSlotBytes, slots_mr_,
                                   wr(kLaneCtrlRecv, uint64_t(k)));
-          rc != CHORUS_OK)
-        return {rc, hooks_.who + ": posting the p2p receives for rank " + std::to_string(p) +
-                        " failed: " + tp_->last_error()};
+          rc != CHORUS_OK) {
+        // A pair the transport cannot link (a device matrix with no entry
+        // for it, as a ring-only one) has no point-to-point; the job does,
+        // and a send or receive with that peer fails naming the reason.
+        const std::string why = tp_->last_error();
+        if (hooks_.log)
+          hooks_.log(rc == CHORUS_ERR_INVALID_ARGUMENT ? CHORUS_LOG_DEBUG : CHORUS_LOG_WARN,
+                     "no point-to-point with rank " + std::to_string(p) + ": " + why);
+        break_peer(p, Status(rc, "no point-to-point with rank " + std::to_string(p) + ": " + why));
+        break;
+      }
       ++peers_[size_t(p)].slots_out;
     }
   }
