@@ -27,10 +27,9 @@ for tp in shm tcp; do
     "$bin/chorus-engine-bench" inflight --bytes 64K -k 16 -n "$iters" -w 3 -c | json
 done
 pp_iters=$((iters * 20))
-# Chorus three ways: isend/irecv then wait (the waiter runs its request),
-# the same with a limit on the wait (the request stays on the progress
-# thread: the path before ops.run_by_waiter), and blocking send/recv; then
-# the tagged calls (chorus_isend_tagged/irecv_tagged, and blocking).
+# Chorus: isend/irecv then wait (the waiter drives its request), the same
+# with a limit on the wait (driven until the limit), and blocking send/recv;
+# then the tagged calls (chorus_isend_tagged/irecv_tagged, and blocking).
 for tp in shm tcp; do
   for how in "" "--wait-ms 600000" "--blocking" "--tagged" "--tagged --blocking"; do
     CHORUS_TRANSPORT=$tp timeout 900 "$bin/chorusrun" -n 2 --timeout 800 -- \

@@ -254,10 +254,11 @@ int main(int argc, char** argv) {
                "pingpong: the tagged calls (chorus_isend_tagged ...; with --blocking, "
                "chorus_send_tagged/recv_tagged)");
   app.add_option("--wait-ms", o.wait_ms,
-                 "pingpong: chorus_wait's limit (-1: none; a limit keeps the request on the "
-                 "progress thread, as every wait did before ops.run_by_waiter)");
+                 "pingpong: chorus_wait's limit (-1: none; with a limit a queued collective "
+                 "stays on the progress thread, a point-to-point request is driven until it)");
   CLI11_PARSE(app, argc, argv);
-  if (!chorus::bench::parse_size(bytes.c_str(), o.bytes) || !chorus::bench::parse_size(min_bytes.c_str(), o.min_bytes) ||
+  if (!chorus::bench::parse_size(bytes.c_str(), o.bytes) ||
+      !chorus::bench::parse_size(min_bytes.c_str(), o.min_bytes) ||
       !chorus::bench::parse_size(max_bytes.c_str(), o.max_bytes) || o.min_bytes == 0) {
     std::fprintf(stderr,
                  "chorus-engine-bench: a size is not a positive byte count with an optional "

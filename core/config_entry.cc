@@ -227,6 +227,21 @@ Status apply(const Entry& e, Config& cfg) {
     return Status::ok();
   };
 
+  // A boolean: true/false in TOML; true, false, 1 or 0 from the environment.
+  auto set_bool = [&](bool& field) -> Status {
+    if (e.from_env) {
+      if (e.raw != "true" && e.raw != "false" && e.raw != "1" && e.raw != "0")
+        return bad(e, "expected true or false, got '" + e.raw + "'");
+      field = e.raw == "true" || e.raw == "1";
+      return Status::ok();
+    }
+    if (auto b = e.node->value<bool>(); b && e.node->type() == toml::node_type::boolean) {
+      field = *b;
+      return Status::ok();
+    }
+    return bad(e, "expected a boolean, got " + type_name(e));
+  };
+
   if (head == "transport") {
     if (rest == "name") {
       auto v = get_string(e);
@@ -328,33 +343,9 @@ Status apply(const Entry& e, Config& cfg) {
       return Status::ok();
     }
   } else if (head == "check") {
-    if (rest == "signatures") {
-      if (e.from_env) {
-        if (e.raw != "true" && e.raw != "false" && e.raw != "1" && e.raw != "0")
-          return bad(e, "expected true or false, got '" + e.raw + "'");
-        cfg.check_signatures = e.raw == "true" || e.raw == "1";
-        return Status::ok();
-      }
-      if (auto b = e.node->value<bool>(); b && e.node->type() == toml::node_type::boolean) {
-        cfg.check_signatures = *b;
-        return Status::ok();
-      }
-      return bad(e, "expected a boolean, got " + type_name(e));
-    }
+    if (rest == "signatures") return set_bool(cfg.check_signatures);
   } else if (head == "point_to_point") {
-    if (rest == "tagged") {
-      if (e.from_env) {
-        if (e.raw != "true" && e.raw != "false" && e.raw != "1" && e.raw != "0")
-          return bad(e, "expected true or false, got '" + e.raw + "'");
-        cfg.p2p_tagged = e.raw == "true" || e.raw == "1";
-        return Status::ok();
-      }
-      if (auto b = e.node->value<bool>(); b && e.node->type() == toml::node_type::boolean) {
-        cfg.p2p_tagged = *b;
-        return Status::ok();
-      }
-      return bad(e, "expected a boolean, got " + type_name(e));
-    }
+    if (rest == "tagged") return set_bool(cfg.p2p_tagged);
   } else if (head == "timeout") {
     if (rest == "init") return set_timeout(cfg.timeout_init_s);
     if (rest == "connect") return set_timeout(cfg.timeout_connect_s);

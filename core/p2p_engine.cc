@@ -219,16 +219,10 @@ void P2pEngine::start(std::shared_ptr<P2pOp> op) {
     Peer& pr = peers_[size_t(peer)];
     op->seq = pr.next_seq++;
     Header h{kMagic, kEager, op->ordered ? kOrderedTag : op->tag, op->dtype, 0, op->bytes, op->seq};
-    if (op->bytes <= kEagerBytes) {
-      if (int err = send_ctrl(peer, h, op->buf, size_t(op->bytes), op))
-        complete(*op,
-                 Status(CHORUS_ERR_SYSTEM,
-                        op_name(*op) + ": " +
-                            UserMemory::describe("send", op->buf, size_t(op->bytes), err, false) +
-                            "; a local error, nothing was sent"));
-      return;
-    }
-    if (int err = mem_.readable(op->buf, size_t(op->bytes))) {
+    // An eager send copies the buffer; a larger one checks it can be read.
+    const int err = op->bytes <= kEagerBytes ? send_ctrl(peer, h, op->buf, size_t(op->bytes), op)
+                                             : mem_.readable(op->buf, size_t(op->bytes));
+    if (err) {
       complete(*op,
                Status(CHORUS_ERR_SYSTEM,
                       op_name(*op) + ": " +
@@ -236,6 +230,7 @@ void P2pEngine::start(std::shared_ptr<P2pOp> op) {
                           "; a local error, nothing was sent"));
       return;
     }
+    if (op->bytes <= kEagerBytes) return;
     if (auto st = register_user(*op); !st.is_ok()) {
       complete(*op, st);
       return;
@@ -391,7 +386,7 @@ void P2pEngine::arrived(int peer, const Header& h, const std::byte* payload) {
 
 void P2pEngine::on_completion(const chorus_tp_completion_t& c) {
   auto it = ep_peer_.find(c.endpoint);
-  if (it == ep_peer_.end()) return;  // a closed endpoint's: nothing waits for it
+  if (it == ep_peer_.end() || it->second < 0) return;  // a closed endpoint's: nothing waits
   const int peer = it->second;
   handle_completion(peer, c);
   // The completion made room on the peer's endpoints: post what waited for

@@ -89,9 +89,7 @@ class P2pEngine {
   /// Registers the slots and posts the standing receives, once connected.
   Status arm();
   /// Whether `ep` is one of this engine's endpoints.
-  bool owns(const chorus_tp_endpoint_t* ep) const {
-    return ep_peer_.count(ep) != 0 || retired_.count(ep) != 0;
-  }
+  bool owns(const chorus_tp_endpoint_t* ep) const { return ep_peer_.count(ep) != 0; }
 
   /// Registers an operation issued on the stream (a send posts at once).
   void start(std::shared_ptr<P2pOp> op);
@@ -110,6 +108,7 @@ class P2pEngine {
   /// (nothing lands in caller memory afterwards).
   void fail_all(const Status& why);
   /// Closes the endpoints (finalize); registered operations must be gone.
+  /// Their entries stay in ep_peer_, marked closed.
   void close();
   /// The peer's connection ended cleanly (it finalized): errors on its
   /// endpoints are expected from then on.
@@ -206,10 +205,10 @@ class P2pEngine {
   Hooks hooks_;
   size_t max_msg_;
   std::vector<chorus_tp_endpoint_t*> eps_[2];
+  // Every endpoint the engine opened, to its peer; a closed one maps to -1:
+  // its late completions and errors are this engine's (dropped), never a
+  // collective's. One lookup per completion on every poll path.
   std::unordered_map<const chorus_tp_endpoint_t*, int> ep_peer_;
-  // Closed endpoints: their late completions and errors are this engine's
-  // (dropped), never a collective's.
-  std::unordered_map<const chorus_tp_endpoint_t*, int> retired_;
   std::vector<Peer> peers_;
   // Standing receive slots: [peer][slot], one registered block.
   std::byte* slots_ = nullptr;

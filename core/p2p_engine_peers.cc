@@ -20,7 +20,8 @@ using namespace p2p_wire;
 
 bool P2pEngine::on_error(const chorus_tp_error_t& e) {
   auto it = ep_peer_.find(e.endpoint);
-  if (it == ep_peer_.end()) return retired_.count(e.endpoint) != 0;
+  if (it == ep_peer_.end()) return false;
+  if (it->second < 0) return true;  // a closed endpoint's
   const int peer = it->second;
   if (lane_of(e.wr_id) == kLaneCtrlSend && (e.wr_id & 0xffffffff) != kByeIndex)
     free_bufs_.push_back(int(e.wr_id & 0xffffffff));
@@ -78,8 +79,7 @@ void P2pEngine::break_peer(int peer, const Status& why) {
   // Nothing may land in caller memory once its operation failed.
   for (int k = 0; k < 2; ++k)
     if (auto*& ep = eps_[k][size_t(peer)]) {
-      ep_peer_.erase(ep);
-      retired_[ep] = peer;
+      ep_peer_[ep] = -1;
       tp_->endpoint_close(ep);
       ep = nullptr;
     }
@@ -188,7 +188,7 @@ void P2pEngine::close() {
   for (int k = 0; k < 2; ++k)
     for (auto*& ep : eps_[k])
       if (ep) {
-        ep_peer_.erase(ep);
+        ep_peer_[ep] = -1;
         tp_->endpoint_close(ep);
         ep = nullptr;
       }
