@@ -60,6 +60,10 @@ int Communicator::env_progress(void* core, chorus_tp_completion_t* out, size_t m
                           : "aborted by chorus_comm_abort()");
     if (self->mismatch_blocks_call())
       return env_fail(core, CHORUS_ERR_MISMATCH, self->mismatch_message().c_str());
+    if (self->family_stopped()) {
+      const Status st = self->family_status(self->call_what_.c_str());
+      return env_fail(core, st.code(), st.message().c_str());
+    }
     int n = self->poll_data(out, max);
     self->answer_signature_requests();
     if (n > 0) {

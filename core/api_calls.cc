@@ -14,10 +14,11 @@ using namespace chorus::core::api;
 namespace {
 
 using chorus::core::Communicator;
+using chorus::core::Request;
 using chorus::core::Status;
 
 /// Blocking call: argument check on the caller, then the operation in issue
-/// order behind every earlier request.
+/// order behind every earlier request (a collective: on its lane).
 template <class Body>
 Status run_blocking(Communicator& c, const char* what, const Status& checked, Body body,
                     bool p2p = false) {
@@ -25,7 +26,10 @@ Status run_blocking(Communicator& c, const char* what, const Status& checked, Bo
     c.count_failed();
     return checked;
   }
-  return c.execute(what, std::move(body), p2p);
+  if (p2p) return c.execute(what, std::move(body), p2p);
+  uint64_t order = 0;
+  Communicator& lane = c.lane_for_call(order);
+  return lane.execute(what, std::move(body), p2p, order);
 }
 
 /// Non-blocking call: argument check on the caller, then queue. `check`
@@ -43,9 +47,12 @@ int issue(chorus_comm_t* comm, const char* name, const char* what, chorus_reques
       comm->impl->count_failed();
       return set_error(checked);
     }
-    auto* handle =
-        new chorus_request{nullptr, comm->impl.get(), comm->impl->request_wait_counter()};
-    handle->impl = comm->impl->submit(what, std::move(body), p2p);
+    // A collective runs on its lane (collectives.lanes); the handle's waits
+    // and cancel go to that lane's stream.
+    uint64_t order = Request::kNoOrder;
+    Communicator& target = p2p ? *comm->impl : comm->impl->lane_for_call(order);
+    auto* handle = new chorus_request{nullptr, &target, comm->impl->request_wait_counter()};
+    handle->impl = target.submit(what, std::move(body), p2p, order);
     *req_out = live_requests().remember(handle);
     return int(CHORUS_OK);
   });

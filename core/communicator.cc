@@ -98,6 +98,7 @@ Status Communicator::init(Config config, std::unique_ptr<SideChannel> host_chann
   if (auto st = init_algorithms(); !st.is_ok()) return st;
   if (auto st = bootstrap_->barrier(deadline); !st.is_ok())
     return st.with_context("rank " + std::to_string(rank_) + ": init barrier");
+  if (auto st = open_lanes(); !st.is_ok()) return st;
   CHORUS_LOGF(CHORUS_LOG_INFO, rank_,
               "comm " << id_ << ": communicator ready: " << size_ << " ranks, transport "
                       << cfg_.transport << ", " << cfg_.channels << " channel(s), config "
@@ -108,6 +109,7 @@ Status Communicator::init(Config config, std::unique_ptr<SideChannel> host_chann
 Communicator::Communicator() = default;
 
 Communicator::~Communicator() {
+  close_lanes();
   {
     std::unique_lock lock(q_mu_);
     stopping_ = true;
@@ -164,6 +166,7 @@ Communicator::~Communicator() {
 
 void Communicator::abort() {
   aborted_.store(true);
+  for (auto& lane : lanes_) lane->abort();
   if (tp_ && ctx_ &&
       tp_->struct_size >= offsetof(chorus_transport_plugin_v1_t, interrupt) + sizeof(void*) &&
       tp_->interrupt)
@@ -176,6 +179,7 @@ Status Communicator::usable(const char* what) const {
     return {
         CHORUS_ERR_ABORTED,
         who() + ": " + what + ": the communicator was aborted; finalize it and create a new one"};
+  if (family_stopped()) return family_status(what);
   if (broken_)
     return {broken_status_.code(),
             who() + ": " + what + ": the communicator failed earlier and cannot be used (" +

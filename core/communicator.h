@@ -11,6 +11,7 @@
 #include "core/config.h"
 #include "core/deadline.h"
 #include "core/plugin_loader.h"
+#include "core/request.h"
 #include "core/side_channel.h"
 #include "core/status.h"
 
@@ -31,56 +32,10 @@
 namespace chorus::core {
 
 class Communicator;
+struct LaneFamily;  // core/communicator_lanes.cc
 struct NoticeWire;  // core/notice_wire.h
 class P2pEngine;    // core/p2p_engine.h
 struct P2pOp;
-
-/// One operation issued on a communicator: queued, then run in issue order by
-/// whichever thread executes the communicator's stream (the caller of a
-/// blocking call when nothing is ahead of it, else the progress thread).
-/// Shared between the queue and the host's handle, so either may drop it
-/// first. Thread-safe.
-class Request : public std::enable_shared_from_this<Request> {
- public:
-  enum class State { kQueued, kRunning, kDone };
-  /// A body that returns this status code has handed its request to the
-  /// tagged point-to-point engine, which finishes it later.
-  static constexpr int kDeferred = 1;
-
-  Request(uint64_t seq, std::string what, std::function<Status(Communicator&)> body)
-      : seq_(seq), what_(std::move(what)), body_(std::move(body)) {}
-
-  /// Blocks until done or `timeout_ms` passes (< 0: no limit). True when done.
-  bool wait_for(int timeout_ms);
-  /// Never blocks.
-  bool done() const;
-  State state() const;
-  /// The final status; only meaningful once done().
-  Status status() const;
-  uint64_t seq() const { return seq_; }
-  const std::string& what() const { return what_; }
-  /// A completed tagged receive: what it got (source, tag, elements). False
-  /// for any other request or before it completed successfully.
-  bool p2p_status(int& source, int& tag, size_t& count) const;
-
- private:
-  friend class Communicator;
-  void set_running();
-  void finish(Status st);
-  /// finish() of a tagged receive, recording what it got.
-  void finish_recv(Status st, int source, int tag, size_t count);
-
-  const uint64_t seq_;
-  const std::string what_;
-  std::function<Status(Communicator&)> body_;  // cleared once run, releasing captures
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  State state_ = State::kQueued;
-  Status status_;
-  bool has_p2p_ = false;
-  int p2p_source_ = -1, p2p_tag_ = -1;
-  size_t p2p_count_ = 0;
-};
 
 /// Counters of one communicator, updated by the executing thread and read by
 /// any thread (relaxed atomics: each value is exact, a snapshot is not atomic
@@ -168,15 +123,18 @@ class Communicator {
   /// running, else waits for the progress thread. Any thread.
   /// `p2p`: a point-to-point call for the tagged engine; it does not wait
   /// behind queued operations but is handed to the engine at once (inbox_).
-  Status execute(const char* what, std::function<Status(Communicator&)> body, bool p2p = false);
+  /// `order`: a collective's place in its lane family's issue order
+  /// (lane_for_call); Request::kNoOrder for anything else.
+  Status execute(const char* what, std::function<Status(Communicator&)> body, bool p2p = false,
+                 uint64_t order = Request::kNoOrder);
   /// execute(), returning the request (a tagged receive's status is on it).
   std::shared_ptr<Request> execute_request(const char* what,
                                            std::function<Status(Communicator&)> body,
-                                           bool p2p = false);
+                                           bool p2p = false, uint64_t order = Request::kNoOrder);
   /// Non-blocking: queues `body` behind everything issued before it; the
   /// progress thread (started on first use) runs it. Any thread.
   std::shared_ptr<Request> submit(const char* what, std::function<Status(Communicator&)> body,
-                                  bool p2p = false);
+                                  bool p2p = false, uint64_t order = Request::kNoOrder);
   /// A thread about to block until `req` is done runs it itself when it is
   /// next in issue order and nothing runs: the work the progress thread would
   /// do, without the two thread hand-overs (submit to worker, worker back to
@@ -214,6 +172,12 @@ class Communicator {
 
   /// Any thread, any time: the running and every later call fail with ABORTED.
   void abort();
+
+  /// The communicator that runs the next collective issued: this one, or
+  /// one of its lanes (collectives.lanes; call i runs on lane i mod lanes,
+  /// core/communicator_lanes.cc), and the call's place `order` in the
+  /// family's issue order. Any thread.
+  Communicator& lane_for_call(uint64_t& order);
 
  private:
   Communicator();  // communicator.cc (P2pEngine is incomplete here)
@@ -280,6 +244,27 @@ class Communicator {
   /// communicator (as any failed call does). Called where no engine call
   /// is on the stack.
   void settle_p2p();
+  // Lanes (core/communicator_lanes.cc).
+  /// Opens lanes 1 .. collectives.lanes - 1 (a collective over this
+  /// communicator's ranks); nothing when lanes is 1.
+  Status open_lanes();
+  /// Finalizes the lanes; first thing in the destructor.
+  void close_lanes();
+  /// A failure of the call of `order` that leaves this lane unusable: every
+  /// lane of the family stops the calls issued after it (running or not).
+  void family_fail(const Status& why, uint64_t order);
+  /// The status a lane stopped by family_fail reports for `what`.
+  Status family_status(const char* what) const;
+  /// Counts a collective of the family starting (true) or ending here.
+  void family_running(bool start);
+  /// Adds the lanes' counters to lane 0's.
+  void add_lane_counters(std::vector<std::pair<std::string, uint64_t>>& out) const;
+  /// A new communicator over `members` (parent ranks, in the new order; empty:
+  /// this rank takes part in the exchanges but joins none) with `cfg`, wired
+  /// up through this communicator's collectives. Collective.
+  Result<std::unique_ptr<Communicator>> spawn(const Config& cfg, const std::vector<int>& members,
+                                              const std::string& id);
+
   /// Log with rank and communicator id.
   void log(int level, const std::string& message) const;
   /// "rank r", or "rank r of comm <id>" for a child communicator.
@@ -592,6 +577,20 @@ class Communicator {
 
   std::string id_;
   uint64_t splits_ = 0;  // splits done so far, part of each child's id
+
+  // Lanes: [k - 1] is lane k; empty with collectives.lanes = 1.
+  std::vector<std::unique_ptr<Communicator>> lanes_;
+  std::atomic<uint64_t> lane_next_{0};     // collectives issued (lane_for_call)
+  std::shared_ptr<LaneFamily> family_;     // null with one lane
+  std::atomic<bool> family_stop_{false};   // another lane failed (family_fail)
+  // ... at the call of this order: calls issued later stop, earlier ones run.
+  std::atomic<uint64_t> family_after_{Request::kNoOrder};
+  uint64_t running_order_ = Request::kNoOrder;  // order of the call running here
+  /// True when the running call was issued after the family's failure.
+  bool family_stopped() const {
+    return family_stop_.load() && running_order_ > family_after_.load();
+  }
+  int lane_ = 0;                           // this communicator's lane
 
   // The stream: operations run one at a time in issue order. `busy_` is true
   // while one runs (inline on a blocking caller or on the worker).

@@ -53,6 +53,7 @@ std::vector<std::pair<std::string, uint64_t>> Communicator::counters() const {
     out.emplace_back(base + "bytes_received", get(c.bytes_recv));
     out.emplace_back(base + "messages_received", get(c.msgs_recv));
   }
+  add_lane_counters(out);
   return out;
 }
 

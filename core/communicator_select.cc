@@ -254,7 +254,8 @@ std::string Communicator::fingerprint() const {
                   " deterministic=" + std::to_string(cfg_.deterministic) +
                   " switch_bytes=" + std::to_string(cfg_.switch_bytes) +
                   " check_signatures=" + std::to_string(cfg_.check_signatures) +
-                  " p2p_tagged=" + std::to_string(cfg_.p2p_tagged);
+                  " p2p_tagged=" + std::to_string(cfg_.p2p_tagged) +
+                  " lanes=" + std::to_string(cfg_.lanes);
   for (int c = 0; c < CHORUS_COLL_COUNT; ++c) {
     f += std::string(" ") + chorus_collective_name(c) + "=" + cfg_.algorithm[c];
     for (const Plugin* p : candidates_[c])

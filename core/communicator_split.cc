@@ -1,6 +1,7 @@
 // split: creates a child communicator from a color and key, agreeing the
 // members and their order through the parent's own all_gather and wiring
-// the child up with the parent's configuration.
+// the child up with the parent's configuration (spawn, which also makes a
+// communicator's lanes).
 
 #include "core/communicator.h"
 
@@ -58,6 +59,58 @@ Status gather_blobs(Communicator& comm, const std::vector<std::byte>& mine,
 
 }  // namespace
 
+Result<std::unique_ptr<Communicator>> Communicator::spawn(const Config& cfg,
+                                                          const std::vector<int>& members,
+                                                          const std::string& id) {
+  int child_rank = -1;
+  for (size_t i = 0; i < members.size(); ++i)
+    if (members[i] == rank_) child_rank = int(i);
+  const bool joins = child_rank >= 0;
+  // The child opens its context and endpoints locally. A failure here is
+  //    not returned yet: every rank must still take part in the exchanges
+  //    below, or the others would wait for it until their deadline.
+  std::unique_ptr<Communicator> child;
+  Status local;
+  std::vector<std::byte> blob;
+  if (joins) {
+    child.reset(new Communicator());
+    local = child->init_child(cfg, child_rank, int(members.size()), id, blob);
+    if (!local.is_ok()) blob.clear();
+  }
+  // Exchange the address tables over this communicator; each child keeps
+  //    its members' tables in child-rank order.
+  std::vector<std::vector<std::byte>> tables;
+  if (auto st = gather_blobs(*this, blob, tables); !st.is_ok())
+    return st.with_context(id + ": exchanging the endpoint addresses");
+  if (local.is_ok() && child) {
+    std::vector<std::vector<std::byte>> child_tables;
+    for (int r : members) {
+      if (tables[size_t(r)].empty()) {
+        local = {CHORUS_ERR_PEER_LOST, who() + ": " + id + ": rank " + std::to_string(r) +
+                                           " could not set up its part of the new communicator"};
+        break;
+      }
+      child_tables.push_back(std::move(tables[size_t(r)]));
+      child->keep_own_entries(child_tables.back());
+    }
+    Deadline deadline = Deadline::after(seconds_ms(cfg_.timeout_init_s));
+    if (local.is_ok()) local = child->connect_from(child_tables, deadline);
+    if (local.is_ok()) local = child->setup_staging();
+    if (local.is_ok()) local = child->init_algorithms();
+  }
+  // Agree: it succeeds only if it succeeded everywhere.
+  int32_t ok = local.is_ok() ? 1 : 0;
+  if (auto st = all_reduce(&ok, &ok, 1, CHORUS_INT32, CHORUS_MIN); !st.is_ok())
+    return st.with_context(id + ": agreeing on the outcome");
+  if (!local.is_ok()) return local;
+  if (!ok)
+    return Status{CHORUS_ERR_PEER_LOST, who() +
+                                            ": " + id +
+                                            ": another rank failed to set up its part of the new "
+                                            "communicator (see that rank's error)"};
+  return child;
+}
+
 Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key) {
   const uint64_t split_no = splits_++;
   // 1. Who goes where: every rank learns every (color, key).
@@ -77,49 +130,15 @@ Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key) {
   for (size_t i = 0; i < members.size(); ++i)
     if (members[i] == rank_) child_rank = int(i);
 
-  // 2. The child opens its context and endpoints locally. A failure here is
-  //    not returned yet: every rank must still take part in the exchanges
-  //    below, or the others would wait for it until their deadline.
-  std::unique_ptr<Communicator> child;
-  Status local;
-  std::vector<std::byte> blob;
-  if (color >= 0) {
-    child.reset(new Communicator());
-    local = child->init_child(cfg_, child_rank, int(members.size()),
-                              id_ + ".s" + std::to_string(split_no) + "c" + std::to_string(color),
-                              blob);
-    if (!local.is_ok()) blob.clear();
-  }
-  // 3. Exchange the address tables over this communicator; each child keeps
-  //    its members' tables in child-rank order.
-  std::vector<std::vector<std::byte>> tables;
-  if (auto st = gather_blobs(*this, blob, tables); !st.is_ok())
-    return st.with_context("split: exchanging the child's endpoint addresses");
-  if (local.is_ok() && child) {
-    std::vector<std::vector<std::byte>> child_tables;
-    for (int r : members) {
-      if (tables[size_t(r)].empty()) {
-        local = {CHORUS_ERR_PEER_LOST, who() + ": split: rank " + std::to_string(r) +
-                                           " could not set up its part of the new communicator"};
-        break;
-      }
-      child_tables.push_back(std::move(tables[size_t(r)]));
-      child->keep_own_entries(child_tables.back());
-    }
-    Deadline deadline = Deadline::after(seconds_ms(cfg_.timeout_init_s));
-    if (local.is_ok()) local = child->connect_from(child_tables, deadline);
-    if (local.is_ok()) local = child->setup_staging();
-    if (local.is_ok()) local = child->init_algorithms();
-  }
-  // 4. Agree: the split succeeds only if it succeeded everywhere.
-  int32_t ok = local.is_ok() ? 1 : 0;
-  if (auto st = all_reduce(&ok, &ok, 1, CHORUS_INT32, CHORUS_MIN); !st.is_ok())
-    return st.with_context("split: agreeing on the outcome");
-  if (!local.is_ok()) return local;
-  if (!ok)
-    return Status{CHORUS_ERR_PEER_LOST, who() +
-                                            ": split: another rank failed to set up its new "
-                                            "communicator (see that rank's error)"};
+  // 2. The child, wired up through this communicator.
+  const std::string child_id =
+      id_ + ".s" + std::to_string(split_no) + "c" + std::to_string(color);
+  auto spawned = spawn(cfg_, color >= 0 ? members : std::vector<int>{}, child_id);
+  if (!spawned.is_ok()) return spawned.status();
+  std::unique_ptr<Communicator> child = std::move(*spawned);
+  // The child's lanes (collectives.lanes), among its own members.
+  if (child)
+    if (auto st = child->open_lanes(); !st.is_ok()) return st.with_context("split");
   if (child)
     child->log(CHORUS_LOG_INFO, "split from comm " + id_ + ": rank " + std::to_string(child_rank) +
                                     " of " + std::to_string(members.size()) + " (color " +

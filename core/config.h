@@ -44,6 +44,10 @@ struct Config {
   /// check.signatures: compare every call's signature with the peers' (MISMATCH on a difference).
   bool check_signatures = true;
   bool p2p_tagged = true;  // point_to_point.tagged
+  /// collectives.lanes: how many collectives of one communicator progress at
+  /// once (each lane is a stream with its own endpoints; call i runs on lane
+  /// i mod lanes).
+  int lanes = 1;
 
   double timeout_init_s = 60;
   double timeout_connect_s = 30;

@@ -346,6 +346,14 @@ Status apply(const Entry& e, Config& cfg) {
     if (rest == "signatures") return set_bool(cfg.check_signatures);
   } else if (head == "point_to_point") {
     if (rest == "tagged") return set_bool(cfg.p2p_tagged);
+  } else if (head == "collectives") {
+    if (rest == "lanes") {
+      auto v = get_int(e);
+      if (!v.is_ok()) return v.status();
+      if (*v < 1 || *v > 16) return bad(e, "lanes must be between 1 and 16");
+      cfg.lanes = int(*v);
+      return Status::ok();
+    }
   } else if (head == "timeout") {
     if (rest == "init") return set_timeout(cfg.timeout_init_s);
     if (rest == "connect") return set_timeout(cfg.timeout_connect_s);

@@ -18,6 +18,7 @@ add_library(chorus_core STATIC
   communicator_dispatch.cc
   communicator_select.cc
   communicator_split.cc
+  communicator_lanes.cc
   communicator_wireup.cc
   config.cc
   config_entry.cc

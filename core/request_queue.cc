@@ -98,6 +98,15 @@ void Communicator::run_request(Request& req) {
   } else {
     try {
       current_ = req.shared_from_this();
+      running_order_ = req.order();
+      // Counted while it runs, however the body ends (lanes.running).
+      struct Running {
+        Communicator* c;
+        ~Running() {
+          if (c) c->family_running(false);
+        }
+      } running{family_ && req.order() != Request::kNoOrder ? this : nullptr};
+      if (running.c) family_running(true);
       st = req.body_(*this);
       current_.reset();
     } catch (const std::bad_alloc&) {
@@ -110,21 +119,26 @@ void Communicator::run_request(Request& req) {
   }
   // A tagged operation: the p2p engine finishes (and counts) it.
   if (st.code() == Request::kDeferred) return;
+  // With lanes, a call that fails for more than its arguments stops the
+  // other lanes too (communicator_lanes.cc).
+  if (family_ && !st.is_ok() && st.code() != CHORUS_ERR_INVALID_ARGUMENT &&
+      st.code() != CHORUS_ERR_NOT_SUPPORTED)
+    family_fail(st, req.order());
   // Every operation that ends with an error is counted here, once.
   if (!st.is_ok()) count_failed();
   req.finish(std::move(st));
 }
 
 Status Communicator::execute(const char* what, std::function<Status(Communicator&)> body,
-                             bool p2p) {
-  return execute_request(what, std::move(body), p2p)->status();
+                             bool p2p, uint64_t order) {
+  return execute_request(what, std::move(body), p2p, order)->status();
 }
 
 std::shared_ptr<Request> Communicator::execute_request(const char* what,
                                                        std::function<Status(Communicator&)> body,
-                                                       bool p2p) {
+                                                       bool p2p, uint64_t order) {
   std::unique_lock lock(q_mu_);
-  auto req = std::make_shared<Request>(next_seq_++, what, std::move(body));
+  auto req = std::make_shared<Request>(next_seq_++, what, std::move(body), order);
   if (stopping_) {
     count_failed();
     req->finish(
@@ -173,9 +187,10 @@ std::shared_ptr<Request> Communicator::execute_request(const char* what,
 }
 
 std::shared_ptr<Request> Communicator::submit(const char* what,
-                                              std::function<Status(Communicator&)> body, bool p2p) {
+                                              std::function<Status(Communicator&)> body, bool p2p,
+                                              uint64_t order) {
   std::unique_lock lock(q_mu_);
-  auto req = std::make_shared<Request>(next_seq_++, what, std::move(body));
+  auto req = std::make_shared<Request>(next_seq_++, what, std::move(body), order);
   requests_issued_.fetch_add(1, std::memory_order_relaxed);
   queued_ops_.fetch_add(1, std::memory_order_relaxed);
   if (stopping_) {
@@ -280,6 +295,12 @@ Status Communicator::cancel(const std::shared_ptr<Request>& req) {
   log(CHORUS_LOG_INFO, "request " + req->what() + " #" + std::to_string(req->seq()) +
                            " cancelled; later operations on this communicator will fail");
   req->finish({CHORUS_ERR_ABORTED, who() + ": " + req->what() + ": cancelled by chorus_cancel()"});
+  // With lanes the cancelled call's lane no longer lines up with the other
+  // ranks, and neither does the lane order of later calls: every lane stops.
+  if (family_)
+    family_fail({CHORUS_ERR_ABORTED, who() + ": " + req->what() + " #" +
+                                         std::to_string(req->seq()) + " was cancelled"},
+                req->order());
   return Status::ok();
 }
 

@@ -1,0 +1,72 @@
+// Request: one operation issued on a communicator, shared between its
+// stream and the host's handle (core/request_queue.cc implements it).
+#pragma once
+
+#include "core/status.h"
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+namespace chorus::core {
+
+class Communicator;
+
+/// One operation issued on a communicator: queued, then run in issue order by
+/// whichever thread executes the communicator's stream (the caller of a
+/// blocking call when nothing is ahead of it, else the progress thread).
+/// Shared between the queue and the host's handle, so either may drop it
+/// first. Thread-safe.
+class Request : public std::enable_shared_from_this<Request> {
+ public:
+  enum class State { kQueued, kRunning, kDone };
+  /// A body that returns this status code has handed its request to the
+  /// tagged point-to-point engine, which finishes it later.
+  static constexpr int kDeferred = 1;
+
+  /// `order`: the collective's place in the issue order of its lane family
+  /// (Communicator::lane_for_call); kNoOrder for anything else.
+  static constexpr uint64_t kNoOrder = UINT64_MAX;
+
+  Request(uint64_t seq, std::string what, std::function<Status(Communicator&)> body,
+          uint64_t order = kNoOrder)
+      : seq_(seq), order_(order), what_(std::move(what)), body_(std::move(body)) {}
+
+  /// Blocks until done or `timeout_ms` passes (< 0: no limit). True when done.
+  bool wait_for(int timeout_ms);
+  /// Never blocks.
+  bool done() const;
+  State state() const;
+  /// The final status; only meaningful once done().
+  Status status() const;
+  uint64_t seq() const { return seq_; }
+  uint64_t order() const { return order_; }
+  const std::string& what() const { return what_; }
+  /// A completed tagged receive: what it got (source, tag, elements). False
+  /// for any other request or before it completed successfully.
+  bool p2p_status(int& source, int& tag, size_t& count) const;
+
+ private:
+  friend class Communicator;
+  void set_running();
+  void finish(Status st);
+  /// finish() of a tagged receive, recording what it got.
+  void finish_recv(Status st, int source, int tag, size_t count);
+
+  const uint64_t seq_;
+  const uint64_t order_;
+  const std::string what_;
+  std::function<Status(Communicator&)> body_;  // cleared once run, releasing captures
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  State state_ = State::kQueued;
+  Status status_;
+  bool has_p2p_ = false;
+  int p2p_source_ = -1, p2p_tag_ = -1;
+  size_t p2p_count_ = 0;
+};
+
+}  // namespace chorus::core
