@@ -45,15 +45,13 @@ struct HalvingDoubling {
   static int comm_init(const chorus_algo_comm_v2_t* comm, HalvingDoubling** out) {
     if (comm->config_count > 0) {
       const chorus_kv_t& kv = comm->config[0];
-      const std::string message = std::string("halving_doubling: unknown setting '") +
-                                  (kv.key ? kv.key : "") + "' (from " +
-                                  (kv.origin ? kv.origin : "?") +
-                                  "); this algorithm has no settings, remove it";
+      const std::string message =
+          std::string("halving_doubling: unknown setting '") + (kv.key ? kv.key : "") + "' (from " +
+          (kv.origin ? kv.origin : "?") + "); this algorithm has no settings, remove it";
       return comm->fail(comm->core, CHORUS_ERR_INVALID_ARGUMENT, message.c_str());
     }
     *out = new (std::nothrow) HalvingDoubling;
-    if (!*out)
-      return comm->fail(comm->core, CHORUS_ERR_SYSTEM, "halving_doubling: out of memory");
+    if (!*out) return comm->fail(comm->core, CHORUS_ERR_SYSTEM, "halving_doubling: out of memory");
     return CHORUS_OK;
   }
 

@@ -6,6 +6,9 @@
 #   - pinned, its all_reduce (several dtypes and ops) and all_gather results
 #     are checked element by element on every rank, out-of-place and
 #     in-place, from 4 B to 16 MiB, and every rank ran it (ops.* counters);
+#     once more with two 4 KiB staging slots over two channels, so that
+#     a transfer is thousands of pieces striped over both channels, and
+#     receives wait for a free slot;
 #   - a setting under algorithm.halving_doubling fails init on every rank,
 #     naming the key; pinning it for broadcast fails init saying it does not
 #     implement broadcast; under auto it is never chosen.
@@ -35,17 +38,18 @@ if [ "$got" = "chorus_algorithm_plugin_v2 " ]; then ok "exports only chorus_algo
 else bad "$so exports: $got (expected chorus_algorithm_plugin_v2 only)"; fi
 
 # 2. Pinned: checked results on every rank, and every rank ran the plugin.
+extra=()  # more VAR=VALUE for the runs of pinned()
 pinned() {  # pinned N COLL ARGS...
   local n="$1" coll="$2"
   shift 2
-  if "${base[@]}" CHORUS_ALGORITHM_ALL_REDUCE=halving_doubling \
+  if "${base[@]}" "${extra[@]}" CHORUS_ALGORITHM_ALL_REDUCE=halving_doubling \
     CHORUS_ALGORITHM_ALL_GATHER=halving_doubling "$run" -n "$n" --timeout 300 -- \
     "$bench" --coll "$coll" -c -b 4 -e 16M -f 8 -n 2 -w 1 --stats "$@" >"$tmp/out" 2>&1; then
     local wrong ran
     wrong=$(grep -c "# Wrong elements: 0$" "$tmp/out" || true)
     ran=$(grep -cE "# stats r[0-9]+ w0 ops\.$coll\.halving_doubling [1-9]" "$tmp/out" || true)
     if [ "$wrong" -ge "$n" ] && [ "$ran" -ge "$n" ]; then
-      ok "pinned $coll $* at $n ranks: every rank reports 0 wrong elements and ran it"
+      ok "${extra[*]:+${extra[*]}: }pinned $coll $* at $n ranks: every rank reports 0 wrong elements and ran it"
     else
       bad "pinned $coll $* at $n ranks: $wrong ranks with 0 wrong, $ran ranks ran it"
       tail -20 "$tmp/out"
@@ -61,6 +65,11 @@ pinned 5 all_reduce -d int64 -o max
 pinned 5 all_reduce -d float64 -o prod
 pinned 4 all_gather -d int32
 pinned 5 all_gather -d uint8
+extra=(CHORUS_ALGORITHM_STAGING_SLOT_SIZE=4K CHORUS_ALGORITHM_STAGING_SLOTS=2
+       CHORUS_ALGORITHM_CHANNELS=2)
+pinned 6 all_reduce -d float32 -o min
+pinned 3 all_gather -d int16
+extra=()
 
 # 3. What it refuses, on every rank.
 expect_init_failure() {  # expect_init_failure TEXT COLL ENV...
