@@ -4,8 +4,8 @@
 # usage: tests/sdk/run.sh BUILD_DIR
 #
 # Installs BUILD_DIR (a built Chorus tree) into a temporary prefix, builds the
-# example plugins plugins/halving_doubling, plugins/allpairs (algorithm ABI
-# v2, on the algorithm SDK), plugins/faulty and plugins/loopback out of tree
+# example plugins plugins/halving_doubling and plugins/allpairs (both algorithm
+# ABI v2, on the algorithm SDK), plugins/faulty and plugins/loopback out of tree
 # against that installation (find_package(Chorus) + chorus_add_plugin), then:
 #   - checks the installed chorus-info finds the installed plugins with an
 #     empty environment, and that each example exports one symbol only;
@@ -133,8 +133,8 @@ exports_only() {
   echo "$so exports: $got"
   [ "$got" = "$symbol " ]
 }
-check "halving_doubling exports only chorus_algorithm_plugin_v1" 10 \
-  exports_only "$hd_dir/libchorus-algorithm-halving_doubling.so" chorus_algorithm_plugin_v1
+check "halving_doubling exports only chorus_algorithm_plugin_v2" 10 \
+  exports_only "$hd_dir/libchorus-algorithm-halving_doubling.so" chorus_algorithm_plugin_v2
 check "allpairs exports only chorus_algorithm_plugin_v2" 10 \
   exports_only "$allpairs_dir/libchorus-algorithm-allpairs.so" chorus_algorithm_plugin_v2
 check "faulty exports only chorus_transport_plugin_v1" 10 \
