@@ -161,8 +161,8 @@ int Communicator::env_fail(void* core, int status, const char* message) {
         (status == CHORUS_ERR_INTERNAL || status == CHORUS_ERR_INVALID_ARGUMENT ||
          status == CHORUS_ERR_NOT_SUPPORTED) &&
         text.find("no data endpoint to rank") == std::string::npos)
-      text = self->undeclared_peer_text(self->undeclared_peer_) + " (the algorithm reported: " +
-             text + ")";
+      text = self->undeclared_peer_text(self->undeclared_peer_) +
+             " (the algorithm reported: " + text + ")";
     // A post the transport refused because the peer is gone: same verdict
     // as a lost-peer completion (the algorithm's message lacks the suffix).
     if (status == CHORUS_ERR_PEER_LOST && self->post_lost_peer_ >= 0 && self->lost_rank_ < 0)

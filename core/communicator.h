@@ -501,7 +501,7 @@ class Communicator {
   chorus_tp_context_t* ctx_ = nullptr;
   chorus_tp_caps_t caps_{};
   std::vector<chorus_tp_endpoint_t*> endpoints_;  // [peer * channels + channel]; NULL: no link
-  DataPeers data_peers_;  // which peers have data endpoints (select_algorithms)
+  DataPeers data_peers_;        // which peers have data endpoints (select_algorithms)
   std::string data_peers_why_;  // the algorithms whose declarations made data_peers_
   int undeclared_peer_ = -1;    // the running call asked for an endpoint data_peers_ lacks
   std::string call_algo_;       // the running call's algorithm, for undeclared_peer_text

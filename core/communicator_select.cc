@@ -172,7 +172,8 @@ void Communicator::select_data_peers() {
 }
 
 std::string Communicator::undeclared_peer_text(int peer) const {
-  const std::string algo = call_algo_.empty() ? "the running call" : "algorithm '" + call_algo_ + "'";
+  const std::string algo =
+      call_algo_.empty() ? "the running call" : "algorithm '" + call_algo_ + "'";
   return algo + " posted to rank " + std::to_string(peer) +
          ", but this communicator has no data endpoint to rank " + std::to_string(peer) + ": " +
          data_peers_why_ + ", so rank " + std::to_string(rank_) + " connects only " +

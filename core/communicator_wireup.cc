@@ -194,7 +194,7 @@ void Communicator::keep_own_entries(int owner, std::vector<std::byte>& table) co
   for (int p : data_peers_.of(owner))  // data, toward owner's data peers only
     for (size_t c = 0; ok && c < channels; ++c) ok = next(size_t(p) == me);
   for (size_t q = 0; ok && q < n; ++q) ok = next(q == me);  // notice
-  ok = ok && next(true);                                                          // host
+  ok = ok && next(true);                                    // host
   if (cfg_.p2p_tagged)
     for (size_t i = 0; ok && i < 2 * n; ++i) ok = next(i % n == me);  // p2p control, bulk
   if (!ok) kept.resize(fingerprint_end);

@@ -23,7 +23,6 @@ class DataPeers {
   /// True when the rule is RING (whatever the size: at 3 ranks or fewer a
   /// ring's neighbours are every other rank anyway).
   bool ring() const { return ring_; }
-  const char* rule_name() const { return ring_ ? "CHORUS_ALGO_PEERS_RING" : "CHORUS_ALGO_PEERS_ALL"; }
 
   /// Whether ranks `a` and `b` have data endpoints to each other. Symmetric;
   /// false for a == b and for ranks out of range.
