@@ -5,7 +5,8 @@
 # exactly 2 x channels data endpoints (1 x channels at 2 ranks), one notice
 # endpoint and two point-to-point endpoints per peer, and a checked ring
 # all_reduce; this script adds the file descriptors.
-#   ring_peers.sh CHORUSRUN RING_PEERS_CHECK tcp   2, 16 and 64 ranks, fd growth
+#   ring_peers.sh CHORUSRUN RING_PEERS_CHECK tcp   2, 16 and 64 ranks, fd growth;
+#                                                  16 ranks untagged (every peer)
 #   ring_peers.sh CHORUSRUN RING_PEERS_CHECK shm   16 ranks
 #
 # The fd bound (tcp): each tcp endpoint is one connected socket. From 16 to
@@ -21,10 +22,10 @@ chorusrun=$1 check=$2 transport=$3
 out=$(mktemp /tmp/chorus-ring-peers.XXXXXX)
 trap 'rm -f "$out"' EXIT
 fails=0
-run() {  # ranks -> the rank-0 "fds" line in $line
+run() {  # ranks [extra option] -> the rank-0 "fds" line in $line
   line=""
   if ! env CHORUS_TRANSPORT="$transport" "$chorusrun" -n "$1" --timeout 150 -- \
-      "$check" --ring --channels 2 >"$out" 2>&1; then
+      "$check" --ring --channels 2 ${2:+"$2"} >"$out" 2>&1; then
     cat "$out"
     echo "FAIL: the $1-rank ring-only job over $transport failed"
     fails=$((fails + 1))
@@ -43,6 +44,8 @@ if [ "$transport" = shm ]; then
   run 16
 else
   run 2
+  # point_to_point.tagged = false: untagged send/recv needs every peer.
+  run 16 --untagged
   run 16 && small=$line
   run 64 && large=$line
   if [ -n "${small:-}" ] && [ -n "${large:-}" ]; then

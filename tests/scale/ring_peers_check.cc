@@ -1,14 +1,17 @@
 // One rank of the ring-only scale guard (tests/scale/ring_peers.sh), run
 // under chorusrun:
-//   ring_peers_check [--ring] [--channels C]
+//   ring_peers_check [--ring] [--untagged] [--channels C]
 // --ring pins every collective to the ring, whose algorithm declares
 // CHORUS_ALGO_PEERS_RING, so the communicator has data endpoints to rank-1
 // and rank+1 only; without it the configuration is the default (`auto`:
-// ring and mesh, so every peer). On every rank it checks the endpoint
+// ring and mesh, so every peer). --untagged sets point_to_point.tagged =
+// false, whose send/recv posts on data channel 0 to any peer: every peer is
+// connected then, ring or not, and a checked send/recv with the rank half
+// the ring away shows it. On every rank it checks the endpoint
 // counters against the counts the rule gives, runs a ring all_reduce checked
 // element by element against a closed-form reference, does the same on the
 // two halves of a split, and counts its open file descriptors. Rank 0 prints
-//   ring_peers: ranks N channels C mode ring|default fds rank0 A others min B max C
+//   ring_peers: ranks N channels C mode ring|default[+untagged] fds rank0 A others min B max C
 // and every rank prints each failed check as "rN FAIL ...". Exit status 0
 // only when every check passed on this rank.
 #include <chorus/chorus.hpp>
@@ -53,18 +56,19 @@ long open_fds() {
 
 /// The endpoint counters of `comm` against what its rule gives; `what` names
 /// the communicator in failures.
-void check_endpoints(const chorus::Communicator& comm, bool ring, int channels,
+void check_endpoints(const chorus::Communicator& comm, bool ring, bool tagged, int channels,
                      const std::string& what) {
   auto c = counters(comm);
   const uint64_t n = uint64_t(comm.size());
   const uint64_t others = n - 1;
+  ring = ring && tagged;
   // The ring's neighbours rank-1 and rank+1 are one peer at 2 ranks.
   const uint64_t peers = ring ? std::min<uint64_t>(2, others) : others;
   const std::pair<const char*, uint64_t> want[] = {
       {"endpoints.data", peers * uint64_t(channels)},
       {"endpoints.data_peers", peers},
       {"endpoints.notice", others},
-      {"endpoints.point_to_point", 2 * others},
+      {"endpoints.point_to_point", tagged ? 2 * others : 0},
   };
   for (const auto& [name, value] : want) {
     auto it = c.find(name);
@@ -96,23 +100,47 @@ void checked_all_reduce(chorus::Communicator& comm, const std::string& what) {
          what + ": the all_reduce did not run the ring algorithm");
 }
 
+/// Untagged send/recv with the rank half the ring away (never a neighbour
+/// from 5 ranks up), checked element by element.
+void checked_far_send(chorus::Communicator& comm) {
+  const int n = comm.size(), r = comm.rank(), far = (r + n / 2) % n;
+  if (n < 2 || n % 2) return;  // pairs (r, r + n/2) need an even size
+  std::vector<int32_t> out(1003), in(1003, -1);
+  for (size_t i = 0; i < out.size(); ++i) out[i] = int32_t(i) * 7 + r;
+  // The lower rank of each pair sends first, the higher receives first.
+  if (r < far) {
+    comm.send(out.data(), out.size(), far);
+    comm.recv(in.data(), in.size(), far);
+  } else {
+    comm.recv(in.data(), in.size(), far);
+    comm.send(out.data(), out.size(), far);
+  }
+  size_t wrong = 0;
+  for (size_t i = 0; i < in.size(); ++i) wrong += in[i] != int32_t(i) * 7 + far;
+  expect(wrong == 0, "untagged recv from rank " + std::to_string(far) + ": " +
+                         std::to_string(wrong) + " wrong elements");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  bool ring = false;
+  bool ring = false, tagged = true;
   int channels = 1;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--ring") == 0) {
       ring = true;
+    } else if (std::strcmp(argv[i], "--untagged") == 0) {
+      tagged = false;
     } else if (std::strcmp(argv[i], "--channels") == 0 && i + 1 < argc) {
       channels = std::atoi(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: ring_peers_check [--ring] [--channels C]\n");
+      std::fprintf(stderr, "usage: ring_peers_check [--ring] [--untagged] [--channels C]\n");
       return 2;
     }
   }
   std::vector<std::string> settings = {"algorithm.channels=" + std::to_string(channels)};
+  if (!tagged) settings.push_back("point_to_point.tagged=false");
   if (ring) {
     for (const char* c : {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "barrier",
                           "reduce", "gather", "scatter", "all_to_all", "all_to_allv"})
@@ -130,13 +158,14 @@ int main(int argc, char** argv) {
     chorus::Communicator comm(&o);
     g_rank = comm.rank();
     const int n = comm.size();
-    check_endpoints(comm, ring, channels, "world");
+    check_endpoints(comm, ring, tagged, channels, "world");
     checked_all_reduce(comm, "world");
+    if (!tagged) checked_far_send(comm);
 
     // Split children follow the same rule: two halves, each a ring.
     if (n >= 4) {
       chorus::Communicator half = comm.split(comm.rank() < n / 2 ? 0 : 1, comm.rank());
-      check_endpoints(half, ring, channels, "split half");
+      check_endpoints(half, ring, tagged, channels, "split half");
       checked_all_reduce(half, "split half");
     }
     comm.barrier();
@@ -149,9 +178,9 @@ int main(int argc, char** argv) {
     if (g_rank == 0) {
       auto [lo, hi] = std::minmax_element(all.begin() + (n > 1 ? 1 : 0), all.end());
       std::printf(
-          "ring_peers: ranks %d channels %d mode %s fds rank0 %lld others min %lld max %lld\n", n,
-          channels, ring ? "ring" : "default", static_cast<long long>(all[0]),
-          static_cast<long long>(*lo), static_cast<long long>(*hi));
+          "ring_peers: ranks %d channels %d mode %s%s fds rank0 %lld others min %lld max %lld\n", n,
+          channels, ring ? "ring" : "default", tagged ? "" : "+untagged",
+          static_cast<long long>(all[0]), static_cast<long long>(*lo), static_cast<long long>(*hi));
     }
     int32_t ok = g_failed == 0 ? 1 : 0;
     comm.all_reduce(&ok, &ok, 1, CHORUS_INT32, CHORUS_MIN);
