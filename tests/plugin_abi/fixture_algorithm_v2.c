@@ -1,7 +1,8 @@
 /* An algorithm ABI v2 table, whole or broken on purpose, one way per build
  * (FIXTURE_V2_*). Most variants never run a task: the loader's checks are
  * under test. FIXTURE_V2_RING_STRAY declares CHORUS_ALGO_PEERS_RING and
- * posts to rank+2 anyway, which the core must refuse cleanly. */
+ * posts to rank+2 anyway, which the core must refuse cleanly;
+ * FIXTURE_V2_RING_STRAY_CHECKED notices the NULL endpoint and fails itself. */
 #include <chorus/algorithm.h>
 
 #include <stddef.h>
@@ -21,12 +22,16 @@ static int fx_post(void* state, const chorus_algo_env_v2_t* env, const chorus_al
                    chorus_algo_task_v2_t** task) {
   (void)state, (void)env, (void)call;
   *task = NULL;
-#ifdef FIXTURE_V2_RING_STRAY
+#if defined(FIXTURE_V2_RING_STRAY) || defined(FIXTURE_V2_RING_STRAY_CHECKED)
   {
     /* rank+2 and rank-2 are neighbours of nobody at 4 ranks or more. */
     const int to = (env->rank + 2) % env->size, from = (env->rank - 2 + env->size) % env->size;
     chorus_tp_endpoint_t* out = env->endpoint(env->core, to, 0);
     chorus_tp_endpoint_t* in = env->endpoint(env->core, from, 0);
+#ifdef FIXTURE_V2_RING_STRAY_CHECKED
+    /* As a careful plugin would: report the NULL itself. */
+    if (!out) return env->fail(env->core, CHORUS_ERR_INTERNAL, "fixture: no endpoint to rank+2");
+#endif
     int rc = env->tp->post_send(out, env->staging[0], 8, env->staging_mr[0], 1);
     if (rc == CHORUS_OK) rc = env->tp->post_recv(in, env->staging[1], 8, env->staging_mr[1], 2);
     if (rc != CHORUS_OK) return rc; /* the core has recorded why */
@@ -74,7 +79,7 @@ EXPORT const chorus_algorithm_plugin_v2_t chorus_algorithm_plugin_v2 = {
 #endif
 #if defined(FIXTURE_V2_BAD_PEERS)
     7,
-#elif defined(FIXTURE_V2_RING_STRAY)
+#elif defined(FIXTURE_V2_RING_STRAY) || defined(FIXTURE_V2_RING_STRAY_CHECKED)
     CHORUS_ALGO_PEERS_RING,
 #elif defined(FIXTURE_V2_MINOR0)
     /* Beyond struct_size: the core must not read it. */

@@ -138,28 +138,35 @@ TEST_CASE("the v2 peers field: 0 and a minor-0 table mean ALL, a bad value is re
   CHECK((*builtin_mesh)->algorithm_peers() == CHORUS_ALGO_PEERS_ALL);
 }
 
-TEST_CASE("a RING plugin that posts to a non-neighbour fails on every rank, naming why",
-          "[plugin_abi][peers]") {
-  constexpr int kSize = 4;
-  const std::string coord = "127.0.0.1:" + std::to_string(free_port());
-  const std::string coord2 = "127.0.0.1:" + std::to_string(free_port());
+namespace {
+
+constexpr int kSize = 4;
+
+/// What each of kSize thread ranks saw: a ring all_reduce on a ring-only
+/// communicator, then a communicator whose all_reduce is `stray_algo`.
+struct StrayJob {
   std::string errors[kSize];
   int codes[kSize] = {}, later_codes[kSize] = {};
   std::string messages[kSize], later[kSize];
   uint64_t data_eps[kSize] = {}, ring_sum_ok[kSize] = {};
   double seconds[kSize] = {};
+};
+
+void run_stray_job(const std::string& stray_algo, StrayJob& job) {
+  const std::string coord = "127.0.0.1:" + std::to_string(free_port());
+  const std::string coord2 = "127.0.0.1:" + std::to_string(free_port());
   auto rank = [&](int r) {
     // First a communicator whose all_reduce is the real ring: it runs,
     // checked, on the two data endpoints.
     {
       auto cfg = ring_config(r, kSize, coord, "ring");
       if (!cfg.is_ok()) {
-        errors[r] = cfg.status().message();
+        job.errors[r] = cfg.status().message();
         return;
       }
       auto comm = chorus::core::Communicator::create(std::move(*cfg));
       if (!comm.is_ok()) {
-        errors[r] = comm.status().message();
+        job.errors[r] = comm.status().message();
         return;
       }
       std::vector<int64_t> x(1001);
@@ -168,54 +175,77 @@ TEST_CASE("a RING plugin that posts to a non-neighbour fails on every rank, nami
       bool right = st.is_ok();
       // Sum over 4 ranks of (10 i + r) = 40 i + 6.
       for (size_t i = 0; right && i < x.size(); ++i) right = x[i] == int64_t(i) * 40 + 6;
-      ring_sum_ok[r] = right ? 1 : 0;
-      if (!st.is_ok()) errors[r] = st.message();
+      job.ring_sum_ok[r] = right ? 1 : 0;
+      if (!st.is_ok()) job.errors[r] = st.message();
     }
-    auto cfg = ring_config(r, kSize, coord2, "v2-ring-stray");
+    auto cfg = ring_config(r, kSize, coord2, stray_algo);
     if (!cfg.is_ok()) {
-      errors[r] = cfg.status().message();
+      job.errors[r] = cfg.status().message();
       return;
     }
     auto comm = chorus::core::Communicator::create(std::move(*cfg));
     if (!comm.is_ok()) {
-      errors[r] = comm.status().message();
+      job.errors[r] = comm.status().message();
       return;
     }
-    data_eps[r] = counter(**comm, "endpoints.data");
+    job.data_eps[r] = counter(**comm, "endpoints.data");
     int64_t v = r;
     const auto t0 = std::chrono::steady_clock::now();
     auto st = (*comm)->all_reduce(&v, &v, 1, CHORUS_INT64, CHORUS_SUM);
-    seconds[r] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    codes[r] = st.code();
-    messages[r] = st.message();
+    job.seconds[r] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    job.codes[r] = st.code();
+    job.messages[r] = st.message();
     auto again = (*comm)->barrier();
-    later_codes[r] = again.code();
-    later[r] = again.message();
+    job.later_codes[r] = again.code();
+    job.later[r] = again.message();
   };
   std::vector<std::thread> others;
   for (int r = 1; r < kSize; ++r) others.emplace_back(rank, r);
   rank(0);
   for (auto& t : others) t.join();
+}
+
+/// The checks both stray fixtures share, on every rank.
+void check_stray_job(const StrayJob& job, const std::string& algo, int code) {
   for (int r = 0; r < kSize; ++r) {
     INFO("rank " << r);
-    CHECK(errors[r] == "");
-    CHECK(ring_sum_ok[r] == 1);
-    CHECK(data_eps[r] == 2);
-    CHECK(codes[r] == CHORUS_ERR_NOT_SUPPORTED);
+    CHECK(job.errors[r] == "");
+    CHECK(job.ring_sum_ok[r] == 1);
+    CHECK(job.data_eps[r] == 2);
+    CHECK(job.codes[r] == code);
     const std::string stray = std::to_string((r + 2) % kSize);
-    CHECK_THAT(messages[r], Catch::Contains("algorithm 'v2-ring-stray' posted to rank " + stray));
-    CHECK_THAT(messages[r], Catch::Contains("no data endpoint to rank " + stray));
-    CHECK_THAT(messages[r], Catch::Contains("declares CHORUS_ALGO_PEERS_RING"));
-    CHECK_THAT(
-        messages[r],
-        Catch::Contains("connects only ranks " +
-                        std::to_string(std::min((r + 1) % kSize, (r + 3) % kSize)) + " and " +
-                        std::to_string(std::max((r + 1) % kSize, (r + 3) % kSize))));
-    CHECK_THAT(messages[r], Catch::Contains("Declare CHORUS_ALGO_PEERS_ALL in 'v2-ring-stray'"));
+    const std::string& m = job.messages[r];
+    CHECK_THAT(m, Catch::Contains("algorithm '" + algo + "' posted to rank " + stray));
+    CHECK_THAT(m, Catch::Contains("no data endpoint to rank " + stray));
+    CHECK_THAT(m, Catch::Contains("declares CHORUS_ALGO_PEERS_RING"));
+    const int lo = std::min((r + 1) % kSize, (r + 3) % kSize);
+    const int hi = std::max((r + 1) % kSize, (r + 3) % kSize);
+    CHECK_THAT(m, Catch::Contains("connects only ranks " + std::to_string(lo) + " and " +
+                                  std::to_string(hi)));
+    CHECK_THAT(m, Catch::Contains("Declare CHORUS_ALGO_PEERS_ALL in '" + algo + "'"));
     // Refused at the post: far inside timeout.collective (30 s).
-    CHECK(seconds[r] < 10.0);
+    CHECK(job.seconds[r] < 10.0);
     // The communicator is broken, and says so, rather than half-usable.
-    CHECK(later_codes[r] == CHORUS_ERR_NOT_SUPPORTED);
-    CHECK_THAT(later[r], Catch::Contains("failed earlier and cannot be used"));
+    CHECK(job.later_codes[r] == code);
+    CHECK_THAT(job.later[r], Catch::Contains("failed earlier and cannot be used"));
   }
+}
+
+}  // namespace
+
+TEST_CASE("a RING plugin that posts to a non-neighbour fails on every rank, naming why",
+          "[plugin_abi][peers]") {
+  StrayJob job;
+  run_stray_job("v2-ring-stray", job);
+  check_stray_job(job, "v2-ring-stray", CHORUS_ERR_NOT_SUPPORTED);
+}
+
+TEST_CASE("a RING plugin that reports the NULL endpoint itself gets the reason in front",
+          "[plugin_abi][peers]") {
+  StrayJob job;
+  run_stray_job("v2-ring-stray-checked", job);
+  check_stray_job(job, "v2-ring-stray-checked", CHORUS_ERR_INTERNAL);
+  for (int r = 0; r < kSize; ++r)
+    CHECK_THAT(job.messages[r],
+               Catch::Contains("(the algorithm reported: fixture: no endpoint to rank+2)"));
 }
