@@ -29,7 +29,14 @@ chorus_tp_endpoint_t* Communicator::env_endpoint(void* core, int peer, int chann
   auto* self = static_cast<Communicator*>(core);
   if (peer < 0 || peer >= self->size_ || channel < 0 || channel >= self->cfg_.channels)
     return nullptr;
-  return self->endpoints_[size_t(peer) * size_t(self->cfg_.channels) + size_t(channel)];
+  chorus_tp_endpoint_t* ep =
+      self->endpoints_[size_t(peer) * size_t(self->cfg_.channels) + size_t(channel)];
+  // A peer no algorithm here declared: NULL, remembered so that a post on
+  // it (or the algorithm's own report of the NULL) says why.
+  if (!ep && self->undeclared_peer_ < 0 && peer != self->rank_ &&
+      !self->data_peers_.links(self->rank_, peer))
+    self->undeclared_peer_ = peer;
+  return ep;
 }
 
 int Communicator::env_mem_register(void* core, const void* addr, size_t length,
@@ -152,6 +159,14 @@ int Communicator::env_fail(void* core, int status, const char* message) {
   auto* self = static_cast<Communicator*>(core);
   if (self->call_error_.is_ok()) {
     std::string text = message ? message : "";
+    // The algorithm reports a failure of its own after asking for an
+    // endpoint this communicator does not have: that is most likely why.
+    if (self->undeclared_peer_ >= 0 &&
+        (status == CHORUS_ERR_INTERNAL || status == CHORUS_ERR_INVALID_ARGUMENT ||
+         status == CHORUS_ERR_NOT_SUPPORTED) &&
+        text.find("no data endpoint to rank") == std::string::npos)
+      text = self->undeclared_peer_text(self->undeclared_peer_) +
+             " (the algorithm reported: " + text + ")";
     // A post the transport refused because the peer is gone: same verdict
     // as a lost-peer completion (the algorithm's message lacks the suffix).
     if (status == CHORUS_ERR_PEER_LOST && self->post_lost_peer_ >= 0 && self->lost_rank_ < 0)

@@ -9,6 +9,7 @@
 #include "core/bootstrap.h"
 #include "core/call_signature.h"
 #include "core/config.h"
+#include "core/data_peers.h"
 #include "core/deadline.h"
 #include "core/plugin_loader.h"
 #include "core/request.h"
@@ -190,15 +191,20 @@ class Communicator {
   Result<std::shared_ptr<Plugin>> load_transport() const;
   Status open_context();
   Status connect_endpoints(Deadline deadline);
-  /// Opens one endpoint per (peer, channel) and serialises the fingerprint and
-  /// the address blobs into `mine`.
+  /// Opens one endpoint per (data peer, channel) (data_peers_) and serialises
+  /// the fingerprint and the address blobs into `mine`.
   Status open_endpoints(std::vector<std::byte>& mine);
-  /// Cuts rank r's address table (open_endpoints' `mine`) down to the part
-  /// this rank uses: the fingerprint, r's data addresses for this rank, r's
-  /// notice address for this rank and r's host identity, in that order. A
-  /// table of another shape keeps only its fingerprint, one without a
-  /// fingerprint becomes empty (connect_from reports either).
-  void keep_own_entries(std::vector<std::byte>& table) const;
+  /// Cuts rank `owner`'s address table (open_endpoints' `mine`) down to the
+  /// part this rank uses: the fingerprint, owner's data addresses for this
+  /// rank (none when the pair has no data endpoints), owner's notice address
+  /// for this rank and owner's host identity, in that order. A table of
+  /// another shape keeps only its fingerprint, one without a fingerprint
+  /// becomes empty (connect_from reports either).
+  void keep_own_entries(int owner, std::vector<std::byte>& table) const;
+  /// How many data addresses keep_own_entries left in rank p's table.
+  size_t kept_data_entries(int p) const {
+    return data_peers_.links(rank_, p) ? size_t(cfg_.channels) : 0;
+  }
   /// Connects every endpoint from the gathered tables (all[r] from rank r,
   /// cut by keep_own_entries).
   Status connect_from(const std::vector<std::vector<std::byte>>& all, Deadline deadline);
@@ -270,7 +276,13 @@ class Communicator {
   /// "rank r", or "rank r of comm <id>" for a child communicator.
   std::string who() const;
   Status setup_staging();
+  /// Loads the algorithms, fills candidates_ and sets data_peers_.
   Status select_algorithms();
+  /// data_peers_ and data_peers_why_ from candidates_ and the config.
+  void select_data_peers();
+  /// "algorithm 'x' posted to rank p, but ...": a post to a peer without
+  /// data endpoints, with the declaration behind it and the fix.
+  std::string undeclared_peer_text(int peer) const;
   /// algorithm.<plugin>.<key> naming a plugin that is neither loaded nor
   /// installed on `search` is INVALID_ARGUMENT (a typo such as
   /// CHORUS_ALGORITHM_ALL_REDUS).
@@ -436,6 +448,9 @@ class Communicator {
   static int proxy_post_recv(chorus_tp_endpoint_t* ep, void* buf, size_t length, chorus_tp_mr_t* mr,
                              uint64_t wr_id);
   static int proxy_poll(chorus_tp_context_t* ctx, chorus_tp_completion_t* out, size_t max);
+  /// A post on a NULL endpoint: fails the call naming the undeclared peer
+  /// the algorithm asked for (undeclared_peer_text) and returns the status.
+  int null_endpoint_post(bool send);
   /// The bookkeeping after a post to `peer` (-1: not a data endpoint):
   /// outstanding counts, retries, or the peer a PEER_LOST refusal names.
   /// Returns `rc`.
@@ -470,7 +485,12 @@ class Communicator {
   const chorus_transport_plugin_v1_t* tp_ = nullptr;
   chorus_tp_context_t* ctx_ = nullptr;
   chorus_tp_caps_t caps_{};
-  std::vector<chorus_tp_endpoint_t*> endpoints_;  // [peer * channels + channel]
+  std::vector<chorus_tp_endpoint_t*> endpoints_;  // [peer * channels + channel]; NULL: no link
+  DataPeers data_peers_;        // which peers have data endpoints (select_algorithms)
+  std::string data_peers_why_;  // the algorithms whose declarations made data_peers_
+  int undeclared_peer_ = -1;    // the running call asked for an endpoint data_peers_ lacks
+  std::string call_algo_;       // the running call's algorithm, for undeclared_peer_text
+  uint64_t opened_[3] = {};     // endpoints opened at init: data, notice, point-to-point
   std::unordered_map<const chorus_tp_endpoint_t*, int> endpoint_peer_;
   chorus_transport_plugin_v1_t proxy_{};
   std::vector<chorus_tp_endpoint_t*> notice_eps_;  // [peer]; nullptr for self

@@ -1,7 +1,7 @@
 // Counters: the per-communicator byte, message, operation (per algorithm),
-// request, wait, retry and error counts, in total and per peer, and the bytes
-// this rank sent on the bootstrap side channel, that chorus_comm_counters
-// reports.
+// request, wait, retry and error counts, in total and per peer, the bytes
+// this rank sent on the bootstrap side channel and the endpoints it opened,
+// that chorus_comm_counters reports.
 
 #include "core/communicator.h"
 
@@ -42,6 +42,11 @@ std::vector<std::pair<std::string, uint64_t>> Communicator::counters() const {
   out.emplace_back("retries", get(retries_));
   out.emplace_back("errors", get(errors_));
   out.emplace_back("bootstrap.bytes_sent", bootstrap_ ? bootstrap_->bytes_sent() : 0);
+  // Endpoints opened at init (set before the communicator is handed out).
+  out.emplace_back("endpoints.data", opened_[0]);
+  out.emplace_back("endpoints.data_peers", uint64_t(data_peers_.of(rank_).size()));
+  out.emplace_back("endpoints.notice", opened_[1]);
+  out.emplace_back("endpoints.point_to_point", opened_[2]);
   for (const auto& [name, peers] : auto_peer_counts_)
     out.emplace_back("transport.auto." + name + "_peers", peers);
   for (int p = 0; p < size_ && peer_counters_; ++p) {

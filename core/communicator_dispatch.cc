@@ -60,6 +60,8 @@ Status Communicator::run(const chorus_algo_call_v2_t& call_desc, const char* wha
   call_deadline_ = Deadline::after(seconds_ms(cfg_.timeout_collective_s));
   call_what_ = what;
   call_error_ = Status::ok();
+  call_algo_ = algo_name;
+  undeclared_peer_ = -1;
   post_lost_peer_ = -1;
   std::fill(pending_sends_.begin(), pending_sends_.end(), 0);
   std::fill(pending_recvs_.begin(), pending_recvs_.end(), 0);
@@ -281,9 +283,20 @@ Status Communicator::p2p(bool is_send, void* buf, size_t count, int dtype, int p
                                              " is not another rank (rank " + std::to_string(rank_) +
                                              " of " + std::to_string(size_) + ")"};
   if (auto st = usable(what); !st.is_ok()) return st;
+  // Only outside a request with the tagged engine on (the stream path is
+  // otherwise taken with point_to_point.tagged = false, which connects every
+  // peer) can the peer lack data endpoints.
+  if (!data_peers_.links(rank_, peer))
+    return {CHORUS_ERR_INVALID_ARGUMENT,
+            who() + ": " + what + (is_send ? " to rank " : " from rank ") + std::to_string(peer) +
+                ": no data endpoint to rank " + std::to_string(peer) + " (" + data_peers_why_ +
+                "); use the tagged calls, or set point_to_point.tagged = false to connect every "
+                "peer"};
   call_deadline_ = Deadline::after(seconds_ms(cfg_.timeout_collective_s));
   call_what_ = std::string(what) + (is_send ? " to rank " : " from rank ") + std::to_string(peer);
   call_error_ = Status::ok();
+  call_algo_.clear();
+  undeclared_peer_ = -1;
   post_lost_peer_ = -1;
   std::fill(pending_sends_.begin(), pending_sends_.end(), 0);
   std::fill(pending_recvs_.begin(), pending_recvs_.end(), 0);

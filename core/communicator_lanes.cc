@@ -58,6 +58,7 @@ Status Communicator::open_lanes() {
   lane_cfg.lanes = 1;
   // Point-to-point stays on lane 0: the lanes open no engine endpoints.
   lane_cfg.p2p_tagged = false;
+  lane_cfg.is_lane = true;
   std::vector<int> members(static_cast<size_t>(size_));
   for (int r = 0; r < size_; ++r) members[size_t(r)] = r;
   family_ = std::make_shared<LaneFamily>();

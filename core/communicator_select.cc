@@ -143,7 +143,46 @@ Status Communicator::select_algorithms() {
                                           "; the built-in ring plugin was not found next to "
                                           "libchorus (run chorus-info)"};
   }
+  select_data_peers();
   return Status::ok();
+}
+
+void Communicator::select_data_peers() {
+  // The data endpoints are the union of what every algorithm that may run
+  // here declares. The untagged send/recv path (point_to_point.tagged =
+  // false) posts on data channel 0 to any peer, so it needs them all.
+  std::set<std::string> ring, all;
+  for (const auto& list : candidates_)
+    for (const Plugin* p : list)
+      (p->algorithm_peers() == CHORUS_ALGO_PEERS_RING ? ring : all).insert(p->name());
+  const auto names = [](const std::set<std::string>& set) {
+    std::string s;
+    for (const auto& n : set) s += (s.empty() ? "'" : ", '") + n + "'";
+    return s;
+  };
+  // Untagged point-to-point without the engine posts on data channel 0 to
+  // any peer; a lane runs no point-to-point at all.
+  const bool ring_only = all.empty() && (cfg_.p2p_tagged || cfg_.is_lane);
+  data_peers_ = DataPeers(ring_only ? CHORUS_ALGO_PEERS_RING : CHORUS_ALGO_PEERS_ALL, size_);
+  if (ring_only)
+    data_peers_why_ = "every algorithm that may run on this communicator (" + names(ring) +
+                      ") declares CHORUS_ALGO_PEERS_RING";
+  else if (!all.empty())
+    data_peers_why_ = "algorithm(s) " + names(all) + " declare CHORUS_ALGO_PEERS_ALL";
+  else
+    data_peers_why_ = "point_to_point.tagged = false sends on the data endpoints to any peer";
+}
+
+std::string Communicator::undeclared_peer_text(int peer) const {
+  const std::string algo =
+      call_algo_.empty() ? "the running call" : "algorithm '" + call_algo_ + "'";
+  return algo + " posted to rank " + std::to_string(peer) +
+         ", but this communicator has no data endpoint to rank " + std::to_string(peer) + ": " +
+         data_peers_why_ + ", so rank " + std::to_string(rank_) + " connects only " +
+         data_peers_.describe(rank_) + ". Declare CHORUS_ALGO_PEERS_ALL in " +
+         (call_algo_.empty() ? std::string("the algorithm") : "'" + call_algo_ + "'") +
+         " (the peers field of its table; kPeers in an SDK class) if it talks to other ranks, "
+         "or post only to rank-1 and rank+1";
 }
 
 bool Communicator::plugin_supports(size_t index, const chorus_algo_call_v2_t& call) const {
@@ -255,7 +294,8 @@ std::string Communicator::fingerprint() const {
                   " switch_bytes=" + std::to_string(cfg_.switch_bytes) +
                   " check_signatures=" + std::to_string(cfg_.check_signatures) +
                   " p2p_tagged=" + std::to_string(cfg_.p2p_tagged) +
-                  " lanes=" + std::to_string(cfg_.lanes);
+                  " lanes=" + std::to_string(cfg_.lanes) +
+                  " data_peers=" + (data_peers_.ring() ? "ring" : "all");
   for (int c = 0; c < CHORUS_COLL_COUNT; ++c) {
     f += std::string(" ") + chorus_collective_name(c) + "=" + cfg_.algorithm[c];
     for (const Plugin* p : candidates_[c])

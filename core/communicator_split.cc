@@ -85,13 +85,14 @@ Result<std::unique_ptr<Communicator>> Communicator::spawn(const Config& cfg,
   if (local.is_ok() && child) {
     std::vector<std::vector<std::byte>> child_tables;
     for (int r : members) {
+      const int owner = int(child_tables.size());  // its rank in the new communicator
       if (tables[size_t(r)].empty()) {
         local = {CHORUS_ERR_PEER_LOST, who() + ": " + id + ": rank " + std::to_string(r) +
                                            " could not set up its part of the new communicator"};
         break;
       }
       child_tables.push_back(std::move(tables[size_t(r)]));
-      child->keep_own_entries(child_tables.back());
+      child->keep_own_entries(owner, child_tables.back());
     }
     Deadline deadline = Deadline::after(seconds_ms(cfg_.timeout_init_s));
     if (local.is_ok()) local = child->connect_from(child_tables, deadline);

@@ -1,5 +1,6 @@
 // Wire-up: opens the transport context, opens the data endpoints to every
-// peer and channel, exchanges their address blobs through the bootstrap,
+// data peer (core/data_peers.h) and channel and a notice endpoint to every
+// peer, exchanges their address blobs through the bootstrap,
 // connects them (the tagged point-to-point endpoints too), and sets up the
 // registered staging buffers the algorithms use.
 
@@ -127,10 +128,13 @@ Status Communicator::open_endpoints(std::vector<std::byte>& mine) {
                       " to rank " + std::to_string(p) +
                       (c == channels ? std::string() : " channel " + std::to_string(c)) +
                       " failed: " + tp_->last_error()};
+    ++opened_[c == channels ? 1 : 0];
     put_bytes(mine, addr.data(), len);
     return Status::ok();
   };
-  for (int p = 0; p < size_; ++p) {
+  // Only toward the data peers: a peer no algorithm here posts to has no
+  // data endpoint and no entry in the table (the peer computes the same).
+  for (int p : data_peers_.of(rank_)) {
     for (int c = 0; c < channels; ++c) {
       auto& ep = endpoints_[size_t(p) * size_t(channels) + size_t(c)];
       if (auto st = open_one(p, c, ep); !st.is_ok()) return st;
@@ -159,13 +163,13 @@ Status Communicator::connect_endpoints(Deadline deadline) {
   std::vector<std::vector<std::byte>> all;
   if (auto st = bootstrap_->all_gather_filtered(
           mine, all, deadline,
-          [this](int, std::vector<std::byte>& table) { keep_own_entries(table); });
+          [this](int owner, std::vector<std::byte>& table) { keep_own_entries(owner, table); });
       !st.is_ok())
     return st.with_context("rank " + std::to_string(rank_) + ": exchanging endpoint addresses");
   return connect_from(all, deadline);
 }
 
-void Communicator::keep_own_entries(std::vector<std::byte>& table) const {
+void Communicator::keep_own_entries(int owner, std::vector<std::byte>& table) const {
   const size_t channels = size_t(cfg_.channels);
   const size_t n = size_t(size_);
   const size_t me = size_t(rank_);
@@ -187,9 +191,10 @@ void Communicator::keep_own_entries(std::vector<std::byte>& table) const {
   // the configurations differ rather than that the table is malformed.
   const size_t fingerprint_end = kept.size();
   bool ok = true;
-  for (size_t i = 0; ok && i < n * channels; ++i) ok = next(i / channels == me);  // data
-  for (size_t q = 0; ok && q < n; ++q) ok = next(q == me);                        // notice
-  ok = ok && next(true);                                                          // host
+  for (int p : data_peers_.of(owner))  // data, toward owner's data peers only
+    for (size_t c = 0; ok && c < channels; ++c) ok = next(size_t(p) == me);
+  for (size_t q = 0; ok && q < n; ++q) ok = next(q == me);  // notice
+  ok = ok && next(true);                                    // host
   if (cfg_.p2p_tagged)
     for (size_t i = 0; ok && i < 2 * n; ++i) ok = next(i % n == me);  // p2p control, bulk
   if (!ok) kept.resize(fingerprint_end);
@@ -219,7 +224,7 @@ Status Communicator::connect_from(const std::vector<std::vector<std::byte>>& all
               "rank " + std::to_string(rank_) + " and rank " + std::to_string(p) +
                   " disagree on the configuration (" + fp + " vs " + theirs +
                   "); give every rank the same config file and CHORUS_* variables"};
-    for (int c = 0; c < channels; ++c) {
+    for (int c = 0; c < channels && data_peers_.links(rank_, p); ++c) {
       if (!get_bytes(all[size_t(p)], pos, data, n)) return malformed;
       auto* ep = endpoints_[size_t(p) * size_t(channels) + size_t(c)];
       int rc = tp_->endpoint_connect(ep, data, n, deadline.remaining_ms());
@@ -235,7 +240,7 @@ Status Communicator::connect_from(const std::vector<std::vector<std::byte>>& all
     const std::byte* data = nullptr;
     size_t n = 0;
     // Skip the fingerprint and the data endpoints' addresses.
-    for (size_t i = 0; i < 1 + size_t(channels); ++i)
+    for (size_t i = 0; i < 1 + kept_data_entries(p); ++i)
       if (!get_bytes(all[size_t(p)], pos, data, n)) return malformed_table(p);
     if (!get_bytes(all[size_t(p)], pos, data, n)) return malformed_table(p);
     int rc = tp_->endpoint_connect(notice_eps_[size_t(p)], data, n, deadline.remaining_ms());
@@ -252,7 +257,7 @@ Status Communicator::connect_from(const std::vector<std::vector<std::byte>>& all
     size_t pos = 0;
     const std::byte* data = nullptr;
     size_t n = 0;
-    for (size_t i = 0; i < 1 + size_t(channels) + 1; ++i)
+    for (size_t i = 0; i < 1 + kept_data_entries(p) + 1; ++i)
       if (!get_bytes(all[size_t(p)], pos, data, n)) return malformed_table(p);
     if (!get_bytes(all[size_t(p)], pos, data, n)) return malformed_table(p);
     const std::string id(reinterpret_cast<const char*>(data), n);
@@ -301,6 +306,7 @@ Status Communicator::open_p2p_endpoints(std::vector<std::byte>& mine,
         return {rc, "rank " + std::to_string(rank_) + ": opening the point-to-point " +
                         (k == 0 ? "control" : "data") + " endpoint to rank " + std::to_string(p) +
                         " failed: " + tp_->last_error()};
+      ++opened_[2];
       put_bytes(mine, addr.data(), len);
     }
   }

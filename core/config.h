@@ -48,6 +48,9 @@ struct Config {
   /// once (each lane is a stream with its own endpoints; call i runs on lane
   /// i mod lanes).
   int lanes = 1;
+  /// Internal: this communicator is a lane of another (communicator_lanes.cc)
+  /// and runs collectives only, never point-to-point.
+  bool is_lane = false;
 
   double timeout_init_s = 60;
   double timeout_connect_s = 30;

@@ -137,6 +137,13 @@ Status validate_algorithm_v2(const chorus_algorithm_plugin_v2_t* t) {
   CHORUS_MANDATORY(T, t, task_free, missing);
   if (auto st = check_missing(missing); !st.is_ok()) return st;
   if (!t->name) return {CHORUS_ERR_UNAVAILABLE, "the table's name is NULL"};
+  // `peers` (minor 1): 0 reads as ALL, like a minor-0 table without it.
+  if (t->struct_size >= offsetof(T, peers) + sizeof(t->peers) && t->peers != 0 &&
+      t->peers != CHORUS_ALGO_PEERS_RING && t->peers != CHORUS_ALGO_PEERS_ALL)
+    return {CHORUS_ERR_UNAVAILABLE,
+            "peers is " + std::to_string(t->peers) +
+                ": expected CHORUS_ALGO_PEERS_RING (1), CHORUS_ALGO_PEERS_ALL (2) or 0 (= ALL); "
+                "fix the table's peers field (kPeers in an SDK class)"};
   // Bits of collectives this Chorus does not know are ignored (a newer header).
   if ((t->collectives & ((1u << CHORUS_COLL_COUNT) - 1)) == 0)
     return {CHORUS_ERR_UNAVAILABLE,
@@ -311,6 +318,16 @@ std::string Plugin::abi_version() const {
 
 uint32_t Plugin::algorithm_flags() const {
   return algorithm_v2_ ? algorithm_v2_->flags : algorithm_ ? algorithm_->flags : 0;
+}
+
+uint32_t Plugin::algorithm_peers() const {
+  if (algorithm_) return algorithm_->peers;
+  if (!algorithm_v2_) return CHORUS_ALGO_PEERS_ALL;
+  using T = chorus_algorithm_plugin_v2_t;
+  if (algorithm_v2_->struct_size < offsetof(T, peers) + sizeof(algorithm_v2_->peers) ||
+      algorithm_v2_->peers == 0)
+    return CHORUS_ALGO_PEERS_ALL;
+  return algorithm_v2_->peers;
 }
 
 bool Plugin::implements(int collective) const {

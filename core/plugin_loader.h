@@ -35,6 +35,9 @@ class Plugin {
   const chorus_algorithm_plugin_v2_t* algorithm_v2() const { return algorithm_v2_; }
   /// Either table's CHORUS_ALGO_DETERMINISTIC_* flags.
   uint32_t algorithm_flags() const;
+  /// Either table's chorus_algo_peers_t: the peers the algorithm posts to
+  /// (a v2 table of minor 0, or one that says 0, is CHORUS_ALGO_PEERS_ALL).
+  uint32_t algorithm_peers() const;
   /// True when this algorithm plugin implements `collective` (a v1 table long
   /// enough to hold a non-NULL op for it, or the bit in a v2 table's list).
   bool implements(int collective) const;

@@ -21,6 +21,7 @@ int Communicator::proxy_post_send(chorus_tp_endpoint_t* ep, const void* buf, siz
                                   chorus_tp_mr_t* mr, uint64_t wr_id) {
   Communicator* self = t_running;
   if (!self) return CHORUS_ERR_INTERNAL;
+  if (!ep) return self->null_endpoint_post(true);
   const int peer = self->peer_of(ep);
   // To a peer whose transport carries immediates, a collective's data
   // carries its digest; other sends are plain (their receivers read 0).
@@ -36,11 +37,24 @@ int Communicator::proxy_post_recv(chorus_tp_endpoint_t* ep, void* buf, size_t le
                                   chorus_tp_mr_t* mr, uint64_t wr_id) {
   Communicator* self = t_running;
   if (!self) return CHORUS_ERR_INTERNAL;
+  if (!ep) return self->null_endpoint_post(false);
   const int peer = self->peer_of(ep);
   const int rc = self->tp_->post_recv(ep, buf, length, mr, wr_id);
   self->after_post(peer, false, rc);
   if (rc == CHORUS_OK) self->signature_after_post(peer, false);
   return rc;
+}
+
+int Communicator::null_endpoint_post(bool send) {
+  // Never handed to the transport: a NULL endpoint is the one env_endpoint
+  // returned for a peer without data endpoints (or for self).
+  if (undeclared_peer_ >= 0)
+    return env_fail(this, CHORUS_ERR_NOT_SUPPORTED, undeclared_peer_text(undeclared_peer_).c_str());
+  return env_fail(this, CHORUS_ERR_INVALID_ARGUMENT,
+                  (std::string(send ? "post_send" : "post_recv") +
+                   " on a NULL endpoint (env->endpoint returns NULL for this rank itself and for "
+                   "peers without data endpoints); a bug in the algorithm")
+                      .c_str());
 }
 
 int Communicator::after_post(int peer, bool send, int rc) {

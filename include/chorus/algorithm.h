@@ -26,7 +26,10 @@ extern "C" {
 /** Name of the symbol every v1 algorithm plugin exports. */
 #define CHORUS_ALGORITHM_SYMBOL_V1 "chorus_algorithm_plugin_v1"
 
-/** Which peers an algorithm needs connected (chorus_algorithm_plugin_v1_t::peers). */
+/**
+ * Which peers an algorithm posts to (the `peers` field of both table
+ * versions). A ring needs its two neighbours, a mesh everyone.
+ */
 typedef enum chorus_algo_peers {
   CHORUS_ALGO_PEERS_RING = 1, /**< rank-1 and rank+1 (mod size) */
   CHORUS_ALGO_PEERS_ALL = 2,  /**< every other rank */
@@ -73,7 +76,11 @@ typedef struct chorus_algo_env_v1 {
   /** Opaque core state; pass it back to the callbacks below. */
   void* core;
 
-  /** Endpoint to `peer` on `channel`, or NULL if not connected (self, or not requested). */
+  /**
+   * Endpoint to `peer` on `channel`, or NULL if not connected: self, or a
+   * peer no algorithm of this communicator declared (`peers`: a RING-only
+   * communicator has endpoints to rank-1 and rank+1 only).
+   */
   chorus_tp_endpoint_t* (*endpoint)(void* core, int peer, int channel);
   /** Kernel for (dtype, op), or NULL for an unsupported pair (checked before the call). */
   chorus_reduce_fn_t (*reduce_kernel)(int dtype, int op);
@@ -112,7 +119,11 @@ typedef struct chorus_algorithm_plugin_v1 {
   size_t struct_size;
   uint32_t minor;
   const char* name;
-  /** chorus_algo_peers_t: the connections this algorithm needs. */
+  /**
+   * chorus_algo_peers_t: the peers this algorithm posts to. The core opens
+   * data endpoints only toward the union of what the algorithms that may run
+   * on a communicator declare (see chorus_algorithm_plugin_v2_t::peers).
+   */
   uint32_t peers;
   /** CHORUS_ALGO_DETERMINISTIC_* bits. */
   uint32_t flags;
@@ -205,7 +216,7 @@ typedef struct chorus_algorithm_plugin_v1 {
  * Frozen once released: append only, bump CHORUS_ALGORITHM_ABI_V2_MINOR.
  * ------------------------------------------------------------------------- */
 
-#define CHORUS_ALGORITHM_ABI_V2_MINOR 0
+#define CHORUS_ALGORITHM_ABI_V2_MINOR 1
 /** Name of the symbol every v2 algorithm plugin exports. */
 #define CHORUS_ALGORITHM_SYMBOL_V2 "chorus_algorithm_plugin_v2"
 /** wr_id bits a v2 task may use: the low 56. */
@@ -355,6 +366,19 @@ typedef struct chorus_algorithm_plugin_v2 {
   int (*progress)(chorus_algo_task_v2_t* task, const chorus_tp_completion_t* completions, size_t n);
   /** Mandatory. Frees a task, done or not (after a failure, with posts outstanding). */
   void (*task_free)(chorus_algo_task_v2_t* task);
+
+  /* Minor 1. A table of minor 0 ends above (struct_size says so). */
+
+  /**
+   * chorus_algo_peers_t: the peers this plugin posts to. The core opens data
+   * endpoints only toward the union of what the algorithms that may run on a
+   * communicator declare: with every one of them at CHORUS_ALGO_PEERS_RING, a
+   * rank has data endpoints to rank-1 and rank+1 (mod size) and nowhere
+   * else, and `endpoint` returns NULL for any other peer (a post on it fails
+   * the call, naming the peer and this declaration). 0, or a table of
+   * minor 0, means CHORUS_ALGO_PEERS_ALL. Any other value refuses the plugin.
+   */
+  uint32_t peers;
 } chorus_algorithm_plugin_v2_t;
 
 #ifdef __cplusplus

@@ -110,8 +110,22 @@ class Poster {
 };
 
 /**
+ * `Algo::kPeers` (chorus_algo_peers_t) when the class declares it, else
+ * CHORUS_ALGO_PEERS_ALL: the `peers` field of the exported table.
+ */
+template <class Algo>
+constexpr uint32_t declared_peers() {
+  if constexpr (requires { Algo::kPeers; })
+    return static_cast<uint32_t>(Algo::kPeers);
+  else
+    return CHORUS_ALGO_PEERS_ALL;
+}
+
+/**
  * The C table's entry points for a C++ algorithm class `Algo`, which has:
  *   static constexpr const char* kName; static constexpr uint32_t kFlags, kCollectives;
+ *   optionally static constexpr uint32_t kPeers (CHORUS_ALGO_PEERS_RING when it
+ *     posts only to rank-1 and rank+1; absent: CHORUS_ALGO_PEERS_ALL);
  *   static int comm_init(const chorus_algo_comm_v2_t*, Algo** out);   // new Algo, or fail
  *   bool supports(int collective, int dtype, int op) const;
  *   int preference(const chorus_algo_call_v2_t&) const;
@@ -170,6 +184,7 @@ struct Entry {
       &chorus::sdk::Entry<Algo>::post,                              \
       &chorus::sdk::Entry<Algo>::progress,                          \
       &chorus::sdk::Entry<Algo>::task_free,                         \
+      chorus::sdk::declared_peers<Algo>(),                          \
   }
 
 #endif /* CHORUS_ALGORITHM_SDK_HPP_ */

@@ -435,6 +435,8 @@ typedef struct chorus_counter {
  *    wait.request_ns: time host threads spent blocked in chorus_wait() and in
  *    blocking calls waiting for earlier requests
  *  - retries (posts refused with a full queue and retried), errors (failed calls)
+ *  - endpoints.data, endpoints.data_peers, endpoints.notice,
+ *    endpoints.point_to_point: the endpoints this rank opened at init
  * Any thread, any time while `comm` lives.
  */
 int chorus_comm_counters(const chorus_comm_t* comm, chorus_counter_t* out, size_t max,

@@ -10,6 +10,7 @@
 //  requests.*:           issued per request; cancelled for a queued request
 //  wait.transport_ns:    grows on a rank blocked on a late peer
 //  wait.request_ns:      grows while a host thread blocks in Request::wait
+//  endpoints.*:          the data, notice and point-to-point endpoints of init
 // retries (a full transport queue) has no deterministic trigger here; the
 // conformance suite covers AGAIN at the transport.
 #include <chorus/chorus.hpp>
@@ -107,6 +108,16 @@ int main() {
     expect_delta(c1, c2, "ops.inline", 2);
     expect_delta(c1, c2, "ops.queued", 0);
     expect_delta(c1, c2, "errors", 0);
+
+    // endpoints.*: what init opened, one channel at 3 ranks (a ring's two
+    // neighbours are every other rank here, so ring-only or not, 2 peers).
+    for (const auto& [name, want] : {std::pair<const char*, uint64_t>{"endpoints.data", 2},
+                                     {"endpoints.data_peers", 2},
+                                     {"endpoints.notice", 2},
+                                     {"endpoints.point_to_point", 4}})
+      expect(c2.count(name) && c2[name] == want, std::string(name) + " is " +
+                                                     std::to_string(c2[name]) + ", expected " +
+                                                     std::to_string(want));
 
     // Bytes and messages: 1000 int32 from rank 0 to rank 1, sent late so that
     // rank 1 blocks in the transport's wait.

@@ -1,0 +1,193 @@
+// One rank of the ring-only scale guard (tests/scale/ring_peers.sh), run
+// under chorusrun:
+//   ring_peers_check [--ring] [--untagged] [--channels C]
+// --ring pins every collective to the ring, whose algorithm declares
+// CHORUS_ALGO_PEERS_RING, so the communicator has data endpoints to rank-1
+// and rank+1 only; without it the configuration is the default (`auto`:
+// ring and mesh, so every peer). --untagged sets point_to_point.tagged =
+// false, whose send/recv posts on data channel 0 to any peer: every peer is
+// connected then, ring or not, and a checked send/recv with the rank half
+// the ring away shows it. On every rank it checks the endpoint
+// counters against the counts the rule gives, runs a ring all_reduce checked
+// element by element against a closed-form reference, does the same on the
+// two halves of a split, and counts its open file descriptors. Rank 0 prints
+//   ring_peers: ranks N channels C mode ring|default[+untagged] fds rank0 A others min B max C
+// and every rank prints each failed check as "rN FAIL ...". Exit status 0
+// only when every check passed on this rank.
+#include <chorus/chorus.hpp>
+
+#include <dirent.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace {
+
+int g_rank = -1;
+int g_failed = 0;
+
+void expect(bool ok, const std::string& what) {
+  if (ok) return;
+  std::printf("r%d FAIL %s\n", g_rank, what.c_str());
+  ++g_failed;
+}
+
+std::map<std::string, uint64_t> counters(const chorus::Communicator& c) {
+  std::map<std::string, uint64_t> m;
+  for (auto& [k, v] : c.counters()) m[k] = v;
+  return m;
+}
+
+/// Entries of /proc/self/fd, less the one the listing itself holds open.
+long open_fds() {
+  DIR* d = ::opendir("/proc/self/fd");
+  if (!d) return -1;
+  long n = 0;
+  while (const dirent* e = ::readdir(d))
+    if (e->d_name[0] != '.') ++n;
+  ::closedir(d);
+  return n - 1;
+}
+
+/// The endpoint counters of `comm` against what its rule gives; `what` names
+/// the communicator in failures.
+void check_endpoints(const chorus::Communicator& comm, bool ring, bool tagged, int channels,
+                     const std::string& what) {
+  auto c = counters(comm);
+  const uint64_t n = uint64_t(comm.size());
+  const uint64_t others = n - 1;
+  ring = ring && tagged;
+  // The ring's neighbours rank-1 and rank+1 are one peer at 2 ranks.
+  const uint64_t peers = ring ? std::min<uint64_t>(2, others) : others;
+  const std::pair<const char*, uint64_t> want[] = {
+      {"endpoints.data", peers * uint64_t(channels)},
+      {"endpoints.data_peers", peers},
+      {"endpoints.notice", others},
+      {"endpoints.point_to_point", tagged ? 2 * others : 0},
+  };
+  for (const auto& [name, value] : want) {
+    auto it = c.find(name);
+    expect(it != c.end() && it->second == value,
+           what + ": " + name + " is " +
+               (it == c.end() ? std::string("missing") : std::to_string(it->second)) +
+               ", expected " + std::to_string(value));
+  }
+}
+
+/// A ring all_reduce of int64 sums, checked against the closed form, and
+/// counted as one more ops.all_reduce.ring.
+void checked_all_reduce(chorus::Communicator& comm, const std::string& what) {
+  const size_t count = 100003;  // not a multiple of any rank count used
+  const int64_t r = comm.rank(), n = comm.size();
+  std::vector<int64_t> in(count), out(count, -1);
+  for (size_t i = 0; i < count; ++i) in[i] = int64_t(i) * 1000 + r;
+  const uint64_t before = counters(comm)["ops.all_reduce.ring"];
+  comm.all_reduce(in.data(), out.data(), count);
+  // sum over ranks q of (1000 i + q) = 1000 i n + n (n - 1) / 2
+  size_t wrong = 0, first = count;
+  for (size_t i = 0; i < count; ++i)
+    if (out[i] != int64_t(i) * 1000 * n + n * (n - 1) / 2) {
+      if (wrong++ == 0) first = i;
+    }
+  expect(wrong == 0, what + ": all_reduce: " + std::to_string(wrong) +
+                         " wrong elements, the first at " + std::to_string(first));
+  expect(counters(comm)["ops.all_reduce.ring"] == before + 1,
+         what + ": the all_reduce did not run the ring algorithm");
+}
+
+/// Untagged send/recv with the rank half the ring away (never a neighbour
+/// from 5 ranks up), checked element by element.
+void checked_far_send(chorus::Communicator& comm) {
+  const int n = comm.size(), r = comm.rank(), far = (r + n / 2) % n;
+  if (n < 2 || n % 2) return;  // pairs (r, r + n/2) need an even size
+  std::vector<int32_t> out(1003), in(1003, -1);
+  for (size_t i = 0; i < out.size(); ++i) out[i] = int32_t(i) * 7 + r;
+  // The lower rank of each pair sends first, the higher receives first.
+  if (r < far) {
+    comm.send(out.data(), out.size(), far);
+    comm.recv(in.data(), in.size(), far);
+  } else {
+    comm.recv(in.data(), in.size(), far);
+    comm.send(out.data(), out.size(), far);
+  }
+  size_t wrong = 0;
+  for (size_t i = 0; i < in.size(); ++i) wrong += in[i] != int32_t(i) * 7 + far;
+  expect(wrong == 0, "untagged recv from rank " + std::to_string(far) + ": " +
+                         std::to_string(wrong) + " wrong elements");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  bool ring = false, tagged = true;
+  int channels = 1;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--ring") == 0) {
+      ring = true;
+    } else if (std::strcmp(argv[i], "--untagged") == 0) {
+      tagged = false;
+    } else if (std::strcmp(argv[i], "--channels") == 0 && i + 1 < argc) {
+      channels = std::atoi(argv[++i]);
+    } else {
+      std::fprintf(stderr, "usage: ring_peers_check [--ring] [--untagged] [--channels C]\n");
+      return 2;
+    }
+  }
+  std::vector<std::string> settings = {"algorithm.channels=" + std::to_string(channels)};
+  if (!tagged) settings.push_back("point_to_point.tagged=false");
+  if (ring) {
+    for (const char* c : {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "barrier",
+                          "reduce", "gather", "scatter", "all_to_all", "all_to_allv"})
+      settings.push_back(std::string("algorithm.") + c + "=\"ring\"");
+  } else {
+    settings.push_back("algorithm.all_reduce=\"ring\"");  // checked below; the rest stay auto
+  }
+  std::vector<const char*> ptrs;
+  for (const auto& s : settings) ptrs.push_back(s.c_str());
+  chorus_options_t o;
+  chorus_options_init(&o);
+  o.settings = ptrs.data();
+  o.settings_count = ptrs.size();
+  try {
+    chorus::Communicator comm(&o);
+    g_rank = comm.rank();
+    const int n = comm.size();
+    check_endpoints(comm, ring, tagged, channels, "world");
+    checked_all_reduce(comm, "world");
+    if (!tagged) checked_far_send(comm);
+
+    // Split children follow the same rule: two halves, each a ring.
+    if (n >= 4) {
+      chorus::Communicator half = comm.split(comm.rank() < n / 2 ? 0 : 1, comm.rank());
+      check_endpoints(half, ring, tagged, channels, "split half");
+      checked_all_reduce(half, "split half");
+    }
+    comm.barrier();
+
+    // File descriptors once every communicator of the world is connected
+    // (the halves are gone again: their endpoints are closed).
+    int64_t fds = open_fds();
+    std::vector<int64_t> all(size_t(n), 0);
+    comm.all_gather(&fds, all.data(), 1);
+    if (g_rank == 0) {
+      auto [lo, hi] = std::minmax_element(all.begin() + (n > 1 ? 1 : 0), all.end());
+      std::printf(
+          "ring_peers: ranks %d channels %d mode %s%s fds rank0 %lld others min %lld max %lld\n", n,
+          channels, ring ? "ring" : "default", tagged ? "" : "+untagged",
+          static_cast<long long>(all[0]), static_cast<long long>(*lo), static_cast<long long>(*hi));
+    }
+    int32_t ok = g_failed == 0 ? 1 : 0;
+    comm.all_reduce(&ok, &ok, 1, CHORUS_INT32, CHORUS_MIN);
+    if (g_rank == 0) std::printf("ring_peers: %s\n", ok ? "every rank passed" : "some rank FAILED");
+  } catch (const chorus::Error& e) {
+    std::printf("r%d FAIL %s\n", g_rank, e.what());
+    return 1;
+  }
+  return g_failed == 0 ? 0 : 1;
+}
