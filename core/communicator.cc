@@ -52,6 +52,7 @@ Status Communicator::init(Config config, std::unique_ptr<SideChannel> host_chann
                                              std::to_string(cfg_.world_size)};
   rank_ = cfg_.rank;
   size_ = cfg_.world_size;
+  set_check_shape(rank_, size_);
   log_set_rank(rank_);
   if (size_ > 1 && cfg_.coordinator.empty() && !host_channel)
     return {CHORUS_ERR_INVALID_ARGUMENT,

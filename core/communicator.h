@@ -7,6 +7,7 @@
 #include <chorus/transport.h>
 
 #include "core/bootstrap.h"
+#include "core/call_checks.h"
 #include "core/call_signature.h"
 #include "core/config.h"
 #include "core/data_peers.h"
@@ -45,7 +46,8 @@ struct PeerCounters {
   std::atomic<uint64_t> bytes_sent{0}, msgs_sent{0}, bytes_recv{0}, msgs_recv{0};
 };
 
-class Communicator {
+/// The argument checks (CallChecks) need only the communicator's shape.
+class Communicator : public CallChecks {
  public:
   /// Bootstraps with the other ranks and connects every endpoint. Blocks until
   /// done or timeout.init expires.
@@ -98,27 +100,6 @@ class Communicator {
   Status all_to_allv(const void* in, const size_t* send_counts, const size_t* send_offsets,
                      void* out, const size_t* recv_counts, const size_t* recv_offsets, int dtype);
 
-  /// Argument checks of each call, done at issue time so that a non-blocking
-  /// call with bad arguments fails at once and queues nothing.
-  Status check_all_reduce(const void* in, const void* out, size_t count, int dtype, int op) const;
-  Status check_all_gather(const void* in, const void* out, size_t count, int dtype) const;
-  Status check_reduce_scatter(const void* in, const void* out, size_t count, int dtype,
-                              int op) const;
-  Status check_broadcast(const void* buf, size_t count, int dtype, int root) const;
-  Status check_p2p(const char* what, const void* buf, size_t count, int dtype, int peer) const;
-  Status check_reduce(const void* in, const void* out, size_t count, int dtype, int op,
-                      int root) const;
-  Status check_gather(const void* in, const void* out, size_t count, int dtype, int root) const;
-  Status check_scatter(const void* in, const void* out, size_t count, int dtype, int root) const;
-  Status check_rooted_blocks(const char* what, const void* block_buf, const char* block_name,
-                             const void* root_buf, const char* root_name, size_t count, int dtype,
-                             int root) const;
-  Status check_all_to_all(const void* in, const void* out, size_t count, int dtype) const;
-  /// The arrays must hold size() entries each (checked for NULL only).
-  Status check_all_to_allv(const void* in, const size_t* send_counts, const size_t* send_offsets,
-                           const void* out, const size_t* recv_counts, const size_t* recv_offsets,
-                           int dtype) const;
-
   /// Blocking: runs `body` after every operation issued before it, then
   /// returns its status. Runs on the calling thread when nothing is queued or
   /// running, else waits for the progress thread. Any thread.
@@ -137,12 +118,9 @@ class Communicator {
   std::shared_ptr<Request> submit(const char* what, std::function<Status(Communicator&)> body,
                                   bool p2p = false, uint64_t order = Request::kNoOrder);
   /// A thread about to block until `req` is done runs it itself when it is
-  /// next in issue order and nothing runs: the work the progress thread would
-  /// do, without the two thread hand-overs (submit to worker, worker back to
-  /// the waiter) that dominate a small isend/irecv. Returns whether it ran
-  /// `req`; false leaves everything as it was. Any thread.
-  /// `timeout_ms` >= 0 (a wait with a limit): only a point-to-point
-  /// request is driven, and only until the limit; then the worker goes on.
+  /// next in issue order and nothing runs (saving two thread hand-overs).
+  /// Returns whether it ran `req`. Any thread. With `timeout_ms` >= 0 only a
+  /// point-to-point request is driven, and only until the limit.
   bool run_if_next(const std::shared_ptr<Request>& req, int timeout_ms = -1);
   /// Runs `req` on the calling thread as the stream's one running operation
   /// (`lock` holds q_mu_ and nothing runs; it is released on return),
@@ -212,15 +190,10 @@ class Communicator {
   /// Runs one queued request on the calling thread (the stream's executor).
   void run_request(Request& req);
   void worker_main();
-  /// The executor's loop while tagged operations are registered: runs what
-  /// is queued, in order, and drives the p2p engine, until `until` is done
-  /// (nullptr: until nothing is queued or registered). Holds the stream
-  /// (busy_). core/p2p_stream.cc.
-  /// Returns true once `until` is done (nullptr: nothing is left). With
-  /// `until` it never runs queued operations (they may need this thread's
-  /// own call to complete first, on another rank): it returns false as soon
-  /// as one is queued, handing the stream to the worker.
-  /// `limit` bounds how long it drives for `until` (false when it passes).
+  /// The executor's loop while tagged operations are registered
+  /// (core/p2p_stream.cc, which explains the rules): true once `until` is
+  /// done (nullptr: nothing is left); false when `limit` passes, or at once
+  /// when something is queued while it drives `until`.
   bool drive(const std::shared_ptr<Request>& until, Deadline limit = Deadline::never());
   /// drive(req, limit) as the stream's executor (`lock` holds q_mu_,
   /// nothing runs; released on return), then release_stream.
@@ -241,14 +214,11 @@ class Communicator {
   void make_p2p_engine();
   /// Interrupts the executor's wait in p2p_step (something was queued).
   void wake_executor();
-  /// Hands every point-to-point request in inbox_ to the engine, in issue
-  /// order: from the executor's loop, and from inside a running call's
-  /// polls, so that a send or receive never waits behind a collective.
+  /// Hands inbox_'s point-to-point requests to the engine, in issue order
+  /// (from the executor's loop and from a running call's polls).
   void drain_inbox();
-  /// What the engine's completions left to do outside it: a mismatch of
-  /// chorus_send/recv sizes to spread, or a failed one that breaks the
-  /// communicator (as any failed call does). Called where no engine call
-  /// is on the stack.
+  /// What the engine's completions left to do outside it (a mismatch to
+  /// spread, a failure that breaks the communicator); no engine call on the stack.
   void settle_p2p();
   // Lanes (core/communicator_lanes.cc).
   /// Opens lanes 1 .. collectives.lanes - 1 (a collective over this
@@ -333,15 +303,9 @@ class Communicator {
   void release_call_registrations();
   Status call_timeout_status() const;
 
-  // Peer-loss notices (docs/reliability.md §4.3). Every pair of ranks has
-  // one endpoint more than the data channels (channel index cfg_.channels)
-  // with a 16-byte receive always posted. A rank whose call fails because
-  // it lost a peer sends every other rank a notice naming the rank it lost
-  // before it closes its connections, so a survivor that then sees this
-  // rank's connections close can name the rank that really died. A healthy
-  // communicator's finalize sends a "finalized" notice instead, which takes
-  // the peer's standing receive: its connections then close with nothing
-  // outstanding, which no transport reports as a loss.
+  // Peer-loss notices (docs/reliability.md §4.3; core/peer_notices.cc):
+  // one endpoint per pair beyond the data channels (channel index
+  // cfg_.channels) with a 16-byte receive always posted.
   Status malformed_table(int peer) const;
   /// Posts the standing notice receives; the end of connect_from().
   Status arm_notices();

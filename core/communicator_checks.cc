@@ -3,7 +3,7 @@
 // before a call is queued (core/api.cc), so a bad argument fails at once
 // instead of inside an algorithm.
 
-#include "core/communicator.h"
+#include "core/call_checks.h"
 
 #include <chorus/chorus.h>
 
@@ -82,7 +82,7 @@ Status check_op(int dtype, int op) {
   return {CHORUS_ERR_INVALID_ARGUMENT, reason.empty() ? "unsupported dtype/op pair" : reason};
 }
 
-Status Communicator::check_all_reduce(const void* in, const void* out, size_t count, int dtype,
+Status CallChecks::check_all_reduce(const void* in, const void* out, size_t count, int dtype,
                                       int op) const {
   if (auto st = check_buffer(in, count, 1, dtype, "input"); !st.is_ok()) return st;
   if (auto st = check_buffer(out, count, 1, dtype, "output"); !st.is_ok()) return st;
@@ -92,43 +92,43 @@ Status Communicator::check_all_reduce(const void* in, const void* out, size_t co
   return check_disjoint("all_reduce", in, bytes, out, bytes, "in == out (in place)");
 }
 
-Status Communicator::check_all_gather(const void* in, const void* out, size_t count,
+Status CallChecks::check_all_gather(const void* in, const void* out, size_t count,
                                       int dtype) const {
   if (auto st = check_buffer(in, count, 1, dtype, "input"); !st.is_ok()) return st;
-  if (auto st = check_buffer(out, count, size_t(size_), dtype, "output"); !st.is_ok()) return st;
+  if (auto st = check_buffer(out, count, size_t(check_size_), dtype, "output"); !st.is_ok()) return st;
   const uint64_t bytes = uint64_t(count) * chorus_dtype_size(dtype);
   // In place: the input is this rank's own block of the output.
-  if (reinterpret_cast<uintptr_t>(in) == reinterpret_cast<uintptr_t>(out) + uint64_t(rank_) * bytes)
+  if (reinterpret_cast<uintptr_t>(in) == reinterpret_cast<uintptr_t>(out) + uint64_t(check_rank_) * bytes)
     return Status::ok();
-  return check_disjoint("all_gather", in, bytes, out, bytes * uint64_t(size_),
+  return check_disjoint("all_gather", in, bytes, out, bytes * uint64_t(check_size_),
                         "in == out + rank * count (in place)");
 }
 
-Status Communicator::check_reduce_scatter(const void* in, const void* out, size_t count, int dtype,
+Status CallChecks::check_reduce_scatter(const void* in, const void* out, size_t count, int dtype,
                                           int op) const {
-  if (auto st = check_buffer(in, count, size_t(size_), dtype, "input"); !st.is_ok()) return st;
+  if (auto st = check_buffer(in, count, size_t(check_size_), dtype, "input"); !st.is_ok()) return st;
   if (auto st = check_buffer(out, count, 1, dtype, "output"); !st.is_ok()) return st;
   if (auto st = check_op(dtype, op); !st.is_ok()) return st;
   const uint64_t bytes = uint64_t(count) * chorus_dtype_size(dtype);
-  return check_disjoint("reduce_scatter", in, bytes * uint64_t(size_), out, bytes, "");
+  return check_disjoint("reduce_scatter", in, bytes * uint64_t(check_size_), out, bytes, "");
 }
 
-Status Communicator::check_broadcast(const void* buf, size_t count, int dtype, int root) const {
+Status CallChecks::check_broadcast(const void* buf, size_t count, int dtype, int root) const {
   if (auto st = check_buffer(buf, count, 1, dtype, "buffer"); !st.is_ok()) return st;
-  if (root < 0 || root >= size_)
+  if (root < 0 || root >= check_size_)
     return {CHORUS_ERR_INVALID_ARGUMENT, "broadcast root " + std::to_string(root) +
-                                             " is out of range for " + std::to_string(size_) +
+                                             " is out of range for " + std::to_string(check_size_) +
                                              " ranks"};
   return Status::ok();
 }
 
-Status Communicator::check_p2p(const char* what, const void* buf, size_t count, int dtype,
+Status CallChecks::check_p2p(const char* what, const void* buf, size_t count, int dtype,
                                int peer) const {
   if (auto st = check_buffer(buf, count, 1, dtype, "buffer"); !st.is_ok()) return st;
-  if (peer < 0 || peer >= size_ || peer == rank_)
+  if (peer < 0 || peer >= check_size_ || peer == check_rank_)
     return {CHORUS_ERR_INVALID_ARGUMENT, std::string(what) + ": peer " + std::to_string(peer) +
-                                             " is not another rank (rank " + std::to_string(rank_) +
-                                             " of " + std::to_string(size_) + ")"};
+                                             " is not another rank (rank " + std::to_string(check_rank_) +
+                                             " of " + std::to_string(check_size_) + ")"};
   return Status::ok();
 }
 
@@ -159,11 +159,11 @@ Status bad_overlap(const char* what, const std::string& allowed) {
 
 }  // namespace
 
-Status Communicator::check_reduce(const void* in, const void* out, size_t count, int dtype, int op,
+Status CallChecks::check_reduce(const void* in, const void* out, size_t count, int dtype, int op,
                                   int root) const {
-  if (auto st = check_root("reduce", root, size_); !st.is_ok()) return st;
+  if (auto st = check_root("reduce", root, check_size_); !st.is_ok()) return st;
   if (auto st = check_buffer(in, count, 1, dtype, "input"); !st.is_ok()) return st;
-  if (rank_ == root) {
+  if (check_rank_ == root) {
     if (auto st = check_buffer(out, count, 1, dtype, "output (on the root)"); !st.is_ok())
       return st;
     size_t bytes = count * chorus_dtype_size(dtype);
@@ -173,31 +173,31 @@ Status Communicator::check_reduce(const void* in, const void* out, size_t count,
   return check_op(dtype, op);
 }
 
-Status Communicator::check_gather(const void* in, const void* out, size_t count, int dtype,
+Status CallChecks::check_gather(const void* in, const void* out, size_t count, int dtype,
                                   int root) const {
   return check_rooted_blocks("gather", in, "input", out, "output", count, dtype, root);
 }
 
-Status Communicator::check_scatter(const void* in, const void* out, size_t count, int dtype,
+Status CallChecks::check_scatter(const void* in, const void* out, size_t count, int dtype,
                                    int root) const {
   return check_rooted_blocks("scatter", out, "output", in, "input", count, dtype, root);
 }
 
-Status Communicator::check_rooted_blocks(const char* what, const void* block_buf,
+Status CallChecks::check_rooted_blocks(const char* what, const void* block_buf,
                                          const char* block_name, const void* root_buf,
                                          const char* root_name, size_t count, int dtype,
                                          int root) const {
   // gather and scatter are mirror images: every rank passes one block, the
   // root also the size*count buffer, whose block `root` may be the same memory.
-  if (auto st = check_root(what, root, size_); !st.is_ok()) return st;
+  if (auto st = check_root(what, root, check_size_); !st.is_ok()) return st;
   if (auto st = check_buffer(block_buf, count, 1, dtype, block_name); !st.is_ok()) return st;
-  if (rank_ != root) return Status::ok();
+  if (check_rank_ != root) return Status::ok();
   const std::string on_root = std::string(root_name) + " (on the root)";
-  if (auto st = check_buffer(root_buf, count, size_t(size_), dtype, on_root.c_str()); !st.is_ok())
+  if (auto st = check_buffer(root_buf, count, size_t(check_size_), dtype, on_root.c_str()); !st.is_ok())
     return st;
   size_t block = count * chorus_dtype_size(dtype);
   const void* own = static_cast<const std::byte*>(root_buf) + size_t(root) * block;
-  if (block_buf != own && overlaps(block_buf, block, root_buf, block * size_t(size_)))
+  if (block_buf != own && overlaps(block_buf, block, root_buf, block * size_t(check_size_)))
     return bad_overlap(what, std::string("on the root the ") + block_name + " may be " +
                                  (root_name[0] == 'o' ? "out" : "in") +
                                  " + root*count (in place) and must otherwise lie outside the " +
@@ -205,17 +205,17 @@ Status Communicator::check_rooted_blocks(const char* what, const void* block_buf
   return Status::ok();
 }
 
-Status Communicator::check_all_to_all(const void* in, const void* out, size_t count,
+Status CallChecks::check_all_to_all(const void* in, const void* out, size_t count,
                                       int dtype) const {
-  if (auto st = check_buffer(in, count, size_t(size_), dtype, "input"); !st.is_ok()) return st;
-  if (auto st = check_buffer(out, count, size_t(size_), dtype, "output"); !st.is_ok()) return st;
-  size_t bytes = count * chorus_dtype_size(dtype) * size_t(size_);
+  if (auto st = check_buffer(in, count, size_t(check_size_), dtype, "input"); !st.is_ok()) return st;
+  if (auto st = check_buffer(out, count, size_t(check_size_), dtype, "output"); !st.is_ok()) return st;
+  size_t bytes = count * chorus_dtype_size(dtype) * size_t(check_size_);
   if (in != out && overlaps(in, bytes, out, bytes))
     return bad_overlap("all_to_all", "they must be the same buffer (in place) or disjoint");
   return Status::ok();
 }
 
-Status Communicator::check_all_to_allv(const void* in, const size_t* send_counts,
+Status CallChecks::check_all_to_allv(const void* in, const size_t* send_counts,
                                        const size_t* send_offsets, const void* out,
                                        const size_t* recv_counts, const size_t* recv_offsets,
                                        int dtype) const {
@@ -224,14 +224,14 @@ Status Communicator::check_all_to_allv(const void* in, const size_t* send_counts
     return {CHORUS_ERR_INVALID_ARGUMENT,
             "all_to_allv: send_counts, send_offsets, recv_counts and recv_offsets must each point "
             "to " +
-                std::to_string(size_) + " entries (one per rank); one of them is NULL"};
+                std::to_string(check_size_) + " entries (one per rank); one of them is NULL"};
   const size_t esize = chorus_dtype_size(dtype);
   const size_t max_elems = std::numeric_limits<size_t>::max() / esize;
   // Extent of each side in elements; every block must be addressable.
   auto extent = [&](const char* side, const size_t* counts, const size_t* offsets, const void* buf,
                     size_t& end) -> Status {
     end = 0;
-    for (int p = 0; p < size_; ++p) {
+    for (int p = 0; p < check_size_; ++p) {
       size_t c = counts[p], o = offsets[p];
       if (c == 0) continue;
       if (c > max_elems || o > max_elems - c)
@@ -251,15 +251,15 @@ Status Communicator::check_all_to_allv(const void* in, const size_t* send_counts
   size_t in_end = 0, out_end = 0;
   if (auto st = extent("send", send_counts, send_offsets, in, in_end); !st.is_ok()) return st;
   if (auto st = extent("recv", recv_counts, recv_offsets, out, out_end); !st.is_ok()) return st;
-  if (send_counts[rank_] != recv_counts[rank_])
+  if (send_counts[check_rank_] != recv_counts[check_rank_])
     return {CHORUS_ERR_INVALID_ARGUMENT,
-            "all_to_allv: send_counts[" + std::to_string(rank_) +
-                "] = " + std::to_string(send_counts[rank_]) + " but recv_counts[" +
-                std::to_string(rank_) + "] = " + std::to_string(recv_counts[rank_]) + " on rank " +
-                std::to_string(rank_) + "; what a rank sends itself it receives"};
+            "all_to_allv: send_counts[" + std::to_string(check_rank_) +
+                "] = " + std::to_string(send_counts[check_rank_]) + " but recv_counts[" +
+                std::to_string(check_rank_) + "] = " + std::to_string(recv_counts[check_rank_]) + " on rank " +
+                std::to_string(check_rank_) + "; what a rank sends itself it receives"};
   // Received blocks must be disjoint: two peers writing one place race.
   std::vector<std::pair<size_t, int>> blocks;
-  for (int p = 0; p < size_; ++p)
+  for (int p = 0; p < check_size_; ++p)
     if (recv_counts[p] > 0) blocks.emplace_back(recv_offsets[p], p);
   std::sort(blocks.begin(), blocks.end());
   for (size_t i = 1; i < blocks.size(); ++i) {

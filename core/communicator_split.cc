@@ -21,6 +21,7 @@ Status Communicator::init_child(const Config& cfg, int rank, int size, std::stri
   cfg_.world_size = size;
   rank_ = rank;
   size_ = size;
+  set_check_shape(rank, size);
   id_ = std::move(id);
   LogCommScope log_scope(&id_);
   auto tp = load_transport();

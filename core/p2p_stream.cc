@@ -203,6 +203,12 @@ void Communicator::p2p_step(int wait_ms) {
   p2p_waiting_.store(false);
 }
 
+// Runs what is queued, in order, and drives the p2p engine, until `until`
+// is done (nullptr: until nothing is queued or registered), holding the
+// stream (busy_). With `until` it never runs queued operations: they may
+// need this thread's own call to complete first, on another rank, so it
+// returns false as soon as one is queued and the worker takes over. `limit`
+// bounds how long it drives for `until`.
 bool Communicator::drive(const std::shared_ptr<Request>& until, Deadline limit) {
   for (;;) {
     if (inbox_nonempty_.load()) drain_inbox();

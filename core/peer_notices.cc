@@ -3,6 +3,15 @@
 // completions, and what a peer-lost, timeout, mismatch or finalized notice
 // means here; settling a failed call into one job-wide status, and the
 // orderly goodbye at finalize. Wire layout: notice_wire.h.
+//
+// Every pair of ranks has one endpoint more than the data channels (channel
+// index cfg_.channels) with a 16-byte receive always posted. A rank whose
+// call fails because it lost a peer sends every other rank a notice naming
+// the rank it lost before it closes its connections, so a survivor that
+// then sees this rank's connections close can name the rank that really
+// died. A healthy communicator's finalize sends a "finalized" notice
+// instead, which takes the peer's standing receive: its connections then
+// close with nothing outstanding, which no transport reports as a loss.
 
 #include "core/communicator.h"
 #include "core/p2p_engine.h"

@@ -222,6 +222,11 @@ std::shared_ptr<Request> Communicator::submit(const char* what,
   return req;
 }
 
+// The work the progress thread would do, on the thread that is about to
+// block anyway: without the two thread hand-overs (submit to the worker,
+// the worker back to the waiter) that dominate a small isend/irecv. False
+// leaves everything as it was. A wait with a limit drives only a
+// point-to-point request, and only until the limit; then the worker goes on.
 bool Communicator::run_if_next(const std::shared_ptr<Request>& req, int timeout_ms) {
   std::unique_lock lock(q_mu_);
   if (stopping_ || busy_) return false;
