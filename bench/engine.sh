@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The engine benchmarks of issue #18 (part 7), side by side in one run:
 #  1. 16 non-blocking 64 KiB all_reduces posted back to back and then waited,
-#     against the same 16 run one at a time, at 4 ranks over shm and tcp
-#     (chorus-engine-bench inflight; the two modes alternate per iteration);
+#     against the same 16 run one at a time, at 4 ranks over shm and tcp,
+#     with collectives.lanes 1 and 4 (chorus-engine-bench inflight; the two
+#     modes alternate per iteration);
 #  2. an isend/irecv ping-pong at 2 ranks: Chorus over shm and tcp (also
 #     with a limited wait, and blocking send/recv), Open MPI over vader and
 #     tcp (mpi-pingpong, the same steps).
@@ -22,9 +23,14 @@ mpirun_flags=(--mca pml ob1 --bind-to none)
 json() { grep -o '{"bench".*}' || true; }
 
 echo "# engine.sh: $(date -u +%FT%TZ), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
-for tp in shm tcp; do
-  CHORUS_TRANSPORT=$tp timeout 900 "$bin/chorusrun" -n 4 --timeout 800 -- \
-    "$bin/chorus-engine-bench" inflight --bytes 64K -k 16 -n "$iters" -w 3 -c | json
+# With one lane (the default) and with four (collectives.lanes = 4: four
+# collectives progress at once, docs/embedding.md "Collectives in flight").
+for lanes in 1 4; do
+  for tp in shm tcp; do
+    CHORUS_COLLECTIVES_LANES=$lanes CHORUS_TRANSPORT=$tp timeout 900 "$bin/chorusrun" -n 4 \
+      --timeout 800 -- "$bin/chorus-engine-bench" inflight --bytes 64K -k 16 -n "$iters" -w 3 -c |
+      json | sed "s/\"transport\": \"$tp\"/\"transport\": \"$tp\", \"lanes\": $lanes/"
+  done
 done
 pp_iters=$((iters * 20))
 # Chorus: isend/irecv then wait (the waiter drives its request), the same
