@@ -7,7 +7,7 @@
 // and writes one, so "bytes_per_second" counts the bytes of one operand (what
 // a collective moves) and memcpy's rate is the bound to compare against.
 // Each size is run at every instruction set level this CPU has (baseline,
-// avx2, avx512), to show what each level's vector code buys, and with the
+// avx2, avx512, avx512bf16), to show what each level's vector code buys, and with the
 // buffers placed three ways (kPlacements): both on a 64-byte boundary, both
 // 16 bytes past one (what malloc hands out for large blocks: glibc's mmap'd
 // chunks start 16 bytes into a page), and inout and src at different offsets
@@ -150,7 +150,8 @@ const int kRegistered = [] {
   const std::pair<int, const char*> ops[] = {
       {CHORUS_SUM, "sum"}, {CHORUS_MAX, "max"}, {CHORUS_MIN, "min"}};
   std::vector<ReduceIsa> isas;
-  for (const ReduceIsa isa : {ReduceIsa::kAvx512, ReduceIsa::kAvx2, ReduceIsa::kBaseline}) {
+  for (const ReduceIsa isa :
+       {ReduceIsa::kAvx512Bf16, ReduceIsa::kAvx512, ReduceIsa::kAvx2, ReduceIsa::kBaseline}) {
     if (chorus::core::reduce_isa_unavailable_reason(isa)[0] == '\0') isas.push_back(isa);
   }
   for (const Dtype& d : dtypes) {

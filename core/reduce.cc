@@ -155,6 +155,17 @@ const char* avx512_missing() {
   }
   return "";
 }
+
+/// Why this CPU or OS cannot run the kAvx512Bf16 level, or "".
+const char* avx512_bf16_missing() {
+  if (const char* why = avx512_missing(); *why != '\0') return why;
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  constexpr unsigned kAvx512Bf16Bit = 1u << 5;  // CPUID.(EAX=7,ECX=1):EAX
+  if (__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) == 0 || (eax & kAvx512Bf16Bit) == 0) {
+    return "the CPU lacks AVX512_BF16";
+  }
+  return "";
+}
 #endif
 
 /// Why `isa` cannot run here, or "" (see reduce_isa_unavailable_reason()).
@@ -171,9 +182,14 @@ const char* unavailable_reason(ReduceIsa isa) {
       static const char* const why = avx512_missing();
       return why;
     }
+    case ReduceIsa::kAvx512Bf16: {
+      static const char* const why = avx512_bf16_missing();
+      return why;
+    }
 #else
     case ReduceIsa::kAvx2:
     case ReduceIsa::kAvx512:
+    case ReduceIsa::kAvx512Bf16:
       return "not an x86 build";
 #endif
   }
@@ -192,9 +208,12 @@ const KernelTable* table_for(ReduceIsa isa) {
       return &avx2::kKernels;
     case ReduceIsa::kAvx512:
       return &avx512::kKernels;
+    case ReduceIsa::kAvx512Bf16:
+      return &avx512::kKernelsBf16;
 #else
     case ReduceIsa::kAvx2:
     case ReduceIsa::kAvx512:
+    case ReduceIsa::kAvx512Bf16:
       return nullptr;
 #endif
   }
@@ -205,7 +224,7 @@ const KernelTable* table_for(ReduceIsa isa) {
 
 ReduceIsa reduce_best_isa() {
   static const ReduceIsa best = [] {
-    for (const ReduceIsa isa : {ReduceIsa::kAvx512, ReduceIsa::kAvx2}) {
+    for (const ReduceIsa isa : {ReduceIsa::kAvx512Bf16, ReduceIsa::kAvx512, ReduceIsa::kAvx2}) {
       if (table_for(isa) != nullptr) return isa;
     }
     return ReduceIsa::kBaseline;
@@ -221,6 +240,8 @@ const char* reduce_isa_name(ReduceIsa isa) {
       return "avx2";
     case ReduceIsa::kAvx512:
       return "avx512";
+    case ReduceIsa::kAvx512Bf16:
+      return "avx512bf16";
   }
   return "unknown";
 }

@@ -463,6 +463,19 @@ constexpr KernelTable make_table() {
 
 constexpr KernelTable kKernels = make_table();
 
+#if CHORUS_REDUCE_AVX512
+/// The kAvx512Bf16 level: this pass with bfloat16 sum and prod rounded by
+/// vcvtne2ps2bf16 (BFloat16Ne in reduce_half.h).
+constexpr KernelTable make_bf16_table() {
+  KernelTable t = make_table();
+  t[CHORUS_BFLOAT16][CHORUS_SUM] = bf16_ne_kernel<Add>;
+  t[CHORUS_BFLOAT16][CHORUS_PROD] = bf16_ne_kernel<Mul>;
+  return t;
+}
+
+constexpr KernelTable kKernelsBf16 = make_bf16_table();
+#endif
+
 }  // namespace CHORUS_REDUCE_NS
 }  // namespace
 }  // namespace chorus::core

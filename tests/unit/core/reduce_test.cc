@@ -21,6 +21,10 @@
 #include <type_traits>
 #include <vector>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
+
 namespace {
 
 using chorus::core::reduce_best_isa;
@@ -41,7 +45,8 @@ bool supported(int dtype, int op) {
   return !(dtype == CHORUS_COMPLEX64 && (op == CHORUS_MAX || op == CHORUS_MIN));
 }
 
-constexpr ReduceIsa kAllIsas[] = {ReduceIsa::kBaseline, ReduceIsa::kAvx2, ReduceIsa::kAvx512};
+constexpr ReduceIsa kAllIsas[] = {ReduceIsa::kBaseline, ReduceIsa::kAvx2, ReduceIsa::kAvx512,
+                                  ReduceIsa::kAvx512Bf16};
 
 /// Instruction sets this machine runs (always the baseline), lowest first.
 /// The levels it cannot run are reported by the "every instruction set level
@@ -534,6 +539,7 @@ TEST_CASE("reduce_kernel hands out the best instruction set's kernels", "[reduce
   CHECK(std::string(reduce_isa_name(ReduceIsa::kBaseline)) == "baseline");
   CHECK(std::string(reduce_isa_name(ReduceIsa::kAvx2)) == "avx2");
   CHECK(std::string(reduce_isa_name(ReduceIsa::kAvx512)) == "avx512");
+  CHECK(std::string(reduce_isa_name(ReduceIsa::kAvx512Bf16)) == "avx512bf16");
   // The best level is the highest one this CPU runs.
   CHECK(best == runnable_isas().back());
 }
@@ -1114,4 +1120,47 @@ TEST_CASE("every start offset 0-63 of inout and of src on every instruction set"
       CHECK(problems == "");
     }
   }
+}
+
+TEST_CASE("bfloat16 sum and prod match the baseline with MXCSR.DAZ set", "[reduce]") {
+#if defined(__x86_64__) || defined(__i386__)
+  // avx512bf16 rounds with an instruction that flushes subnormals and finds
+  // them with one that reads them as zero under DAZ, so it must notice DAZ.
+  // Operands just above the smallest normal, of both signs, cancel into
+  // subnormal float sums, and times src values in [0.5, 1) give subnormal
+  // products; DAZ (without FTZ) lets both through, and every level must round
+  // them as the baseline does, bit for bit.
+  std::mt19937_64 rng(126);
+  constexpr size_t kCount = 4099;
+  auto tiny = [&rng] { return static_cast<uint16_t>((rng() & 0x80ff) | ((rng() % 3) << 7)); };
+  std::vector<uint16_t> inout(kCount);
+  for (uint16_t& x : inout) x = tiny();
+  for (const int op : {CHORUS_SUM, CHORUS_PROD}) {
+    std::vector<uint16_t> src(kCount);
+    for (size_t i = 0; i < kCount; ++i) {
+      src[i] = op == CHORUS_PROD ? static_cast<uint16_t>((rng() & 0x807f) | 0x3f00) : tiny();
+      if (op == CHORUS_SUM && i % 5 == 0) src[i] = inout[i] ^ 0x8001;  // near cancellation
+    }
+    std::vector<std::vector<uint16_t>> results;
+    const unsigned csr = _mm_getcsr();
+    _mm_setcsr((csr | 0x40) & ~0x8000u);  // DAZ on, FTZ off
+    for (const ReduceIsa isa : runnable_isas()) {
+      results.push_back(inout);
+      reduce_kernel_for_isa(CHORUS_BFLOAT16, op, isa)(src.data(), results.back().data(), kCount);
+    }
+    _mm_setcsr(csr);
+    for (size_t k = 1; k < results.size(); ++k) {
+      INFO(kOpNames[op] << " " << reduce_isa_name(runnable_isas()[k]));
+      size_t differing = 0;
+      for (size_t i = 0; i < kCount; ++i) differing += results[k][i] != results[0][i] ? 1 : 0;
+      CHECK(differing == 0);
+    }
+    // The data does reach the subnormal range.
+    size_t subnormal = 0;
+    for (const uint16_t r : results[0]) subnormal += (r & 0x7f80) == 0 && (r & 0x7f) != 0 ? 1 : 0;
+    CHECK(subnormal > kCount / 20);
+  }
+#else
+  WARN("does not apply: MXCSR is x86's");
+#endif
 }
