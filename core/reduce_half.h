@@ -69,6 +69,7 @@ using VH = Vec<uint16_t>;
 /// land in `lo` and which in `hi` is the format's business; narrow() puts
 /// them back where widen() took them from.
 struct Float16 {
+  static constexpr bool kHoldInputs = false;
 #if CHORUS_REDUCE_AVX512
   // vcvtph2ps/vcvtps2ph on 16 halves: the same instructions as F16C's, with
   // the same rounding (from the immediate, not MXCSR) and NaN quieting. lo is
@@ -148,6 +149,7 @@ struct Float16 {
 /// bits (which float_to_bfloat16() must guard) never reaches this code.
 struct BFloat16 {
   static constexpr bool kConvertsInMemory = false;
+  static constexpr bool kHoldInputs = CHORUS_REDUCE_AVX512;  // see HalfArith::apply()
   /// The rounded bfloat16 in the top 16 bits of each lane; low bits garbage.
   [[gnu::always_inline]] static VU round_top(VF f) {
     const VU u = bit_as<VU>(f);
@@ -243,6 +245,11 @@ struct Mul {
 template <class Format, class Arith>
 struct HalfArith : OpOn<uint16_t> {
   [[gnu::always_inline]] static V apply(V a, V b) {
+    if constexpr (Format::kHoldInputs) {
+      // Held in registers: otherwise GCC folds the loads into both widening
+      // operations and reads every input register twice.
+      __asm__("" : "+v"(a), "+v"(b));
+    }
     VF a_lo, a_hi, b_lo, b_hi;
     Format::widen(a, a_lo, a_hi);
     Format::widen(b, b_lo, b_hi);
