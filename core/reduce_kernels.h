@@ -210,8 +210,17 @@ template <class Op>
   for (int k = 0; k < kN; ++k) std::memcpy(d + k * sizeof(V), &r[k], sizeof(V));
 }
 
+/// One register's worth of bytes at `p`, any alignment.
+template <class V>
+[[gnu::always_inline]] inline V load(const std::byte* p) {
+  V v;
+  std::memcpy(&v, p, sizeof(V));
+  return v;
+}
+
 /// inout = Op(inout, src) on the first `n` bytes at `d` and `s`, n less than
-/// one register and a whole number of elements. The lanes past n compute on
+/// one register and a whole number of elements (buffers shorter than one
+/// register). The lanes past n compute on
 /// zeros and are never stored, so the results are those of step(). AVX-512
 /// uses masked loads and stores (masked-off bytes are neither read nor
 /// written, so this never touches memory past n, even across a page); the
@@ -235,40 +244,50 @@ template <class Op>
 #endif
 }
 
-/// Buffers shorter than this many registers skip the alignment prologue: on
-/// the passes without masked stores it costs two small memcpy calls.
-constexpr size_t kAlignFromRegisters = CHORUS_REDUCE_AVX512 ? 2 : 8;
-
-/// The kernel body: a partial register up to inout's next register-size
-/// boundary, step() over whole registers, then a partial register for the
-/// rest. Aligning inout keeps the loop's stores (and its loads of inout, and
-/// of src when src sits at the same offset, as two malloc'd blocks usually
-/// do) from splitting cache lines, which costs about half the rate from L2.
-/// Every element sees the same lane-wise operations wherever the split
-/// falls, so results do not depend on alignment.
+/// The kernel body. Buffers of less than one register take step_partial().
+/// Otherwise the loop runs over whole registers from inout's first
+/// register-size boundary, and the bytes before it and after its last whole
+/// register are covered by one unaligned register at each end, [0, kStep)
+/// and [bytes - kStep, bytes). Those two are computed from the original
+/// data before the loop and stored after it: where they overlap the loop's
+/// registers they write again the very values the loop wrote (the same
+/// lane-wise operation on the same inputs), and src == inout still works as
+/// every input is read before anything is stored over it. Two full loads
+/// and stores cost less than masked or copied partial registers, and the
+/// loop's stores and inout loads (and src's too when src sits at the same
+/// offset, as two malloc'd blocks usually do) never split a cache line,
+/// which costs up to a third of the rate. Elements see the same lane-wise
+/// operations wherever the boundaries fall, so results do not depend on
+/// alignment.
 template <class Op>
 [[gnu::always_inline]] inline void run(const void* src, void* inout, size_t count) {
-  constexpr size_t kStep = sizeof(typename Op::V);
+  using V = typename Op::V;
+  constexpr size_t kStep = sizeof(V);
   const auto* s = static_cast<const std::byte*>(src);
   auto* d = static_cast<std::byte*>(inout);
   const size_t bytes = count * Op::kElemSize;
-  size_t i = 0;
-  if (bytes >= kAlignFromRegisters * kStep) {
-    // Bytes to the boundary; skipped when that is not a whole number of
-    // elements (inout not aligned to its element size).
-    const size_t head = (kStep - reinterpret_cast<uintptr_t>(d) % kStep) % kStep;
-    if (head % Op::kElemSize == 0 && head != 0) {
-      step_partial<Op>(s, d, head);
-      i = head;
-    }
+  if (bytes < kStep) {
+    if (bytes != 0) step_partial<Op>(s, d, bytes);
+    return;
   }
+  // Bytes to the boundary; none when that is not a whole number of elements
+  // (inout not aligned to its element size: the loop runs unaligned).
+  size_t i = (kStep - reinterpret_cast<uintptr_t>(d) % kStep) % kStep;
+  if (i % Op::kElemSize != 0) i = 0;
+  const bool head = i != 0;
+  const bool tail = (bytes - i) % kStep != 0;
+  V first{};
+  V last{};
+  if (head) first = Op::apply(load<V>(d), load<V>(s));
+  if (tail) last = Op::apply(load<V>(d + bytes - kStep), load<V>(s + bytes - kStep));
   if constexpr (Op::kBlock > 1) {
     constexpr size_t kBlockBytes = Op::kBlock * kStep;
     for (; i + kBlockBytes <= bytes; i += kBlockBytes) block_step<Op>(s + i, d + i);
   }
 #pragma GCC unroll 4
   for (; i + kStep <= bytes; i += kStep) step<Op>(s + i, d + i);
-  if (i < bytes) step_partial<Op>(s + i, d + i, bytes - i);
+  if (head) std::memcpy(d, &first, kStep);
+  if (tail) std::memcpy(d + bytes - kStep, &last, kStep);
 }
 
 template <class Op>
