@@ -3,7 +3,8 @@
 // dispatch: it compiles the kernels once per instruction set, picks one set
 // per process, and answers reduce_kernel() and the other lookups of reduce.h.
 //
-// The kernels (reduce_kernels.h, float16 and bfloat16 in reduce_half.h) are
+// The kernels (reduce_kernels.h, their loop in reduce_loop.h, float16 and
+// bfloat16 in reduce_half.h) are
 // written once with GCC/Clang vector extensions, so every operation is
 // explicitly SIMD whatever the -O level, and compiled once per instruction
 // set by including them here once per pass (Highway's foreach_target
@@ -12,10 +13,12 @@
 // and under target("avx512f,avx512bw,avx512dq,avx512vl,avx2,f16c") with
 // 64-byte vectors. Every function of a pass carries its target, so its
 // intrinsics and wide vectors never meet a function compiled without them,
-// and the library still runs on a CPU that has neither. reduce_kernel()
-// picks a pass once per process, from CPUID and the register state the OS
-// saves. The invariants that keep the passes bitwise identical are listed in
-// reduce_kernels.h.
+// and the library still runs on a CPU that has neither. The AVX-512 pass
+// has a second table, the avx512bf16 level, whose bfloat16 sum and prod use
+// an AVX512_BF16 instruction through inline assembly (no target attribute
+// needed). reduce_kernel() picks a level once per process, from CPUID and
+// the register state the OS saves. The invariants that keep the passes
+// bitwise identical are listed in reduce_kernels.h.
 
 #include "core/reduce.h"
 
