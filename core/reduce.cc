@@ -3,7 +3,8 @@
 // dispatch: it compiles the kernels once per instruction set, picks one set
 // per process, and answers reduce_kernel() and the other lookups of reduce.h.
 //
-// The kernels (reduce_kernels.h, float16 and bfloat16 in reduce_half.h) are
+// The kernels (reduce_kernels.h, their loop in reduce_loop.h, float16 and
+// bfloat16 in reduce_half.h) are
 // written once with GCC/Clang vector extensions, so every operation is
 // explicitly SIMD whatever the -O level, and compiled once per instruction
 // set by including them here once per pass (Highway's foreach_target
@@ -12,10 +13,12 @@
 // and under target("avx512f,avx512bw,avx512dq,avx512vl,avx2,f16c") with
 // 64-byte vectors. Every function of a pass carries its target, so its
 // intrinsics and wide vectors never meet a function compiled without them,
-// and the library still runs on a CPU that has neither. reduce_kernel()
-// picks a pass once per process, from CPUID and the register state the OS
-// saves. The invariants that keep the passes bitwise identical are listed in
-// reduce_kernels.h.
+// and the library still runs on a CPU that has neither. The AVX-512 pass
+// has a second table, the avx512bf16 level, whose bfloat16 sum and prod use
+// an AVX512_BF16 instruction through inline assembly (no target attribute
+// needed). reduce_kernel() picks a level once per process, from CPUID and
+// the register state the OS saves. The invariants that keep the passes
+// bitwise identical are listed in reduce_kernels.h.
 
 #include "core/reduce.h"
 
@@ -155,6 +158,17 @@ const char* avx512_missing() {
   }
   return "";
 }
+
+/// Why this CPU or OS cannot run the kAvx512Bf16 level, or "".
+const char* avx512_bf16_missing() {
+  if (const char* why = avx512_missing(); *why != '\0') return why;
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  constexpr unsigned kAvx512Bf16Bit = 1u << 5;  // CPUID.(EAX=7,ECX=1):EAX
+  if (__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) == 0 || (eax & kAvx512Bf16Bit) == 0) {
+    return "the CPU lacks AVX512_BF16";
+  }
+  return "";
+}
 #endif
 
 /// Why `isa` cannot run here, or "" (see reduce_isa_unavailable_reason()).
@@ -171,9 +185,14 @@ const char* unavailable_reason(ReduceIsa isa) {
       static const char* const why = avx512_missing();
       return why;
     }
+    case ReduceIsa::kAvx512Bf16: {
+      static const char* const why = avx512_bf16_missing();
+      return why;
+    }
 #else
     case ReduceIsa::kAvx2:
     case ReduceIsa::kAvx512:
+    case ReduceIsa::kAvx512Bf16:
       return "not an x86 build";
 #endif
   }
@@ -192,9 +211,12 @@ const KernelTable* table_for(ReduceIsa isa) {
       return &avx2::kKernels;
     case ReduceIsa::kAvx512:
       return &avx512::kKernels;
+    case ReduceIsa::kAvx512Bf16:
+      return &avx512::kKernelsBf16;
 #else
     case ReduceIsa::kAvx2:
     case ReduceIsa::kAvx512:
+    case ReduceIsa::kAvx512Bf16:
       return nullptr;
 #endif
   }
@@ -205,7 +227,7 @@ const KernelTable* table_for(ReduceIsa isa) {
 
 ReduceIsa reduce_best_isa() {
   static const ReduceIsa best = [] {
-    for (const ReduceIsa isa : {ReduceIsa::kAvx512, ReduceIsa::kAvx2}) {
+    for (const ReduceIsa isa : {ReduceIsa::kAvx512Bf16, ReduceIsa::kAvx512, ReduceIsa::kAvx2}) {
       if (table_for(isa) != nullptr) return isa;
     }
     return ReduceIsa::kBaseline;
@@ -221,6 +243,8 @@ const char* reduce_isa_name(ReduceIsa isa) {
       return "avx2";
     case ReduceIsa::kAvx512:
       return "avx512";
+    case ReduceIsa::kAvx512Bf16:
+      return "avx512bf16";
   }
   return "unknown";
 }

@@ -56,13 +56,17 @@ enum class ReduceIsa {
   /// x86-64 AVX-512 (F, BW, DQ, VL) with 64-byte vectors and mask registers;
   /// float16 through the 512-bit forms of the F16C conversions.
   kAvx512 = 2,
+  /// kAvx512 on a CPU that also has AVX512_BF16: bfloat16 sum and prod round
+  /// through vcvtne2ps2bf16, every other kernel is kAvx512's.
+  kAvx512Bf16 = 3,
 };
 
 /// The level reduce_kernel() uses: the best this CPU and build support.
 /// Decided on first use; thread-safe.
 ReduceIsa reduce_best_isa();
 
-/// Lower-case name of `isa` ("baseline", "avx2", "avx512"), for logs.
+/// Lower-case name of `isa` ("baseline", "avx2", "avx512", "avx512bf16"), for
+/// logs.
 const char* reduce_isa_name(ReduceIsa isa);
 
 /// Why this CPU or build cannot run `isa`, e.g. "the CPU lacks AVX512BW" or

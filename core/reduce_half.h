@@ -69,6 +69,7 @@ using VH = Vec<uint16_t>;
 /// land in `lo` and which in `hi` is the format's business; narrow() puts
 /// them back where widen() took them from.
 struct Float16 {
+  static constexpr bool kHoldInputs = false;
 #if CHORUS_REDUCE_AVX512
   // vcvtph2ps/vcvtps2ph on 16 halves: the same instructions as F16C's, with
   // the same rounding (from the immediate, not MXCSR) and NaN quieting. lo is
@@ -148,6 +149,7 @@ struct Float16 {
 /// bits (which float_to_bfloat16() must guard) never reaches this code.
 struct BFloat16 {
   static constexpr bool kConvertsInMemory = false;
+  static constexpr bool kHoldInputs = CHORUS_REDUCE_AVX512;  // see HalfArith::apply()
   /// The rounded bfloat16 in the top 16 bits of each lane; low bits garbage.
   [[gnu::always_inline]] static VU round_top(VF f) {
     const VU u = bit_as<VU>(f);
@@ -190,6 +192,35 @@ struct BFloat16 {
   }
 };
 
+#if CHORUS_REDUCE_AVX512
+/// bfloat16 for CPUs with AVX512_BF16 (the kAvx512Bf16 level): rounding and
+/// merging in one vcvtne2ps2bf16, which rounds to nearest even whatever
+/// MXCSR says, quiets NaNs by setting the bit that the float operations
+/// already set (so a NaN is truncated, as above) and raises no flags. It
+/// also flushes subnormal inputs and outputs to zero, which the baseline
+/// does not. A float rounds to a bfloat16 subnormal only if it is subnormal
+/// itself (both have float's exponent range), so a register holding a
+/// subnormal float takes BFloat16::narrow() instead; vfpclassps finds them
+/// in one operation per register. vfpclassps reads subnormals as zero under
+/// MXCSR.DAZ, so a call made with DAZ set uses BFloat16 throughout
+/// (half_kernel()). The instruction is inline assembly: it needs no target
+/// attribute, so the rest of the pass keeps running on CPUs without it.
+struct BFloat16Ne : BFloat16 {
+  [[gnu::always_inline]] static VH narrow(VF lo, VF hi) {
+    constexpr int kSubnormal = 0x20;
+    const __mmask16 subnormal = _mm512_fpclass_ps_mask(bit_as<__m512>(lo), kSubnormal) |
+                                _mm512_fpclass_ps_mask(bit_as<__m512>(hi), kSubnormal);
+    if (__builtin_expect(subnormal != 0, 0)) return BFloat16::narrow(lo, hi);
+    // Words 0-15: lo's lanes (even elements), words 16-31: hi's (odd ones).
+    __m512i halves;
+    __asm__("vcvtne2ps2bf16 %2, %1, %0" : "=v"(halves) : "v"(hi), "v"(lo));
+    const VH interleave = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+                           8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+    return bit_as<VH>(_mm512_permutexvar_epi16(bit_as<__m512i>(interleave), halves));
+  }
+};
+#endif
+
 struct Add {
 #if CHORUS_REDUCE_AVX512
   // a * 1 + b in one FMA: a * 1 is exact, so this is a + b rounded once, with
@@ -214,6 +245,11 @@ struct Mul {
 template <class Format, class Arith>
 struct HalfArith : OpOn<uint16_t> {
   [[gnu::always_inline]] static V apply(V a, V b) {
+    if constexpr (Format::kHoldInputs) {
+      // Held in registers: otherwise GCC folds the loads into both widening
+      // operations and reads every input register twice.
+      __asm__("" : "+v"(a), "+v"(b));
+    }
     VF a_lo, a_hi, b_lo, b_hi;
     Format::widen(a, a_lo, a_hi);
     Format::widen(b, b_lo, b_hi);
@@ -229,6 +265,20 @@ struct HalfArith : OpOn<uint16_t> {
     Format::narrow_store(d, Arith::apply(a_lo, b_lo), Arith::apply(a_hi, b_hi));
   }
 };
+
+#if CHORUS_REDUCE_AVX512
+/// bfloat16 sum or prod at the kAvx512Bf16 level: BFloat16Ne, or BFloat16
+/// when the caller runs with MXCSR.DAZ set (read once per call).
+template <class Arith>
+void bf16_ne_kernel(const void* src, void* inout, size_t count) {
+  constexpr unsigned kDenormalsAreZero = 0x40;
+  if ((_mm_getcsr() & kDenormalsAreZero) != 0) {
+    run<HalfArith<BFloat16, Arith>>(src, inout, count);
+  } else {
+    run<HalfArith<BFloat16Ne, Arith>>(src, inout, count);
+  }
+}
+#endif
 
 }  // namespace CHORUS_REDUCE_NS
 }  // namespace

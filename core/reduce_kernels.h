@@ -1,8 +1,10 @@
-// The reduction kernels of one instruction-set pass: the vector machinery
-// (Vec, step, run), the lane-wise ops (integer sum, prod, max and min, bool,
-// float32/float64 sum and prod), IEEE max/min for every floating type,
-// complex64, and the (dtype, op) table kKernels. float16 and bfloat16 sum
-// and prod come from reduce_half.h.
+// The reduction kernels of one instruction-set pass: the vector types and
+// mask helpers (Vec, bit_as, the AVX-512 lane masks), the lane-wise ops
+// (integer sum, prod, max and min, byte prod, bool, float32/float64 sum and
+// prod), IEEE max/min for every floating type, complex64, and the (dtype,
+// op) tables kKernels (and kKernelsBf16 on the AVX-512 pass). How a kernel
+// walks its buffers is reduce_loop.h; float16 and bfloat16 sum and prod
+// come from reduce_half.h.
 //
 // Not a header of its own, hence no include guard: core/reduce.cc includes it
 // once per pass, with the standard and intrinsic headers already included
@@ -20,9 +22,13 @@
 //   the AVX-512 float16/bfloat16 sum (x * 1 + y in one FMA, see Add).
 // - No FMA contraction (complex prod, the only multiply-add, is compiled with
 //   fp-contract off), so results do not depend on -march or on the CPU.
-// - Element i depends on inout[i] and src[i] only, and the tail is computed by
-//   the same vector code on a zero-padded copy. So src == inout works, and
-//   results depend neither on alignment nor on where the count ends.
+// - Element i depends on inout[i] and src[i] only, and every element goes
+//   through the same vector code: in the loop, in the overlapping registers
+//   at either end, or in a zero-padded register for buffers shorter than one
+//   (reduce_loop.h). So src == inout works, and results depend neither on
+//   alignment nor on where the count ends. Ops with a cheaper path for
+//   ordinary blocks (apply_block(): no NaN for max/min, no subnormal for the
+//   bfloat16 rounding instruction) give the same bits as apply().
 
 #ifndef CHORUS_REDUCE_NS
 #error "core/reduce_kernels.h is included by core/reduce.cc only, once per pass"
@@ -152,61 +158,15 @@ template <class V>
 }
 #endif  // CHORUS_REDUCE_AVX512
 
-/// An op on vectors of `kLanes` lanes of type `T`. Each op derived from it
-/// provides `static V apply(V inout, V src)`; kElemSize is the size of one
-/// dtype element (two lanes for complex64).
-template <class T, int kLanesArg = kVectorBytes / int{sizeof(T)}>
-struct OpOn {
-  static constexpr int kLanes = kLanesArg;
-  static constexpr size_t kElemSize = sizeof(T);
-  static constexpr bool kAppliesAt = false;
-  using V = Vec<T, kLanesArg>;
-};
+}  // namespace CHORUS_REDUCE_NS
+}  // namespace
+}  // namespace chorus::core
 
-/// inout = Op(inout, src) on one register's worth of bytes at `d` and `s`.
-/// Loads and stores go through memcpy, so any alignment works. An op that
-/// can use memory operands itself (F16C conversions) sets kAppliesAt and
-/// provides apply_at().
-template <class Op>
-[[gnu::always_inline]] inline void step(const std::byte* s, std::byte* d) {
-  if constexpr (Op::kAppliesAt) {
-    Op::apply_at(s, d);
-  } else {
-    using V = typename Op::V;
-    V a;
-    V b;
-    std::memcpy(&a, d, sizeof(V));
-    std::memcpy(&b, s, sizeof(V));
-    a = Op::apply(a, b);
-    std::memcpy(d, &a, sizeof(V));
-  }
-}
+#include "core/reduce_loop.h"  // OpOn, and how a kernel walks the buffers
 
-/// The kernel body: step() over whole registers, then over a zero-padded
-/// copy of the remainder.
-template <class Op>
-[[gnu::always_inline]] inline void run(const void* src, void* inout, size_t count) {
-  constexpr size_t kStep = sizeof(typename Op::V);
-  const auto* s = static_cast<const std::byte*>(src);
-  auto* d = static_cast<std::byte*>(inout);
-  const size_t bytes = count * Op::kElemSize;
-  size_t i = 0;
-#pragma GCC unroll 4
-  for (; i + kStep <= bytes; i += kStep) step<Op>(s + i, d + i);
-  if (i < bytes) {
-    std::byte a[kStep] = {};
-    std::byte b[kStep] = {};
-    std::memcpy(a, d + i, bytes - i);
-    std::memcpy(b, s + i, bytes - i);
-    step<Op>(b, a);
-    std::memcpy(d + i, a, bytes - i);
-  }
-}
-
-template <class Op>
-void kernel(const void* src, void* inout, size_t count) {
-  run<Op>(src, inout, count);
-}
+namespace chorus::core {
+namespace {
+namespace CHORUS_REDUCE_NS {
 
 // ---- lane-wise sum, prod, max, min ----
 // Used for integers and for float32/float64 sum and prod. Signed integers use
@@ -234,6 +194,25 @@ template <class T>
 struct Min : OpOn<T> {
   using typename OpOn<T>::V;
   [[gnu::always_inline]] static V apply(V a, V b) { return b < a ? b : a; }
+};
+
+/// int8/uint8 prod. x86 has no byte multiply, and the generic vector
+/// product widens through unpacks and packs (11 operations, 8 of them
+/// shuffles, per AVX-512 register). The low byte of a 16-bit product depends
+/// only on the low bytes of its factors, so one 16-bit multiply gives the
+/// even bytes' products in the low bytes, and multiplying the odd bytes (the
+/// high bytes shifted down) by the other side's odd bytes left in place puts
+/// theirs in the high bytes: 5 operations, no shuffles. Wraps modulo 256
+/// like Prod<uint8_t>, bit for bit.
+struct ByteProd : OpOn<uint8_t> {
+  [[gnu::always_inline]] static V apply(V a, V b) {
+    using W = Vec<uint16_t, kLanes / 2>;
+    const W x = bit_as<W>(a);
+    const W y = bit_as<W>(b);
+    const W even = x * y;
+    const W odd = (x >> 8) * (y & 0xff00);  // low byte zero
+    return bit_as<V>((even & 0x00ff) | odd);
+  }
 };
 
 // ---- bool: any nonzero byte is true, results are 0 or 1 ----
@@ -269,6 +248,56 @@ struct BoolAnd : OpOn<uint8_t> {
 template <class I, I kInf, bool kMax>
 struct FloatMinMax : OpOn<I> {
   using typename OpOn<I>::V;
+#if CHORUS_REDUCE_AVX512
+  /// Without NaNs the masked merges of apply() change nothing, so a block of
+  /// four registers with no NaN lane (one unordered compare per register, or
+  /// for the 16-bit types an unsigned max of the magnitudes, and one test)
+  /// takes only the integer max and the masked min: 3 operations per
+  /// register instead of 7 or 9.
+  static constexpr int kBlock = 4;
+  [[gnu::always_inline]] static bool apply_block(const V (&a)[kBlock], const V (&b)[kBlock],
+                                                 V (&r)[kBlock]) {
+    if constexpr ((sizeof(I) == 4 || sizeof(I) == 8) && !kFiniteMathOnly) {
+      unsigned nan = 0;
+#pragma GCC unroll 4
+      for (int k = 0; k < kBlock; ++k) {
+        if constexpr (sizeof(I) == 4) {
+          nan |= _mm512_cmp_ps_mask(bit_as<__m512>(a[k]), bit_as<__m512>(b[k]), _CMP_UNORD_Q);
+        } else {
+          nan |= _mm512_cmp_pd_mask(bit_as<__m512d>(a[k]), bit_as<__m512d>(b[k]), _CMP_UNORD_Q);
+        }
+      }
+      if (nan != 0) return false;
+    } else {
+      using U = std::make_unsigned_t<I>;
+      using VU = Vec<U, OpOn<I>::kLanes>;
+      constexpr U kMagnitude = std::numeric_limits<I>::max();
+      VU m = VU{};
+#pragma GCC unroll 4
+      for (int k = 0; k < kBlock; ++k) {
+        const VU x = bit_as<VU>(a[k]) & kMagnitude;
+        const VU y = bit_as<VU>(b[k]) & kMagnitude;
+        m = m > x ? m : x;  // vpmaxu*
+        m = m > y ? m : y;
+      }
+      if (lanes_greater(bit_as<V>(m), V{} + kInf) != 0) return false;  // m < 2^(bits-1)
+    }
+#pragma GCC unroll 4
+    for (int k = 0; k < kBlock; ++k) r[k] = ordered(a[k], b[k]);
+    return true;
+  }
+
+  /// apply() for lanes where neither operand is NaN.
+  [[gnu::always_inline]] static V ordered(V a, V b) {
+    const V r = lanes_max(a, b);
+    if constexpr (kMax) {
+      return lanes_min_where(lanes_negative(r), r, a, b);
+    } else {
+      return lanes_min_where(lanes_greater(r, V{} - 1), r, a, b);  // r >= 0: one compare
+    }
+  }
+#endif
+
   [[gnu::always_inline]] static V apply(V a, V b) {
     constexpr I kMagnitude = std::numeric_limits<I>::max();
 #if CHORUS_REDUCE_AVX512
@@ -280,12 +309,7 @@ struct FloatMinMax : OpOn<I> {
     // where inout is NaN, so that inout's NaN wins. The NaN tests are the
     // ones below; no condition needs spreading over its lane.
     using M = LaneMask<V>;
-    V r = lanes_max(a, b);
-    if constexpr (kMax) {
-      r = lanes_min_where(lanes_negative(r), r, a, b);
-    } else {
-      r = lanes_min_where(lanes_greater(r, V{} - 1), r, a, b);  // r >= 0: one compare
-    }
+    const V r = ordered(a, b);
     M a_nan;
     M b_nan;
     if constexpr (sizeof(I) == 4 && !kFiniteMathOnly) {
@@ -415,6 +439,10 @@ constexpr KernelTable make_table() {
   t[CHORUS_UINT16] = int_row<uint16_t>();
   t[CHORUS_UINT32] = int_row<uint32_t>();
   t[CHORUS_UINT64] = int_row<uint64_t>();
+#if CHORUS_REDUCE_X86
+  t[CHORUS_INT8][CHORUS_PROD] = kernel<ByteProd>;
+  t[CHORUS_UINT8][CHORUS_PROD] = kernel<ByteProd>;
+#endif
   t[CHORUS_FLOAT16] = row(HalfArith<Float16, Add>{}, HalfArith<Float16, Mul>{}, F16Max{}, F16Min{});
   t[CHORUS_BFLOAT16] =
       row(HalfArith<BFloat16, Add>{}, HalfArith<BFloat16, Mul>{}, Bf16Max{}, Bf16Min{});
@@ -426,6 +454,19 @@ constexpr KernelTable make_table() {
 }
 
 constexpr KernelTable kKernels = make_table();
+
+#if CHORUS_REDUCE_AVX512
+/// The kAvx512Bf16 level: this pass with bfloat16 sum and prod rounded by
+/// vcvtne2ps2bf16 (BFloat16Ne in reduce_half.h).
+constexpr KernelTable make_bf16_table() {
+  KernelTable t = make_table();
+  t[CHORUS_BFLOAT16][CHORUS_SUM] = bf16_ne_kernel<Add>;
+  t[CHORUS_BFLOAT16][CHORUS_PROD] = bf16_ne_kernel<Mul>;
+  return t;
+}
+
+constexpr KernelTable kKernelsBf16 = make_bf16_table();
+#endif
 
 }  // namespace CHORUS_REDUCE_NS
 }  // namespace

@@ -21,6 +21,10 @@
 #include <type_traits>
 #include <vector>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
+
 namespace {
 
 using chorus::core::reduce_best_isa;
@@ -41,7 +45,8 @@ bool supported(int dtype, int op) {
   return !(dtype == CHORUS_COMPLEX64 && (op == CHORUS_MAX || op == CHORUS_MIN));
 }
 
-constexpr ReduceIsa kAllIsas[] = {ReduceIsa::kBaseline, ReduceIsa::kAvx2, ReduceIsa::kAvx512};
+constexpr ReduceIsa kAllIsas[] = {ReduceIsa::kBaseline, ReduceIsa::kAvx2, ReduceIsa::kAvx512,
+                                  ReduceIsa::kAvx512Bf16};
 
 /// Instruction sets this machine runs (always the baseline), lowest first.
 /// The levels it cannot run are reported by the "every instruction set level
@@ -297,6 +302,23 @@ std::string check_element(int dtype, int op, const void* a, const void* b, const
          (e.any_nan || e.any_nan_im ? "NaN" : hex(&e.bits, size));
 }
 
+/// Whether one level's result `y` for op(a, b) may differ from the baseline's
+/// `x`: never, except for sum/prod of two NaNs (which payload wins is up to
+/// the hardware, see reduce.h), and complex64 with a NaN component (its
+/// products mix components).
+bool baseline_difference_allowed(int dtype, int op, const std::byte* a, const std::byte* b,
+                                 const std::byte* x, const std::byte* y) {
+  const size_t size = std::min<size_t>(chorus_dtype_size(dtype), 8);
+  uint64_t xv = 0, yv = 0, av = 0, bv = 0;
+  std::memcpy(&xv, x, size);
+  std::memcpy(&yv, y, size);
+  std::memcpy(&av, a, size);
+  std::memcpy(&bv, b, size);
+  if (dtype == CHORUS_COMPLEX64) return is_nan(dtype, xv) || is_nan(dtype, xv >> 32);
+  return (op == CHORUS_SUM || op == CHORUS_PROD) && is_nan(dtype, av) && is_nan(dtype, bv) &&
+         is_nan(dtype, xv) && is_nan(dtype, yv);
+}
+
 // ---- test data ----
 
 template <class F>
@@ -517,6 +539,7 @@ TEST_CASE("reduce_kernel hands out the best instruction set's kernels", "[reduce
   CHECK(std::string(reduce_isa_name(ReduceIsa::kBaseline)) == "baseline");
   CHECK(std::string(reduce_isa_name(ReduceIsa::kAvx2)) == "avx2");
   CHECK(std::string(reduce_isa_name(ReduceIsa::kAvx512)) == "avx512");
+  CHECK(std::string(reduce_isa_name(ReduceIsa::kAvx512Bf16)) == "avx512bf16");
   // The best level is the highest one this CPU runs.
   CHECK(best == runnable_isas().back());
 }
@@ -1025,25 +1048,180 @@ TEST_CASE("every tail length from 0 to 70 elements, on every instruction set", "
         for (size_t k = 1; k < results.size(); ++k) {
           for (size_t i = 0; i < count * size; i += size) {
             if (std::memcmp(&results[0][i], &results[k][i], size) == 0) continue;
-            uint64_t x = 0;
-            uint64_t y = 0;
-            std::memcpy(&x, &results[0][i], std::min<size_t>(size, 8));
-            std::memcpy(&y, &results[k][i], std::min<size_t>(size, 8));
-            uint64_t a = 0;
-            uint64_t b = 0;
-            std::memcpy(&a, &inout[i], std::min<size_t>(size, 8));
-            std::memcpy(&b, &src[i], std::min<size_t>(size, 8));
-            const bool nan_pair = (op == CHORUS_SUM || op == CHORUS_PROD) &&
-                                  dtype != CHORUS_COMPLEX64 && is_nan(dtype, a) &&
-                                  is_nan(dtype, b) && is_nan(dtype, x) && is_nan(dtype, y);
-            // complex64: products mix components, so only compare without NaN.
-            const bool complex_nan =
-                dtype == CHORUS_COMPLEX64 && (is_nan(dtype, x) || is_nan(dtype, x >> 32));
-            if (!nan_pair && !complex_nan) {
+            if (!baseline_difference_allowed(dtype, op, &inout[i], &src[i], &results[0][i],
+                                             &results[k][i])) {
               problems += std::string(reduce_isa_name(isas[k])) + " differs from baseline, count " +
                           std::to_string(count) + " [" + std::to_string(i / size) + "]\n";
             }
           }
+        }
+      }
+      CHECK(problems == "");
+    }
+  }
+}
+
+TEST_CASE("every start offset 0-63 of inout and of src on every instruction set", "[reduce]") {
+  // The kernels run their loop from inout's first register-size boundary
+  // and cover the bytes before and after it with one unaligned register at
+  // each end. Every byte offset of inout with src at the same offset, at 0
+  // and at 16 (what malloc gives large blocks) puts the boundary everywhere,
+  // including inout not aligned to its own element size; every offset of src
+  // under inout at 0 and at 16 covers sources that cannot be aligned with
+  // it. 700-odd bytes give a loop; about 100 bytes give none at AVX-512, only
+  // the two end registers, overlapping. Each result is checked against the
+  // reference and, element by element, the baseline.
+  std::mt19937_64 rng(63);
+  const std::vector<ReduceIsa> isas = runnable_isas();
+  std::vector<std::pair<size_t, size_t>> placements;  // (inout, src) bytes past 64
+  for (size_t off = 0; off < 64; ++off) {
+    for (const size_t other : {off, size_t{0}, size_t{16}}) {
+      placements.emplace_back(off, other);
+      if (other != off) placements.emplace_back(other, off);
+    }
+  }
+  for (int dtype = 0; dtype < CHORUS_DTYPE_COUNT; ++dtype) {
+    for (int op = 0; op < CHORUS_OP_COUNT; ++op) {
+      if (!supported(dtype, op)) continue;
+      INFO(kDtypeNames[dtype] << " " << kOpNames[op]);
+      const size_t size = chorus_dtype_size(dtype);
+      std::string problems;
+      for (const size_t count : {704 / size + 3, 100 / size + 1}) {
+        const size_t bytes = count * size;
+        for (const auto& [inout_off, src_off] : placements) {
+          std::vector<std::byte> a(bytes);
+          std::vector<std::byte> b(bytes);
+          fill(rng, dtype, a.data(), count);
+          fill(rng, dtype, b.data(), count);
+          std::vector<std::byte> base;
+          for (const ReduceIsa isa : isas) {
+            GuardedBuffer src(bytes, src_off);
+            GuardedBuffer inout(bytes, inout_off);
+            std::memcpy(src.data(), b.data(), bytes);
+            std::memcpy(inout.data(), a.data(), bytes);
+            reduce_kernel_for_isa(dtype, op, isa)(src.data(), inout.data(), count);
+            const std::string where = std::string(reduce_isa_name(isa)) + " inout+" +
+                                      std::to_string(inout_off) + " src+" + std::to_string(src_off);
+            if (!inout.guards_intact()) problems += where + ": wrote outside inout\n";
+            if (std::memcmp(src.data(), b.data(), bytes) != 0)
+              problems += where + ": changed src\n";
+            const std::byte* out = inout.data();
+            for (size_t i = 0; i < bytes; i += size) {
+              const std::string why = check_element(dtype, op, &a[i], &b[i], out + i);
+              if (!why.empty())
+                problems += where + " [" + std::to_string(i / size) + "] " + why + "\n";
+              if (!base.empty() && std::memcmp(&base[i], out + i, size) != 0 &&
+                  !baseline_difference_allowed(dtype, op, &a[i], &b[i], &base[i], out + i)) {
+                problems += where + " [" + std::to_string(i / size) + "] differs from baseline\n";
+              }
+            }
+            if (base.empty()) base.assign(out, out + bytes);
+          }
+          if (problems.size() > 2000) break;
+        }
+      }
+      CHECK(problems == "");
+    }
+  }
+}
+
+TEST_CASE("bfloat16 sum and prod match the baseline with MXCSR.DAZ set", "[reduce]") {
+#if defined(__x86_64__) || defined(__i386__)
+  // avx512bf16 rounds with an instruction that flushes subnormals and finds
+  // them with one that reads them as zero under DAZ, so it must notice DAZ.
+  // Operands just above the smallest normal, of both signs, cancel into
+  // subnormal float sums, and times src values in [0.5, 1) give subnormal
+  // products; DAZ (without FTZ) lets both through, and every level must round
+  // them as the baseline does, bit for bit.
+  std::mt19937_64 rng(126);
+  constexpr size_t kCount = 4099;
+  auto tiny = [&rng] { return static_cast<uint16_t>((rng() & 0x80ff) | ((rng() % 3) << 7)); };
+  std::vector<uint16_t> inout(kCount);
+  for (uint16_t& x : inout) x = tiny();
+  for (const int op : {CHORUS_SUM, CHORUS_PROD}) {
+    std::vector<uint16_t> src(kCount);
+    for (size_t i = 0; i < kCount; ++i) {
+      src[i] = op == CHORUS_PROD ? static_cast<uint16_t>((rng() & 0x807f) | 0x3f00) : tiny();
+      if (op == CHORUS_SUM && i % 5 == 0) src[i] = inout[i] ^ 0x8001;  // near cancellation
+    }
+    std::vector<std::vector<uint16_t>> results;
+    const unsigned csr = _mm_getcsr();
+    _mm_setcsr((csr | 0x40) & ~0x8000u);  // DAZ on, FTZ off
+    for (const ReduceIsa isa : runnable_isas()) {
+      results.push_back(inout);
+      reduce_kernel_for_isa(CHORUS_BFLOAT16, op, isa)(src.data(), results.back().data(), kCount);
+    }
+    _mm_setcsr(csr);
+    for (size_t k = 1; k < results.size(); ++k) {
+      INFO(kOpNames[op] << " " << reduce_isa_name(runnable_isas()[k]));
+      size_t differing = 0;
+      for (size_t i = 0; i < kCount; ++i) differing += results[k][i] != results[0][i] ? 1 : 0;
+      CHECK(differing == 0);
+    }
+    // The data does reach the subnormal range.
+    size_t subnormal = 0;
+    for (const uint16_t r : results[0]) subnormal += (r & 0x7f80) == 0 && (r & 0x7f) != 0 ? 1 : 0;
+    CHECK(subnormal > kCount / 20);
+  }
+#else
+  WARN("does not apply: MXCSR is x86's");
+#endif
+}
+
+TEST_CASE("float max and min on data without NaN and with one NaN per block", "[reduce]") {
+  // The AVX-512 max/min check a block of four registers for NaNs once and,
+  // when there are none, skip the NaN merges. Random data has a NaN in
+  // nearly every block, so here the NaNs are replaced (by infinities) to
+  // reach that path, and then one NaN at a time, in inout or in src, at
+  // every position of the first two blocks, must still win as it should.
+  std::mt19937_64 rng(4);
+  for (const int dtype : {CHORUS_FLOAT16, CHORUS_BFLOAT16, CHORUS_FLOAT32, CHORUS_FLOAT64}) {
+    for (const int op : {CHORUS_MAX, CHORUS_MIN}) {
+      INFO(kDtypeNames[dtype] << " " << kOpNames[op]);
+      const size_t size = chorus_dtype_size(dtype);
+      const size_t count = 4 * 512 / size + 5;  // two 4x64-byte blocks, then more
+      std::vector<std::byte> src(count * size);
+      std::vector<std::byte> inout(count * size);
+      fill(rng, dtype, src.data(), count);
+      fill(rng, dtype, inout.data(), count);
+      const uint64_t sign = uint64_t{1} << (8 * size - 1);
+      const uint64_t inf = dtype == CHORUS_FLOAT16    ? 0x7c00
+                           : dtype == CHORUS_BFLOAT16 ? 0x7f80
+                           : dtype == CHORUS_FLOAT32  ? 0x7f800000
+                                                      : 0x7ff0000000000000;
+      for (std::vector<std::byte>* v : {&src, &inout}) {
+        for (size_t i = 0; i < count; ++i) {
+          uint64_t x = 0;
+          std::memcpy(&x, v->data() + i * size, size);
+          if (is_nan(dtype, x)) x = (x & sign) | inf;
+          std::memcpy(v->data() + i * size, &x, size);
+        }
+      }
+      std::string problems;
+      // Position count: no NaN at all; else a quiet NaN with a payload at
+      // position pos % span, in src for the first span, in inout for the second.
+      const size_t span = 512 / size;
+      for (size_t pos = 0; pos <= 2 * span && problems.size() < 2000; ++pos) {
+        std::vector<std::byte> a = inout;
+        std::vector<std::byte> b = src;
+        if (pos < 2 * span) {
+          const uint64_t nan = (pos % 2 ? sign : 0) | inf | (inf >> 1 & ~inf) | 1;
+          std::memcpy((pos < span ? b : a).data() + (pos % span) * size, &nan, size);
+        }
+        std::vector<std::byte> base;
+        for (const ReduceIsa isa : runnable_isas()) {
+          std::vector<std::byte> out = a;
+          reduce_kernel_for_isa(dtype, op, isa)(b.data(), out.data(), count);
+          for (size_t i = 0; i < count * size; i += size) {
+            const std::string why = check_element(dtype, op, &a[i], &b[i], &out[i]);
+            const bool same = base.empty() || std::memcmp(&base[i], &out[i], size) == 0;
+            if (!why.empty() || !same) {
+              problems += std::string(reduce_isa_name(isa)) + " NaN at " + std::to_string(pos) +
+                          " [" + std::to_string(i / size) + "] " +
+                          (why.empty() ? "differs from baseline" : why) + "\n";
+            }
+          }
+          if (base.empty()) base = out;
         }
       }
       CHECK(problems == "");
