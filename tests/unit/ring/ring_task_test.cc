@@ -5,8 +5,8 @@
 // collective that talks to anyone else fails), delivers messages one per
 // link and round (so completions come late and interleave), and refuses
 // posts beyond two outstanding per endpoint (so the AGAIN path runs).
-// Several tasks run at once: two communicators interleaved on one thread,
-// and on two threads sharing each rank's per-communicator state.
+// Every collective runs, rooted ones at every root. Several tasks run at once: two communicators
+// interleaved on one thread, and on two threads sharing each rank's per-communicator state.
 #include <catch2/catch.hpp>
 
 #include "algorithms/ring/ring_task.h"
@@ -396,6 +396,73 @@ TEST_CASE("ring tasks: every collective, neighbours only, late completions and A
       REQUIRE(barrier.finish());
       for (int s : barrier.state) CHECK(s == CHORUS_ALGO_TASK_DONE);
       CHECK(world.refused > 0);  // the AGAIN path ran
+    }
+  }
+}
+
+TEST_CASE("ring tasks: rooted collectives and all_to_all in place, neighbours only",
+          "[ring][task]") {
+  for (int size : {2, 3, 5}) {
+    for (bool bidir : {false, true}) {
+      CAPTURE(size, bidir);
+      const size_t ns = size_t(size), n = 45;
+      World world(size, 2, 4, 64);
+      auto comms = make_comms(size, bidir);
+      for (int root = 0; root < size; ++root) {
+        CAPTURE(root);
+        // reduce: out on the root is the sum; the inputs stay untouched.
+        std::vector<std::vector<int64_t>> in(ns), out(ns);
+        std::vector<chorus_algo_call_v2_t> calls;
+        for (int r = 0; r < size; ++r) {
+          for (size_t i = 0; i < n; ++i) in[size_t(r)].push_back(value(r, i, 19));
+          out[size_t(r)].assign(n, -1);
+          calls.push_back(
+              make_call(CHORUS_COLL_REDUCE, n, in[size_t(r)].data(), out[size_t(r)].data(), root));
+        }
+        Run reduce(world, view(comms), calls);
+        REQUIRE(reduce.finish());
+        INFO(reduce.report());
+        for (size_t i = 0; i < n; ++i) {
+          int64_t want = 0;
+          for (int q = 0; q < size; ++q) want += value(q, i, 19);
+          REQUIRE(out[size_t(root)][i] == want);
+          for (int r = 0; r < size; ++r) REQUIRE(in[size_t(r)][i] == value(r, i, 19));
+        }
+        // gather to the root, then scatter those blocks back out.
+        std::vector<int64_t> gathered(n * ns, -1);
+        calls.clear();
+        for (int r = 0; r < size; ++r)
+          calls.push_back(make_call(CHORUS_COLL_GATHER, n, in[size_t(r)].data(),
+                                    r == root ? gathered.data() : nullptr, root));
+        Run gather(world, view(comms), calls);
+        REQUIRE(gather.finish());
+        for (int q = 0; q < size; ++q)
+          for (size_t i = 0; i < n; ++i) REQUIRE(gathered[size_t(q) * n + i] == value(q, i, 19));
+        calls.clear();
+        for (int r = 0; r < size; ++r) {
+          out[size_t(r)].assign(n, -1);
+          calls.push_back(make_call(CHORUS_COLL_SCATTER, n, r == root ? gathered.data() : nullptr,
+                                    out[size_t(r)].data(), root));
+        }
+        Run scatter(world, view(comms), calls);
+        REQUIRE(scatter.finish());
+        for (int r = 0; r < size; ++r)
+          for (size_t i = 0; i < n; ++i) REQUIRE(out[size_t(r)][i] == value(r, i, 19));
+      }
+      // all_to_all in place: block p of rank r goes to block r of rank p.
+      std::vector<std::vector<int64_t>> buf(ns);
+      std::vector<chorus_algo_call_v2_t> calls;
+      for (int r = 0; r < size; ++r) {
+        for (size_t i = 0; i < n * ns; ++i) buf[size_t(r)].push_back(value(r, i, 23));
+        calls.push_back(
+            make_call(CHORUS_COLL_ALL_TO_ALL, n, buf[size_t(r)].data(), buf[size_t(r)].data()));
+      }
+      Run a2a(world, view(comms), calls);
+      REQUIRE(a2a.finish());
+      for (int r = 0; r < size; ++r)
+        for (int p = 0; p < size; ++p)
+          for (size_t i = 0; i < n; ++i)
+            REQUIRE(buf[size_t(r)][size_t(p) * n + i] == value(p, size_t(r) * n + i, 23));
     }
   }
 }
