@@ -5,8 +5,9 @@
 // collective that talks to anyone else fails), delivers messages one per
 // link and round (so completions come late and interleave), and refuses
 // posts beyond two outstanding per endpoint (so the AGAIN path runs).
-// Every collective runs, rooted ones at every root. Several tasks run at once: two communicators
-// interleaved on one thread, and on two threads sharing each rank's per-communicator state.
+// Every collective runs, rooted ones at every root. Several tasks run at
+// once: two communicators interleaved on one thread, and on two threads
+// sharing each rank's per-communicator state.
 #include <catch2/catch.hpp>
 
 #include "algorithms/ring/ring_task.h"
