@@ -123,7 +123,8 @@ int Executor::pump(Lane& lane) {
       mr = lane.slots.mr(size_t(slot));
     }
     const uint64_t wr = LaneWrId::pack(false, lane.id, lane.recvs.posted);
-    const int rc = try_post(env_, false, lane.ep_recv, lane.from, buf, r.count * esize_, mr, wr);
+    const int rc =
+        try_post(env_, false, lane.ep_recv, lane.from, buf, r.count * esize_, mr, wr, "ring");
     if (rc != CHORUS_OK) {
       if (slot >= 0) lane.slots.release(size_t(slot));
       if (rc != CHORUS_ERR_AGAIN) return rc;
@@ -150,7 +151,8 @@ int Executor::pump(Lane& lane) {
       mr = plan_.own_in_mr;
     }
     const uint64_t wr = LaneWrId::pack(true, lane.id, lane.sends.posted);
-    const int rc = try_post(env_, true, lane.ep_send, lane.to, src, r.count * esize_, mr, wr);
+    const int rc =
+        try_post(env_, true, lane.ep_send, lane.to, src, r.count * esize_, mr, wr, "ring");
     if (rc == CHORUS_ERR_AGAIN) {
       again_ = true;
       break;

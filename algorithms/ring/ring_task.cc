@@ -124,7 +124,7 @@ int Task::barrier_post() {
                     " (the core did not connect a ring neighbour)");
   auto* token = static_cast<std::byte*>(env_->staging[0]) + (send ? 1 : 0);
   const int rc = try_post(env_, send, ep, peer, token, 1, env_->staging_mr[0],
-                          LaneWrId::pack(send, 0, uint64_t(barrier_step_)));
+                          LaneWrId::pack(send, 0, uint64_t(barrier_step_)), "ring barrier");
   if (rc == CHORUS_ERR_AGAIN) return CHORUS_ALGO_TASK_PENDING;  // the core calls again
   if (rc != CHORUS_OK) return rc;
   barrier_posted_ = true;

@@ -169,20 +169,23 @@ struct Entry {
 
 /**
  * Posts one send or receive on `ep`, without blocking.
+ * @param[in] who  prefix of the failure text (the algorithm's name), or NULL.
  * @returns CHORUS_OK; CHORUS_ERR_AGAIN when the transport's queue is full
  *          (nothing is recorded: post it again later, the core calls
  *          progress with n = 0 after a refusal); or the transport's failure,
  *          recorded through env->fail with `peer` named.
  */
 inline int try_post(const chorus_algo_env_v2_t* env, bool send, chorus_tp_endpoint_t* ep, int peer,
-                    const void* buf, size_t len, chorus_tp_mr_t* mr, uint64_t wr_id) {
+                    const void* buf, size_t len, chorus_tp_mr_t* mr, uint64_t wr_id,
+                    const char* who = nullptr) {
   const int rc = send ? env->tp->post_send(ep, buf, len, mr, wr_id)
                       : env->tp->post_recv(ep, const_cast<void*>(buf), len, mr, wr_id);
   if (rc == CHORUS_OK || rc == CHORUS_ERR_AGAIN) return rc;
   const char* detail = env->tp->last_error ? env->tp->last_error() : nullptr;
   return fail(env, rc,
-              std::string("posting a ") + (send ? "send to" : "receive from") + " rank " +
-                  std::to_string(peer) + " failed: " + (detail && *detail ? detail : "no detail"));
+              std::string(who ? who : "") + (who ? ": " : "") + "posting a " +
+                  (send ? "send to" : "receive from") + " rank " + std::to_string(peer) +
+                  " failed: " + (detail && *detail ? detail : "no detail"));
 }
 
 /**

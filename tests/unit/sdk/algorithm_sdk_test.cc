@@ -71,6 +71,8 @@ TEST_CASE("sdk: try_post tells AGAIN from a failure and names the peer", "[sdk]"
   g_next_rc = CHORUS_ERR_PEER_LOST;
   CHECK(try_post(&f.env, false, nullptr, 5, &byte, 1, nullptr, 44) == CHORUS_ERR_PEER_LOST);
   CHECK(g_failed == "posting a receive from rank 5 failed: queue pair in error state");
+  CHECK(try_post(&f.env, true, nullptr, 2, &byte, 1, nullptr, 45, "ring") == CHORUS_ERR_PEER_LOST);
+  CHECK(g_failed == "ring: posting a send to rank 2 failed: queue pair in error state");
   g_next_rc = CHORUS_OK;
 }
 
