@@ -9,6 +9,11 @@
  *  - Poster: an ordered list of posts that posts as much as the transport
  *    takes, keeps the rest after CHORUS_ERR_AGAIN and posts it on the next
  *    pump(), and counts what is outstanding;
+ *  - pipelines over staging slots: try_post (one post, AGAIN told apart),
+ *    LaneWrId (lane and sequence in a wr_id), Flow (posted / done / window
+ *    of one direction of a lane), SlotPool (a lane's share of the staging
+ *    slots), PostedQueue (what a lane awaits, in completion order) and
+ *    ScratchPool (scratch memory recycled between a communicator's tasks);
  *  - CHORUS_ALGORITHM_EXPORT_V2(Algo): the C table, from a C++ class with
  *    comm_init, supports, preference and a Task type (see docs/plugins.md,
  *    "Algorithm ABI v2", for a whole plugin).
@@ -23,8 +28,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <new>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace chorus::sdk {
@@ -162,6 +170,284 @@ struct Entry {
   static void task_free(chorus_algo_task_v2_t* task) {
     delete reinterpret_cast<typename Algo::Task*>(task);
   }
+};
+
+// ---------------------------------------------------------------------------
+// Pipelines over staging slots. The pieces a pipelined schedule needs
+// whatever its shape (the built-in ring is written on them): a "lane" is one
+// stream of posts an algorithm keeps apart from the others (a ring direction
+// on one channel, a mesh peer on one channel, ...). Each lane has its own
+// slots, its own wr_ids and its own counts, so lanes never touch each other's
+// memory and run concurrently; nothing below is shared between tasks.
+// ---------------------------------------------------------------------------
+
+/**
+ * Posts one send or receive on `ep`, without blocking.
+ * @param[in] who  prefix of the failure text (the algorithm's name), or NULL.
+ * @returns CHORUS_OK; CHORUS_ERR_AGAIN when the transport's queue is full
+ *          (nothing is recorded: post it again later, the core calls
+ *          progress with n = 0 after a refusal); or the transport's failure,
+ *          recorded through env->fail with `peer` named.
+ */
+inline int try_post(const chorus_algo_env_v2_t* env, bool send, chorus_tp_endpoint_t* ep, int peer,
+                    const void* buf, size_t len, chorus_tp_mr_t* mr, uint64_t wr_id,
+                    const char* who = nullptr) {
+  const int rc = send ? env->tp->post_send(ep, buf, len, mr, wr_id)
+                      : env->tp->post_recv(ep, const_cast<void*>(buf), len, mr, wr_id);
+  if (rc == CHORUS_OK || rc == CHORUS_ERR_AGAIN) return rc;
+  const char* detail = env->tp->last_error ? env->tp->last_error() : nullptr;
+  return fail(env, rc,
+              std::string(who ? who : "") + (who ? ": " : "") + "posting a " +
+                  (send ? "send to" : "receive from") + " rank " + std::to_string(peer) +
+                  " failed: " + (detail && *detail ? detail : "no detail"));
+}
+
+/**
+ * wr_id layout for lane pipelines, inside CHORUS_ALGO_WR_ID_MASK: bit 55
+ * send, bits 43..54 the lane (up to kMaxLanes), bits 0..42 a per-lane
+ * sequence number (2^43 posts per lane and task before it wraps). Completions
+ * of one endpoint and direction come in post order, so (lane, direction) is
+ * enough to find what a completion is for; the sequence number is there to
+ * check that and to read a trace.
+ */
+struct LaneWrId {
+  static constexpr uint64_t kSend = 1ull << 55;
+  static constexpr int kSeqBits = 43;
+  static constexpr uint64_t kSeqMask = (1ull << kSeqBits) - 1;
+  static constexpr uint32_t kMaxLanes = 1u << 12;
+
+  static constexpr uint64_t pack(bool send, uint32_t lane, uint64_t seq) {
+    return (send ? kSend : 0) | (uint64_t(lane & (kMaxLanes - 1)) << kSeqBits) | (seq & kSeqMask);
+  }
+  static constexpr bool is_send(uint64_t wr_id) { return (wr_id & kSend) != 0; }
+  static constexpr uint32_t lane(uint64_t wr_id) {
+    return uint32_t((wr_id >> kSeqBits) & (kMaxLanes - 1));
+  }
+  static constexpr uint64_t seq(uint64_t wr_id) { return wr_id & kSeqMask; }
+};
+
+/**
+ * Progress of one direction (sends or receives) of one lane: `total` posts
+ * to make, `posted` so far, `done` completed, at most `window` outstanding.
+ */
+struct Flow {
+  size_t total = 0;
+  size_t posted = 0;
+  size_t done = 0;
+  size_t window = 1;
+
+  /** Another post fits: some remain and the window has room. */
+  bool open() const { return posted < total && posted - done < window; }
+  size_t outstanding() const { return posted - done; }
+  bool finished() const { return done == total; }
+
+  /**
+   * A window of `wanted` posts, cut to what the transport takes per
+   * endpoint (`cap` from chorus_tp_caps_t::max_outstanding_*; 0 counts as 1).
+   */
+  static size_t window_for(size_t wanted, uint32_t cap) {
+    const size_t c = cap ? cap : 1;
+    return wanted < c ? (wanted ? wanted : 1) : c;
+  }
+};
+
+/**
+ * A lane's share of the task's registered staging slots (env->staging*), as
+ * a free list: acquire() takes a slot, release() gives it back, most
+ * recently released first (its cache lines are warm). Construction
+ * allocates; acquire and release never do. One owner at a time: not
+ * thread-safe, and it need not be (a lane belongs to one task).
+ */
+class SlotPool {
+ public:
+  SlotPool() = default;
+  /** Slots [first, first + count) of env's staging slots. */
+  SlotPool(const chorus_algo_env_v2_t* env, size_t first, size_t count) : env_(env) {
+    free_.reserve(count);
+    for (size_t s = 0; s < count; ++s) free_.push_back(first + s);
+    capacity_ = count;
+  }
+  /**
+   * Share `part` of `parts` equal shares of env's slots (a remainder stays
+   * unused). Slot counts are the same on every rank, so every rank cuts the
+   * same shares.
+   */
+  static SlotPool share(const chorus_algo_env_v2_t* env, size_t parts, size_t part) {
+    const size_t each = parts ? env->staging_slots / parts : 0;
+    return SlotPool(env, part * each, each);
+  }
+
+  bool empty() const { return free_.empty(); }
+  size_t available() const { return free_.size(); }
+  size_t capacity() const { return capacity_; }
+  /** A free slot's index. Precondition: !empty(). */
+  size_t acquire() {
+    const size_t s = free_.back();
+    free_.pop_back();
+    return s;
+  }
+  void release(size_t slot) { free_.push_back(slot); }
+  void* data(size_t slot) const { return env_->staging[slot]; }
+  chorus_tp_mr_t* mr(size_t slot) const { return env_->staging_mr[slot]; }
+  size_t slot_size() const { return env_ ? env_->staging_slot_size : 0; }
+
+ private:
+  const chorus_algo_env_v2_t* env_ = nullptr;
+  std::vector<size_t> free_;
+  size_t capacity_ = 0;
+};
+
+/**
+ * What one direction of one lane posted and has not seen complete, oldest
+ * first, in a ring of fixed capacity (the lane's window). Completions of one
+ * endpoint and direction arrive in post order, so front() is the entry the
+ * next completion is for. Allocates only in the constructor.
+ */
+template <class T>
+class PostedQueue {
+ public:
+  explicit PostedQueue(size_t capacity = 0) : items_(capacity) {}
+  bool empty() const { return count_ == 0; }
+  bool full() const { return count_ == items_.size(); }
+  size_t size() const { return count_; }
+  /** Precondition: !full(). */
+  void push(const T& item) {
+    items_[(head_ + count_) % items_.size()] = item;
+    ++count_;
+  }
+  /** Precondition: !empty(). */
+  const T& front() const { return items_[head_]; }
+  /** Removes and returns the oldest entry. Precondition: !empty(). */
+  T pop() {
+    T item = items_[head_];
+    head_ = (head_ + 1) % items_.size();
+    --count_;
+    return item;
+  }
+
+ private:
+  std::vector<T> items_;
+  size_t head_ = 0, count_ = 0;
+};
+
+/**
+ * Scratch memory for tasks, recycled within one communicator: keep one pool
+ * in the state comm_init returns. A task takes a Lease and holds it until it
+ * is freed; the buffer then goes back to the pool for the next task. Reuse
+ * is the point: every page of a fresh allocation faults on first touch (tens
+ * of microseconds per 4 KiB page on a virtualised host), which made a fresh
+ * 64 MiB scratch per call cost several times the transfer.
+ *
+ * Thread-safe: tasks of one communicator may take and return leases from
+ * several threads. Idle buffers are kept up to kKeepIdle (the smallest go
+ * first), and a request larger than every idle buffer drops the idle ones,
+ * so a communicator holds about its largest concurrent need. The contents of
+ * a leased buffer are undefined.
+ */
+class ScratchPool {
+ public:
+  static constexpr size_t kKeepIdle = 4;
+
+  /** A buffer on loan; returns to its pool when destroyed or reset. Move-only. */
+  class Lease {
+   public:
+    Lease() = default;
+    Lease(Lease&& o) noexcept { *this = std::move(o); }
+    Lease& operator=(Lease&& o) noexcept {
+      if (this != &o) {
+        reset();
+        pool_ = o.pool_;
+        buf_ = std::move(o.buf_);
+        capacity_ = o.capacity_;
+        o.pool_ = nullptr;
+        o.capacity_ = 0;
+      }
+      return *this;
+    }
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    ~Lease() { reset(); }
+
+    /** The memory (at least the size asked for); nullptr for an empty lease. */
+    std::byte* data() const { return buf_.get(); }
+    size_t capacity() const { return capacity_; }
+    void reset() {
+      if (pool_ && buf_) pool_->give_back(std::move(buf_), capacity_);
+      buf_.reset();
+      pool_ = nullptr;
+      capacity_ = 0;
+    }
+
+   private:
+    friend class ScratchPool;
+    ScratchPool* pool_ = nullptr;
+    std::unique_ptr<std::byte[]> buf_;
+    size_t capacity_ = 0;
+  };
+
+  ScratchPool() = default;
+  ScratchPool(const ScratchPool&) = delete;
+  ScratchPool& operator=(const ScratchPool&) = delete;
+
+  /**
+   * A buffer of at least `bytes` bytes: the smallest idle one that fits,
+   * else a new one. `bytes` 0 gives an empty lease. On allocation failure
+   * `ok` is false and the lease is empty.
+   */
+  Lease take(size_t bytes, bool& ok) {
+    ok = true;
+    Lease lease;
+    if (bytes == 0) return lease;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      size_t best = idle_.size();
+      for (size_t i = 0; i < idle_.size(); ++i)
+        if (idle_[i].capacity >= bytes &&
+            (best == idle_.size() || idle_[i].capacity < idle_[best].capacity))
+          best = i;
+      if (best < idle_.size()) {
+        lease.pool_ = this;
+        lease.buf_ = std::move(idle_[best].buf);
+        lease.capacity_ = idle_[best].capacity;
+        idle_.erase(idle_.begin() + std::ptrdiff_t(best));
+        return lease;
+      }
+      idle_.clear();  // every idle buffer is too small: let them go
+    }
+    lease.buf_.reset(new (std::nothrow) std::byte[bytes]);
+    if (!lease.buf_) {
+      ok = false;
+      return lease;
+    }
+    lease.pool_ = this;
+    lease.capacity_ = bytes;
+    return lease;
+  }
+
+  /** Idle buffers held now (for tests). */
+  size_t idle() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return idle_.size();
+  }
+
+ private:
+  struct Idle {
+    std::unique_ptr<std::byte[]> buf;
+    size_t capacity;
+  };
+  void give_back(std::unique_ptr<std::byte[]> buf, size_t capacity) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    idle_.push_back({std::move(buf), capacity});
+    if (idle_.size() > kKeepIdle) {
+      size_t smallest = 0;
+      for (size_t i = 1; i < idle_.size(); ++i)
+        if (idle_[i].capacity < idle_[smallest].capacity) smallest = i;
+      idle_.erase(idle_.begin() + std::ptrdiff_t(smallest));
+    }
+  }
+
+  mutable std::mutex mutex_;
+  std::vector<Idle> idle_;
 };
 
 }  // namespace chorus::sdk

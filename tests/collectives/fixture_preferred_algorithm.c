@@ -16,12 +16,12 @@
 #include <stdio.h>
 #include <string.h>
 
-__attribute__((visibility("default"))) chorus_algorithm_plugin_v1_t chorus_algorithm_plugin_v1;
+/* The ring is an algorithm ABI v2 plugin: so is this copy of it. */
+__attribute__((visibility("default"))) chorus_algorithm_plugin_v2_t chorus_algorithm_plugin_v2;
 
-static int preferred_preference(int collective, int size, uint64_t bytes) {
-  (void)size;
-  (void)bytes;
-  return collective == CHORUS_COLL_ALL_REDUCE ? 1000 : -1;
+static int preferred_preference(void* state, const chorus_algo_call_v2_t* call) {
+  (void)state;
+  return call->collective == CHORUS_COLL_ALL_REDUCE ? 1000 : -1;
 }
 
 __attribute__((constructor)) static void preferred_fill_table(void) {
@@ -30,13 +30,14 @@ __attribute__((constructor)) static void preferred_fill_table(void) {
     fprintf(stderr, "fixture 'preferred': cannot open %s: %s\n", CHORUS_RING_PLUGIN, dlerror());
     return;
   }
-  const chorus_algorithm_plugin_v1_t* table =
-      (const chorus_algorithm_plugin_v1_t*)dlsym(ring, "chorus_algorithm_plugin_v1");
-  if (!table || table->struct_size > sizeof(chorus_algorithm_plugin_v1)) {
-    fprintf(stderr, "fixture 'preferred': %s has no usable algorithm table\n", CHORUS_RING_PLUGIN);
+  const chorus_algorithm_plugin_v2_t* table =
+      (const chorus_algorithm_plugin_v2_t*)dlsym(ring, "chorus_algorithm_plugin_v2");
+  if (!table || table->struct_size > sizeof(chorus_algorithm_plugin_v2)) {
+    fprintf(stderr, "fixture 'preferred': %s has no usable algorithm v2 table\n",
+            CHORUS_RING_PLUGIN);
     return;
   }
-  memcpy(&chorus_algorithm_plugin_v1, table, table->struct_size);
-  chorus_algorithm_plugin_v1.name = "preferred";
-  chorus_algorithm_plugin_v1.preference = preferred_preference;
+  memcpy(&chorus_algorithm_plugin_v2, table, table->struct_size);
+  chorus_algorithm_plugin_v2.name = "preferred";
+  chorus_algorithm_plugin_v2.preference = preferred_preference;
 }

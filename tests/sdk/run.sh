@@ -137,6 +137,8 @@ check "halving_doubling exports only chorus_algorithm_plugin_v2" 10 \
   exports_only "$hd_dir/libchorus-algorithm-halving_doubling.so" chorus_algorithm_plugin_v2
 check "allpairs exports only chorus_algorithm_plugin_v2" 10 \
   exports_only "$allpairs_dir/libchorus-algorithm-allpairs.so" chorus_algorithm_plugin_v2
+check "the installed ring exports only chorus_algorithm_plugin_v2" 10 \
+  exports_only "$plugin_dir/libchorus-algorithm-ring.so" chorus_algorithm_plugin_v2
 check "faulty exports only chorus_transport_plugin_v1" 10 \
   exports_only "$faulty_dir/libchorus-transport-faulty.so" chorus_transport_plugin_v1
 check "loopback exports only chorus_transport_plugin_v1" 10 \
@@ -145,7 +147,7 @@ check "loopback exports only chorus_transport_plugin_v1" 10 \
 info_lists_installed() {
   env -i "$tmp/bin/chorus-info" | tee "$logs/chorus-info.out"
   grep -Eq "^  tcp +yes +yes +v1\.[0-9]+ +$plugin_dir/libchorus-transport-tcp\.so$" "$logs/chorus-info.out" &&
-    grep -Eq "^  ring +yes +yes +v1\.[0-9]+ +$plugin_dir/libchorus-algorithm-ring\.so$" "$logs/chorus-info.out"
+    grep -Eq "^  ring +yes +yes +v2\.[0-9]+ +$plugin_dir/libchorus-algorithm-ring\.so$" "$logs/chorus-info.out"
 }
 check "installed chorus-info (env -i) lists the installed tcp and ring" 30 info_lists_installed
 

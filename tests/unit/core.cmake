@@ -19,3 +19,16 @@ add_executable(ring_schedule_test ring/ring_schedule_test.cc ring/ring_settings_
 target_link_libraries(ring_schedule_test PRIVATE chorus_catch_main)
 target_include_directories(ring_schedule_test PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/include)
 add_test(NAME unit.ring_schedule COMMAND ring_schedule_test)
+
+# The ring's v2 tasks on an in-process fake transport (tests/unit/ring/
+# ring_task_test.cc): the plugin's own sources, no core, no dlopen.
+add_executable(ring_task_test ring/ring_task_test.cc
+  ${PROJECT_SOURCE_DIR}/algorithms/ring/ring_task.cc
+  ${PROJECT_SOURCE_DIR}/algorithms/ring/ring_collectives.cc
+  ${PROJECT_SOURCE_DIR}/algorithms/ring/ring_exchange.cc
+  ${PROJECT_SOURCE_DIR}/algorithms/ring/ring_executor.cc)
+target_link_libraries(ring_task_test PRIVATE chorus_catch_main Threads::Threads)
+target_include_directories(ring_task_test PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/include)
+target_compile_options(ring_task_test PRIVATE $<$<CXX_COMPILER_ID:GNU,Clang>:-Wall -Wextra>)
+add_test(NAME unit.ring_task COMMAND ring_task_test)
+set_tests_properties(unit.ring_task PROPERTIES TIMEOUT 120 LABELS unit)

@@ -23,7 +23,11 @@ TEST_CASE("the built-in plugins of the build tree are found and load", "[loader]
   CHECK((*tcp)->transport()->name == std::string("tcp"));
   auto ring = load_plugin(PluginKind::kAlgorithm, "ring", path);
   REQUIRE(ring.is_ok());
-  CHECK((*ring)->algorithm()->peers == CHORUS_ALGO_PEERS_RING);
+  // The ring is an algorithm ABI v2 plugin, with every collective.
+  CHECK((*ring)->algorithm() == nullptr);
+  REQUIRE((*ring)->algorithm_v2() != nullptr);
+  CHECK((*ring)->algorithm_v2()->name == std::string("ring"));
+  for (int c = 0; c < CHORUS_COLL_COUNT; ++c) CHECK((*ring)->implements(c));
   // Loading again returns the same cached plugin.
   auto again = load_plugin(PluginKind::kAlgorithm, "ring", path);
   REQUIRE(again.is_ok());
