@@ -60,10 +60,8 @@ try:
         check(f"verbs: usable here is its own answer ({verbs})",
               p and p["usable"] is (verbs == "yes"), str(p))
     every = ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "barrier"]
-    # The ring needs its two neighbours only, but it is an algorithm ABI v2
-    # plugin, and a v2 table declares no peers yet: every peer is connected
-    # and chorus-info says "all" (docs/plugins.md, section 3a).
-    for name, peers in (("ring", "all"), ("mesh", "all")):
+    # The ring declares its two neighbours (v2 table minor 1, kPeers).
+    for name, peers in (("ring", "ring"), ("mesh", "all")):
         p = plugins.get(("algorithm", name))
         check(f"{name}: loads, usable, peers {peers}",
               p and p["loads"] and p["usable"] and p["peers"] == peers, str(p))

@@ -178,16 +178,16 @@ void describe_algorithm(const chorus::core::Plugin& p, PluginReport& r) {
     r.flags.emplace_back("deterministic_across_ranks");
   if (flags & CHORUS_ALGO_DETERMINISTIC_ACROSS_RUNS)
     r.flags.emplace_back("deterministic_across_runs");
+  const uint32_t peers = p.algorithm_peers();  // v1 or v2 (minor 1); ALL when undeclared
+  r.peers = peers == CHORUS_ALGO_PEERS_RING  ? "ring"
+            : peers == CHORUS_ALGO_PEERS_ALL ? "all"
+                                             : "unknown (" + std::to_string(peers) + ")";
   if (const auto* v2 = p.algorithm_v2()) {
-    r.peers = "all";  // v2 declares no peers yet: every peer is connected
     if (v2->preference) r.flags.emplace_back("auto_preference");
     if (v2->supports) r.flags.emplace_back("declares_dtypes_and_ops");
     return;
   }
   const auto& a = *p.algorithm();
-  r.peers = a.peers == CHORUS_ALGO_PEERS_RING  ? "ring"
-            : a.peers == CHORUS_ALGO_PEERS_ALL ? "all"
-                                               : "unknown (" + std::to_string(a.peers) + ")";
   if (a.preference) r.flags.emplace_back("auto_preference");
 }
 
