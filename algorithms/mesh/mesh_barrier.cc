@@ -56,9 +56,9 @@ int Barrier::progress(const chorus_tp_completion_t* completions, size_t n) {
     const chorus_tp_completion_t& c = completions[i];
     const uint64_t round = WrId::index(c.wr_id);
     if (round >= uint64_t(rounds_))
-      return fail(env_, CHORUS_ERR_INTERNAL,
-                  "mesh barrier: completion for an unknown round (wr_id " +
-                      std::to_string(c.wr_id) + ")");
+      return fail(
+          env_, CHORUS_ERR_INTERNAL,
+          "mesh barrier: completion for an unknown round (wr_id " + std::to_string(c.wr_id) + ")");
     if (WrId::is_send(c.wr_id)) continue;
     if (c.byte_len != 1)
       return fail(env_, CHORUS_ERR_INTERNAL,

@@ -50,8 +50,7 @@ int Executor::setup() {
       // of this task, registered like caller memory.
       size_t bytes = layout_.cells() * layout_.piece_bytes;
       temp_ = std::make_unique_for_overwrite<std::byte[]>(bytes);
-      if (int rc = register_buffer(env_, temp_.get(), bytes, &temp_mr_); rc != CHORUS_OK)
-        return rc;
+      if (int rc = register_buffer(env_, temp_.get(), bytes, &temp_mr_); rc != CHORUS_OK) return rc;
     }
   } else {
     piece_bytes_ = direct_piece_bytes(env_->staging_slot_size, max_msg, esize);

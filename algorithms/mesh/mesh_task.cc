@@ -63,8 +63,7 @@ int Mesh::Task::all_reduce() {
   }
   Call call;
   call.kernel = env_->reduce_kernel(call_.dtype, call_.op);
-  if (!call.kernel)
-    return fail(env_, CHORUS_ERR_INVALID_ARGUMENT, "mesh: no kernel for dtype/op");
+  if (!call.kernel) return fail(env_, CHORUS_ERR_INVALID_ARGUMENT, "mesh: no kernel for dtype/op");
   const size_t bytes = count * esize;
   call.kind = bytes <= settings_.one_shot_max ? Kind::kAllReduceOneShot : Kind::kAllReduce;
   call.count = count;
@@ -93,8 +92,7 @@ int Mesh::Task::reduce_scatter() {
   }
   Call call;
   call.kernel = env_->reduce_kernel(call_.dtype, call_.op);
-  if (!call.kernel)
-    return fail(env_, CHORUS_ERR_INVALID_ARGUMENT, "mesh: no kernel for dtype/op");
+  if (!call.kernel) return fail(env_, CHORUS_ERR_INVALID_ARGUMENT, "mesh: no kernel for dtype/op");
   call.kind = Kind::kReduceScatter;
   call.count = count;
   call.esize = esize;
@@ -175,8 +173,7 @@ int Mesh::Task::reduce() {
   }
   Call call;
   call.kernel = env_->reduce_kernel(call_.dtype, call_.op);
-  if (!call.kernel)
-    return fail(env_, CHORUS_ERR_INVALID_ARGUMENT, "mesh: no kernel for dtype/op");
+  if (!call.kernel) return fail(env_, CHORUS_ERR_INVALID_ARGUMENT, "mesh: no kernel for dtype/op");
   call.kind = bytes <= settings_.one_shot_max ? Kind::kReduceOneShot : Kind::kReduce;
   call.root = call_.root;
   call.count = count;
@@ -194,8 +191,7 @@ int Mesh::Task::reduce() {
     call.dst = is_root ? static_cast<std::byte*>(call_.out) : scratch_.get();
     call.dst_mr = call.src_mr;
     if (static_cast<const void*>(call.dst) != call_.in)
-      if (int rc = register_buffer(env_, call.dst, bytes, &call.dst_mr); rc != CHORUS_OK)
-        return rc;
+      if (int rc = register_buffer(env_, call.dst, bytes, &call.dst_mr); rc != CHORUS_OK) return rc;
   }
   return run(call);
 }
@@ -254,8 +250,7 @@ int Mesh::Task::scatter() {
       return rc;
   } else {
     call.dst = static_cast<std::byte*>(call_.out);
-    if (int rc = register_buffer(env_, call_.out, block, &call.dst_mr); rc != CHORUS_OK)
-      return rc;
+    if (int rc = register_buffer(env_, call_.out, block, &call.dst_mr); rc != CHORUS_OK) return rc;
   }
   return run(call);
 }

@@ -80,8 +80,9 @@ TEST_CASE("work-request ids round-trip through the SDK's wr_id and stay in the t
     size_t seq;
   };
   const int max_peer = int(WrId::kPeerMask);
-  for (Post p : {Post{false, 0, 0, 0}, Post{true, 63, 5, 7}, Post{false, kMaxLanes - 1, max_peer, 0},
-                 Post{true, 1, 1 << 19, size_t(kSeqMask)}}) {
+  for (Post p :
+       {Post{false, 0, 0, 0}, Post{true, 63, 5, 7}, Post{false, kMaxLanes - 1, max_peer, 0},
+        Post{true, 1, 1 << 19, size_t(kSeqMask)}}) {
     const uint64_t wr = WrId::pack(p.send, p.peer, post_index(p.lane, p.seq));
     CHECK((wr & ~uint64_t(CHORUS_ALGO_WR_ID_MASK)) == 0);
     CHECK(WrId::is_send(wr) == p.send);
