@@ -82,7 +82,7 @@ int Executor::setup() {
       lane.pieces = piece_count(lane.result.count, piece_);
       lane.landed.assign(layout_.groups, 0);
     }
-    lane.streams.assign(size_t(size), Stream(env_));
+    lane.streams.resize(size_t(size));
     for (int p = 0; p < size; ++p) {
       if (p == rank) continue;
       Stream& s = lane.streams[size_t(p)];
@@ -99,12 +99,12 @@ int Executor::setup() {
       s.reduce_recv_n = piece_count(s.reduce_recv.count, piece_);
       s.gather_send_n = piece_count(s.gather_send.count, piece_);
       s.gather_recv_n = piece_count(s.gather_recv.count, piece_);
-      if (s.send_total() == 0 && s.recv_total() == 0) continue;  // stays idle
-      if (!env_->endpoint(env_->core, p, l))
+      if (s.send_total() == 0 && s.recv_total() == 0) continue;  // ep stays NULL: idle
+      s.ep = env_->endpoint(env_->core, p, l);
+      if (!s.ep)
         return fail(env_, CHORUS_ERR_INTERNAL,
                     "mesh: no endpoint to rank " + std::to_string(p) + " on channel " +
                         std::to_string(l) + "; the mesh needs every pair of ranks connected");
-      s.active = true;
     }
   }
   if (save_own_) {
@@ -120,13 +120,14 @@ int Executor::setup() {
 
 int Executor::advance() {
   bool done = true;
-  bool in_flight = false;  // posted, or refused with AGAIN and kept for the next pump
+  bool outstanding = false;
+  refused_ = false;
   for (Lane& lane : lanes_) {
     for (Stream& s : lane.streams) {
-      if (!s.active) continue;
+      if (!s.ep) continue;
       if (int rc = pump(lane, s); rc != CHORUS_OK) return rc;
       done = done && s.send_done == s.send_total() && s.recv_done == s.recv_total();
-      in_flight = in_flight || s.send_queued > s.send_done || s.recv_queued > s.recv_done;
+      outstanding = outstanding || s.send_posted > s.send_done || s.recv_posted > s.recv_done;
     }
     done = done && lane.reduced == lane.pieces;
   }
@@ -138,7 +139,7 @@ int Executor::advance() {
     own_copied_ = true;
   }
   if (done) return CHORUS_ALGO_TASK_DONE;
-  if (!in_flight)
+  if (!outstanding && !refused_)
     return fail(env_, CHORUS_ERR_INTERNAL, "mesh: schedule stalled with nothing in flight");
   return CHORUS_ALGO_TASK_PENDING;
 }
@@ -154,14 +155,14 @@ std::byte* Executor::cell(const Lane& lane, size_t group, int peer, chorus_tp_mr
   return static_cast<std::byte*>(env_->staging[at.slot]) + at.offset;
 }
 
-/// Queues what the windows, the free cells and the data dependencies allow
-/// on one endpoint, then posts it (the SDK's Poster keeps what the transport
-/// refuses with AGAIN for the next pump). Receives first, so the peer's sends
-/// find a buffer.
+/// Posts what the windows, the free cells and the data dependencies allow
+/// on one endpoint. Receives first, so the peer's sends find a buffer. A
+/// refusal (CHORUS_ERR_AGAIN) stops that direction until the next advance.
 int Executor::pump(Lane& lane, Stream& s) {
+  const auto* tp = env_->tp;
   const size_t es = call_.esize;
-  while (s.recv_queued < s.recv_total() && s.recv_queued - s.recv_done < recv_window_) {
-    size_t idx = s.recv_queued;
+  while (s.recv_posted < s.recv_total() && s.recv_posted - s.recv_done < recv_window_) {
+    size_t idx = s.recv_posted;
     std::byte* buf;
     chorus_tp_mr_t* mr;
     Range r;
@@ -175,12 +176,20 @@ int Executor::pump(Lane& lane, Stream& s) {
       buf = call_.dst + r.offset * es;
       mr = call_.dst_mr;
     }
-    s.recvs.recv(s.peer, lane.id, buf, r.count * es, mr, post_index(lane.id, idx));
-    ++s.recv_queued;
+    const uint64_t wr = WrId::pack(false, s.peer, post_index(lane.id, idx));
+    const int rc = tp->post_recv(s.ep, buf, r.count * es, mr, wr);
+    if (rc == CHORUS_ERR_AGAIN) {
+      refused_ = true;
+      break;
+    }
+    if (rc != CHORUS_OK)
+      return fail(env_, rc,
+                  "mesh: post_recv from rank " + std::to_string(s.peer) + " on channel " +
+                      std::to_string(lane.id) + " failed: " + tp->last_error());
+    ++s.recv_posted;
   }
-  if (int rc = s.recvs.pump(); rc != CHORUS_OK) return rc;
-  while (s.send_queued < s.send_total() && s.send_queued - s.send_done < send_window_) {
-    size_t idx = s.send_queued;
+  while (s.send_posted < s.send_total() && s.send_posted - s.send_done < send_window_) {
+    size_t idx = s.send_posted;
     const std::byte* buf;
     chorus_tp_mr_t* mr;
     Range r;
@@ -200,10 +209,19 @@ int Executor::pump(Lane& lane, Stream& s) {
         mr = call_.own_in_mr;
       }
     }
-    s.sends.send(s.peer, lane.id, buf, r.count * es, mr, post_index(lane.id, idx));
-    ++s.send_queued;
+    const uint64_t wr = WrId::pack(true, s.peer, post_index(lane.id, idx));
+    const int rc = tp->post_send(s.ep, buf, r.count * es, mr, wr);
+    if (rc == CHORUS_ERR_AGAIN) {
+      refused_ = true;
+      break;
+    }
+    if (rc != CHORUS_OK)
+      return fail(env_, rc,
+                  "mesh: post_send to rank " + std::to_string(s.peer) + " on channel " +
+                      std::to_string(lane.id) + " failed: " + tp->last_error());
+    ++s.send_posted;
   }
-  return s.sends.pump();
+  return CHORUS_OK;
 }
 
 int Executor::complete(const chorus_tp_completion_t& c) {
@@ -212,17 +230,16 @@ int Executor::complete(const chorus_tp_completion_t& c) {
   const uint64_t index = WrId::index(c.wr_id);
   const int lane_id = index_lane(index);
   if (lane_id >= int(lanes_.size()) || peer >= env_->size || peer == env_->rank ||
-      !lanes_[size_t(lane_id)].streams[size_t(peer)].active)
+      !lanes_[size_t(lane_id)].streams[size_t(peer)].ep)
     return fail(env_, CHORUS_ERR_INTERNAL,
                 "mesh: completion for an unknown endpoint (wr_id " + std::to_string(c.wr_id) + ")");
   Lane& lane = lanes_[size_t(lane_id)];
   Stream& s = lane.streams[size_t(peer)];
   size_t& done = send ? s.send_done : s.recv_done;
-  if (!seq_matches(index, done) || done >= (send ? s.send_queued : s.recv_queued))
+  if (!seq_matches(index, done) || done >= (send ? s.send_posted : s.recv_posted))
     return fail(env_, CHORUS_ERR_INTERNAL,
                 "mesh: completions from rank " + std::to_string(peer) + " out of post order");
   size_t idx = done++;
-  (send ? s.sends : s.recvs).completed(1);
   if (send) return CHORUS_OK;
   Range r = idx < s.reduce_recv_n ? piece_of(s.reduce_recv, piece_, idx)
                                   : piece_of(s.gather_recv, piece_, idx - s.reduce_recv_n);
@@ -252,7 +269,7 @@ void Executor::try_reduce(Lane& lane) {
     if (lane.landed[group] != size - 1) return;
     if (gate_reduce_on_sends_)
       for (const Stream& s : lane.streams)
-        if (s.active && s.send_done <= k) return;
+        if (s.ep && s.send_done <= k) return;
     Range res = piece_of(lane.result, piece_, k);
     Range own = piece_of(lane.own, piece_, k);
     std::byte* out = call_.dst + res.offset * es;

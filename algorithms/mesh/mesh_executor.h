@@ -84,18 +84,17 @@ class Executor {
  private:
   /// The traffic of one endpoint (one lane to one peer). Sends go out as
   /// [reduce pieces][gather pieces]; receives are expected in the same
-  /// shape. `*_queued` counts posts handed to the poster (posted, or waiting
-  /// there after CHORUS_ERR_AGAIN), `*_done` the completed ones.
+  /// shape. Every post is a function of its index in this sequence, so a
+  /// post the transport refuses with CHORUS_ERR_AGAIN is simply tried again
+  /// from the same index on the next progress: no queue of posts is kept.
   struct Stream {
-    explicit Stream(const chorus_algo_env_v2_t* env) : sends(env), recvs(env) {}
     int peer = -1;
-    bool active = false;
+    chorus_tp_endpoint_t* ep = nullptr;  // NULL: idle (nothing to move with this peer)
     Range reduce_send, reduce_recv, gather_send, gather_recv;  // lane slices
     size_t reduce_send_n = 0, gather_send_n = 0;
     size_t reduce_recv_n = 0, gather_recv_n = 0;
-    size_t send_queued = 0, send_done = 0;
-    size_t recv_queued = 0, recv_done = 0;
-    sdk::Poster sends, recvs;
+    size_t send_posted = 0, send_done = 0;
+    size_t recv_posted = 0, recv_done = 0;
 
     size_t send_total() const { return reduce_send_n + gather_send_n; }
     size_t recv_total() const { return reduce_recv_n + gather_recv_n; }
@@ -124,6 +123,9 @@ class Executor {
   bool gate_reduce_on_sends_ = false;
   bool gate_gather_on_sends_ = false;
   bool own_copied_ = true;
+  /// A post was refused with CHORUS_ERR_AGAIN since the last advance(): the
+  /// core calls progress again (with no completions if need be) to retry it.
+  bool refused_ = false;
   CellLayout layout_;
   size_t piece_bytes_ = 0;
   size_t piece_ = 1;  // elements per piece
