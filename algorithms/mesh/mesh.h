@@ -15,15 +15,17 @@
 // rank ends with bitwise-identical results, run after run.
 //
 // Threading: the state is read-only after comm_init (supports and preference
-// may run on any thread, beside tasks); a task owns all its mutable state,
-// scratch buffers included, so tasks of one or several communicators run at
-// once on one thread or several.
+// may run on any thread, beside tasks), but for a scratch cache with its own
+// lock that lends a buffer to one task at a time; a task owns all its other
+// mutable state, so tasks of one or several communicators run at once on one
+// thread or several.
 #pragma once
 
 #include <chorus/algorithm_sdk.hpp>
 
 #include "algorithms/mesh/mesh_barrier.h"
 #include "algorithms/mesh/mesh_executor.h"
+#include "algorithms/mesh/mesh_scratch.h"
 #include "algorithms/mesh/mesh_settings.h"
 
 #include <memory>
@@ -46,6 +48,10 @@ struct Mesh {
 
   Settings settings;
   int size = 1;
+  /// The partial results of a two-phase reduce off the root, lent to one
+  /// task at a time (mesh_scratch.h); the only part of the state a task
+  /// changes, under the cache's own lock.
+  mutable ScratchCache reduce_scratch;
 
   /// Checks `algorithm.mesh.*`: an unknown key or a bad value fails the
   /// communicator's init, naming the key.
@@ -58,7 +64,7 @@ struct Mesh {
   class Task {
    public:
     Task(const Mesh& mesh, const chorus_algo_env_v2_t* env, const chorus_algo_call_v2_t& call)
-        : settings_(mesh.settings), env_(env), call_(call) {}
+        : mesh_(mesh), env_(env), call_(call) {}
     int start();
     int progress(const chorus_tp_completion_t* completions, size_t n);
 
@@ -76,13 +82,13 @@ struct Mesh {
                  const size_t* rc, const size_t* ro);
     int run(const Call& call);
 
-    const Settings settings_;
+    const Mesh& mesh_;  // outlives the task (comm_fini comes after every task ended)
     const chorus_algo_env_v2_t* env_;
     const chorus_algo_call_v2_t call_;
     std::optional<Executor> executor_;
     std::optional<Barrier> barrier_;
     /// Partial results of a two-phase reduce off the root, until they go out.
-    std::unique_ptr<std::byte[]> scratch_;
+    Scratch scratch_;
     /// all_to_all: the input of an in-place call, and the per-peer layout.
     std::vector<std::byte> input_copy_;
     std::vector<size_t> counts_, offsets_;

@@ -65,7 +65,7 @@ int Mesh::Task::all_reduce() {
   call.kernel = env_->reduce_kernel(call_.dtype, call_.op);
   if (!call.kernel) return fail(env_, CHORUS_ERR_INVALID_ARGUMENT, "mesh: no kernel for dtype/op");
   const size_t bytes = count * esize;
-  call.kind = bytes <= settings_.one_shot_max ? Kind::kAllReduceOneShot : Kind::kAllReduce;
+  call.kind = bytes <= mesh_.settings.one_shot_max ? Kind::kAllReduceOneShot : Kind::kAllReduce;
   call.count = count;
   call.esize = esize;
   call.src = static_cast<const std::byte*>(call_.in);
@@ -151,8 +151,8 @@ int Mesh::Task::broadcast() {
 
 int Mesh::Task::barrier() {
   if (env_->size == 1) return CHORUS_ALGO_TASK_DONE;
-  const int radix =
-      settings_.barrier_radix ? settings_.barrier_radix : default_barrier_radix(env_->size);
+  const int radix = mesh_.settings.barrier_radix ? mesh_.settings.barrier_radix
+                                                 : default_barrier_radix(env_->size);
   barrier_.emplace(env_);
   return barrier_->start(radix);
 }
@@ -174,7 +174,7 @@ int Mesh::Task::reduce() {
   Call call;
   call.kernel = env_->reduce_kernel(call_.dtype, call_.op);
   if (!call.kernel) return fail(env_, CHORUS_ERR_INVALID_ARGUMENT, "mesh: no kernel for dtype/op");
-  call.kind = bytes <= settings_.one_shot_max ? Kind::kReduceOneShot : Kind::kReduce;
+  call.kind = bytes <= mesh_.settings.one_shot_max ? Kind::kReduceOneShot : Kind::kReduce;
   call.root = call_.root;
   call.count = count;
   call.esize = esize;
@@ -185,10 +185,10 @@ int Mesh::Task::reduce() {
     // Only the root reduces, on the CPU: its output is never on the wire.
     call.dst = is_root ? static_cast<std::byte*>(call_.out) : nullptr;
   } else {
-    // Off the root the reduced chunk waits in the task's scratch until it
-    // goes out.
-    if (!is_root) scratch_ = std::make_unique_for_overwrite<std::byte[]>(bytes);
-    call.dst = is_root ? static_cast<std::byte*>(call_.out) : scratch_.get();
+    // Off the root the reduced chunk waits in scratch the task borrows
+    // from the communicator's cache until it goes out.
+    call.dst =
+        is_root ? static_cast<std::byte*>(call_.out) : scratch_.borrow(mesh_.reduce_scratch, bytes);
     call.dst_mr = call.src_mr;
     if (static_cast<const void*>(call.dst) != call_.in)
       if (int rc = register_buffer(env_, call.dst, bytes, &call.dst_mr); rc != CHORUS_OK) return rc;
