@@ -100,6 +100,10 @@ void Communicator::family_fail(const Status& why, uint64_t order) {
     family_->order = order;
     for (Communicator* c : family_->members)
       if (c != this) others.push_back(c);
+    // This lane too: a failure it does not count as breaking (a size
+    // refused by the transport) still leaves the ranks apart.
+    family_after_.store(order);
+    family_stop_.store(true);
     // Set under the lock: a member is only destroyed after close_lanes()
     // emptied the list, which waits for this.
     for (Communicator* c : others) {
@@ -125,7 +129,12 @@ Status Communicator::family_status(const char* what) const {
     first = family_->status;
     lane = family_->lane;
   }
-  return {first.code() == CHORUS_OK ? CHORUS_ERR_ABORTED : first.code(),
+  // A later call's own arguments were fine: an argument or support failure
+  // of the earlier call stops it as ABORTED.
+  int code = first.code();
+  if (code == CHORUS_OK || code == CHORUS_ERR_INVALID_ARGUMENT || code == CHORUS_ERR_NOT_SUPPORTED)
+    code = CHORUS_ERR_ABORTED;
+  return {code,
           who() + ": " + what + ": a collective running on lane " + std::to_string(lane) +
               " of this communicator (collectives.lanes) failed, so later calls no longer line "
               "up (" +

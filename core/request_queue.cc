@@ -119,11 +119,10 @@ void Communicator::run_request(Request& req) {
   }
   // A tagged operation: the p2p engine finishes (and counts) it.
   if (st.code() == Request::kDeferred) return;
-  // With lanes, a call that fails for more than its arguments stops the
-  // other lanes too (communicator_lanes.cc).
-  if (family_ && !st.is_ok() && st.code() != CHORUS_ERR_INVALID_ARGUMENT &&
-      st.code() != CHORUS_ERR_NOT_SUPPORTED)
-    family_fail(st, req.order());
+  // With lanes, a failed collective stops the calls issued after it on
+  // every lane, its own included (communicator_lanes.cc): arguments were
+  // checked at issue, so a failure here may have left ranks apart.
+  if (family_ && !st.is_ok() && req.order() != Request::kNoOrder) family_fail(st, req.order());
   // Every operation that ends with an error is counted here, once.
   if (!st.is_ok()) count_failed();
   req.finish(std::move(st));

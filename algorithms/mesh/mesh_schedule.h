@@ -58,26 +58,24 @@ constexpr int peer_at(int rank, int size, int i) { return mod(rank + 1 + i, size
 /// staging cell a peer's contribution to a piece lands in.
 constexpr int peer_index(int rank, int peer) { return peer < rank ? peer : peer - 1; }
 
-/// Work-request ids: bit 63 marks a send, bits 56..62 the lane (channel),
-/// bits 32..55 the peer rank, bits 0..31 the position of the post in its
-/// endpoint's sequence (modulo 2^32, a sanity check on completion order).
-struct WrId {
-  bool send = false;
-  int lane = 0;
-  int peer = 0;
-  uint32_t seq = 0;
+/// Work-request ids. The algorithm SDK's chorus::sdk::WrId carries (send or
+/// receive, peer rank, a 35-bit index) in the 56 bits a task owns; the mesh
+/// puts the lane (channel) in the index's low 7 bits and, above them, the
+/// post's position in its endpoint's sequence modulo 2^28, a sanity check on
+/// completion order.
+inline constexpr int kLaneBits = 7;
+inline constexpr int kSeqBits = 28;
+inline constexpr int kMaxLanes = 1 << kLaneBits;
+inline constexpr uint64_t kSeqMask = (uint64_t(1) << kSeqBits) - 1;
 
-  friend constexpr bool operator==(const WrId&, const WrId&) = default;
-};
-inline constexpr int kMaxLanes = 128;
-inline constexpr int kMaxPeerRank = (1 << 24) - 1;
-
-constexpr uint64_t pack(WrId w) {
-  return (w.send ? 1ull << 63 : 0) | (uint64_t(unsigned(w.lane) & 0x7f) << 56) |
-         (uint64_t(unsigned(w.peer) & 0xffffff) << 32) | w.seq;
+constexpr uint64_t post_index(int lane, size_t seq) {
+  return ((uint64_t(seq) & kSeqMask) << kLaneBits) | (unsigned(lane) & unsigned(kMaxLanes - 1));
 }
-constexpr WrId unpack(uint64_t v) {
-  return {(v >> 63) != 0, int((v >> 56) & 0x7f), int((v >> 32) & 0xffffff), uint32_t(v)};
+constexpr int index_lane(uint64_t index) { return int(index & unsigned(kMaxLanes - 1)); }
+constexpr uint64_t index_seq(uint64_t index) { return (index >> kLaneBits) & kSeqMask; }
+/// Whether a completion's sequence number names position `seq` of its endpoint.
+constexpr bool seq_matches(uint64_t index, size_t seq) {
+  return index_seq(index) == (uint64_t(seq) & kSeqMask);
 }
 
 /// The collectives the mesh runs through one executor.

@@ -121,12 +121,18 @@ class Poster {
  * `Algo::kPeers` (chorus_algo_peers_t) when the class declares it, else
  * CHORUS_ALGO_PEERS_ALL: the `peers` field of the exported table.
  */
+template <class Algo, class = void>
+struct DeclaredPeers {
+  static constexpr uint32_t value = CHORUS_ALGO_PEERS_ALL;
+};
+template <class Algo>
+struct DeclaredPeers<Algo, decltype(void(Algo::kPeers))> {
+  static constexpr uint32_t value = static_cast<uint32_t>(Algo::kPeers);
+};
+/** The same as a function (C++17: no requires-expression). */
 template <class Algo>
 constexpr uint32_t declared_peers() {
-  if constexpr (requires { Algo::kPeers; })
-    return static_cast<uint32_t>(Algo::kPeers);
-  else
-    return CHORUS_ALGO_PEERS_ALL;
+  return DeclaredPeers<Algo>::value;
 }
 
 /**

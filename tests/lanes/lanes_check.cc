@@ -15,10 +15,10 @@
 //   split       a split's child has lanes of its own and runs on them
 //   counters    `lanes` and the per-algorithm operation counts add up
 //   mismatch    (last: it breaks the communicator) rank 1 passes another
-//               count to one call: that call fails MISMATCH everywhere, an
-//               earlier call on another lane completes, a later one fails
-//               or had completed with the right data, and calls issued after
-//               fail everywhere
+//               count to one call: that call fails (MISMATCH), an earlier
+//               call on another lane completes, a later one fails or had
+//               completed with the right data, and calls issued after fail
+//               everywhere, on every lane
 //
 // Orders between ranks are made by messages, never by sleeping; the only
 // wait is rank 0 polling its own counter, bounded by 60 s.
@@ -292,25 +292,33 @@ void case_mismatch() {
   const std::string e1 = chorus_last_error();
   if (expect_ok(chorus_wait(r0, -1), "k0, issued before the mismatched call"))
     check_all(out0, [](size_t i) { return sum_of(i, 90, g_size); }, "k0");
+  // MISMATCH names both calls; when the sender's signature misses the
+  // notice grace (a loaded machine), a receiver may report what its
+  // transport saw instead: a message larger than the receive.
   ++g_checks;
-  if (rc1 != CHORUS_ERR_MISMATCH)
+  if (rc1 != CHORUS_ERR_MISMATCH &&
+      !(rc1 == CHORUS_ERR_INVALID_ARGUMENT && e1.find("arrived for a receive") != std::string::npos))
     fail(std::string("k1 returned ") + chorus_status_name(rc1) + " (" + e1 +
          "), expected CHORUS_ERR_MISMATCH");
   ++g_checks;
   if (rc2 == CHORUS_OK)
     check_all(out2, [](size_t i) { return sum_of(i, 92, g_size); }, "k2 (completed)");
-  else if (rc2 != CHORUS_ERR_MISMATCH || e2.find("lane") == std::string::npos)
+  else if ((rc2 != CHORUS_ERR_MISMATCH && rc2 != CHORUS_ERR_ABORTED) ||
+           e2.find("lane") == std::string::npos)
     fail(std::string("k2 returned ") + chorus_status_name(rc2) + " (" + e2 +
-         "), expected OK or CHORUS_ERR_MISMATCH naming the lane");
+         "), expected OK, or CHORUS_ERR_MISMATCH / CHORUS_ERR_ABORTED naming the lane");
   for (auto* r : {r0, r1, r2}) chorus_request_free(r);
   // Every call issued now fails, on every lane.
   for (int k = 0; k < 2 * g_lanes; ++k) {
     float x = 1, y = 0;
     const int rc = chorus_all_reduce(g_world, &x, &y, 1, CHORUS_FLOAT32, CHORUS_SUM);
     ++g_checks;
-    if (rc != CHORUS_ERR_MISMATCH)
+    // MISMATCH, or ABORTED where this rank's k1 failed with the transport's
+    // INVALID_ARGUMENT (a later call's own arguments were fine).
+    if (rc != CHORUS_ERR_MISMATCH && rc != CHORUS_ERR_ABORTED)
       fail("all_reduce #" + std::to_string(k) + " after the mismatch returned " +
-           chorus_status_name(rc) + ", expected CHORUS_ERR_MISMATCH: " + chorus_last_error());
+           chorus_status_name(rc) + ", expected CHORUS_ERR_MISMATCH or ABORTED: " +
+           chorus_last_error());
   }
 }
 

@@ -1,5 +1,7 @@
-# Mesh schedules and settings (algorithms/mesh/mesh_schedule.h, mesh_settings.h), without a transport.
-add_executable(mesh_schedule_test mesh/mesh_schedule_test.cc mesh/mesh_settings_test.cc)
+# Mesh schedules, settings and scratch cache (algorithms/mesh/mesh_schedule.h,
+# mesh_settings.h, mesh_scratch.h), without a transport.
+add_executable(mesh_schedule_test mesh/mesh_schedule_test.cc mesh/mesh_settings_test.cc
+  mesh/mesh_scratch_test.cc)
 target_link_libraries(mesh_schedule_test PRIVATE chorus_catch_main)
 target_include_directories(mesh_schedule_test PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/include)
 target_compile_options(mesh_schedule_test PRIVATE $<$<CXX_COMPILER_ID:GNU,Clang>:-Wall -Wextra>)

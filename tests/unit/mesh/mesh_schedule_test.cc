@@ -4,6 +4,8 @@
 // reach everyone.
 #include <catch2/catch.hpp>
 
+#include <chorus/algorithm_sdk.hpp>
+
 #include "algorithms/mesh/mesh_schedule.h"
 
 #include <set>
@@ -68,10 +70,34 @@ TEST_CASE("lanes and pieces tile a range in order", "[mesh]") {
   }
 }
 
-TEST_CASE("work-request ids round-trip", "[mesh]") {
-  for (WrId w : {WrId{false, 0, 0, 0}, WrId{true, 63, 5, 7}, WrId{false, 127, kMaxPeerRank, ~0u},
-                 WrId{true, 1, 1 << 20, 1u << 31}})
-    CHECK(unpack(pack(w)) == w);
+TEST_CASE("work-request ids round-trip through the SDK's wr_id and stay in the task's bits",
+          "[mesh]") {
+  using chorus::sdk::WrId;
+  struct Post {
+    bool send;
+    int lane;
+    int peer;
+    size_t seq;
+  };
+  const int max_peer = int(WrId::kPeerMask);
+  for (Post p :
+       {Post{false, 0, 0, 0}, Post{true, 63, 5, 7}, Post{false, kMaxLanes - 1, max_peer, 0},
+        Post{true, 1, 1 << 19, size_t(kSeqMask)}}) {
+    const uint64_t wr = WrId::pack(p.send, p.peer, post_index(p.lane, p.seq));
+    CHECK((wr & ~uint64_t(CHORUS_ALGO_WR_ID_MASK)) == 0);
+    CHECK(WrId::is_send(wr) == p.send);
+    CHECK(WrId::peer(wr) == p.peer);
+    CHECK(index_lane(WrId::index(wr)) == p.lane);
+    CHECK(seq_matches(WrId::index(wr), p.seq));
+    CHECK_FALSE(seq_matches(WrId::index(wr), p.seq + 1));
+  }
+  // Sequence numbers wrap at 2^28: a long stream still matches its posts.
+  const size_t far = (size_t(1) << kSeqBits) * 3 + 5;
+  const uint64_t index = WrId::index(WrId::pack(false, 2, post_index(4, far)));
+  CHECK(index_lane(index) == 4);
+  CHECK(seq_matches(index, far));
+  CHECK(seq_matches(index, 5));
+  CHECK_FALSE(seq_matches(index, far - 1));
 }
 
 TEST_CASE("peer order visits every other rank once, starting right of the rank", "[mesh]") {
