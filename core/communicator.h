@@ -564,9 +564,9 @@ class Communicator : public CallChecks {
 
   // Lanes: [k - 1] is lane k; empty with collectives.lanes = 1.
   std::vector<std::unique_ptr<Communicator>> lanes_;
-  std::atomic<uint64_t> lane_next_{0};     // collectives issued (lane_for_call)
-  std::shared_ptr<LaneFamily> family_;     // null with one lane
-  std::atomic<bool> family_stop_{false};   // another lane failed (family_fail)
+  std::atomic<uint64_t> lane_next_{0};    // collectives issued (lane_for_call)
+  std::shared_ptr<LaneFamily> family_;    // null with one lane
+  std::atomic<bool> family_stop_{false};  // another lane failed (family_fail)
   // ... at the call of this order: calls issued later stop, earlier ones run.
   std::atomic<uint64_t> family_after_{Request::kNoOrder};
   uint64_t running_order_ = Request::kNoOrder;  // order of the call running here
@@ -574,7 +574,7 @@ class Communicator : public CallChecks {
   bool family_stopped() const {
     return family_stop_.load() && running_order_ > family_after_.load();
   }
-  int lane_ = 0;                           // this communicator's lane
+  int lane_ = 0;  // this communicator's lane
 
   // The stream: operations run one at a time in issue order. `busy_` is true
   // while one runs (inline on a blocking caller or on the worker).

@@ -83,7 +83,7 @@ Status check_op(int dtype, int op) {
 }
 
 Status CallChecks::check_all_reduce(const void* in, const void* out, size_t count, int dtype,
-                                      int op) const {
+                                    int op) const {
   if (auto st = check_buffer(in, count, 1, dtype, "input"); !st.is_ok()) return st;
   if (auto st = check_buffer(out, count, 1, dtype, "output"); !st.is_ok()) return st;
   if (auto st = check_op(dtype, op); !st.is_ok()) return st;
@@ -93,20 +93,23 @@ Status CallChecks::check_all_reduce(const void* in, const void* out, size_t coun
 }
 
 Status CallChecks::check_all_gather(const void* in, const void* out, size_t count,
-                                      int dtype) const {
+                                    int dtype) const {
   if (auto st = check_buffer(in, count, 1, dtype, "input"); !st.is_ok()) return st;
-  if (auto st = check_buffer(out, count, size_t(check_size_), dtype, "output"); !st.is_ok()) return st;
+  if (auto st = check_buffer(out, count, size_t(check_size_), dtype, "output"); !st.is_ok())
+    return st;
   const uint64_t bytes = uint64_t(count) * chorus_dtype_size(dtype);
   // In place: the input is this rank's own block of the output.
-  if (reinterpret_cast<uintptr_t>(in) == reinterpret_cast<uintptr_t>(out) + uint64_t(check_rank_) * bytes)
+  if (reinterpret_cast<uintptr_t>(in) ==
+      reinterpret_cast<uintptr_t>(out) + uint64_t(check_rank_) * bytes)
     return Status::ok();
   return check_disjoint("all_gather", in, bytes, out, bytes * uint64_t(check_size_),
                         "in == out + rank * count (in place)");
 }
 
 Status CallChecks::check_reduce_scatter(const void* in, const void* out, size_t count, int dtype,
-                                          int op) const {
-  if (auto st = check_buffer(in, count, size_t(check_size_), dtype, "input"); !st.is_ok()) return st;
+                                        int op) const {
+  if (auto st = check_buffer(in, count, size_t(check_size_), dtype, "input"); !st.is_ok())
+    return st;
   if (auto st = check_buffer(out, count, 1, dtype, "output"); !st.is_ok()) return st;
   if (auto st = check_op(dtype, op); !st.is_ok()) return st;
   const uint64_t bytes = uint64_t(count) * chorus_dtype_size(dtype);
@@ -123,12 +126,12 @@ Status CallChecks::check_broadcast(const void* buf, size_t count, int dtype, int
 }
 
 Status CallChecks::check_p2p(const char* what, const void* buf, size_t count, int dtype,
-                               int peer) const {
+                             int peer) const {
   if (auto st = check_buffer(buf, count, 1, dtype, "buffer"); !st.is_ok()) return st;
   if (peer < 0 || peer >= check_size_ || peer == check_rank_)
-    return {CHORUS_ERR_INVALID_ARGUMENT, std::string(what) + ": peer " + std::to_string(peer) +
-                                             " is not another rank (rank " + std::to_string(check_rank_) +
-                                             " of " + std::to_string(check_size_) + ")"};
+    return {CHORUS_ERR_INVALID_ARGUMENT,
+            std::string(what) + ": peer " + std::to_string(peer) + " is not another rank (rank " +
+                std::to_string(check_rank_) + " of " + std::to_string(check_size_) + ")"};
   return Status::ok();
 }
 
@@ -160,7 +163,7 @@ Status bad_overlap(const char* what, const std::string& allowed) {
 }  // namespace
 
 Status CallChecks::check_reduce(const void* in, const void* out, size_t count, int dtype, int op,
-                                  int root) const {
+                                int root) const {
   if (auto st = check_root("reduce", root, check_size_); !st.is_ok()) return st;
   if (auto st = check_buffer(in, count, 1, dtype, "input"); !st.is_ok()) return st;
   if (check_rank_ == root) {
@@ -174,26 +177,27 @@ Status CallChecks::check_reduce(const void* in, const void* out, size_t count, i
 }
 
 Status CallChecks::check_gather(const void* in, const void* out, size_t count, int dtype,
-                                  int root) const {
+                                int root) const {
   return check_rooted_blocks("gather", in, "input", out, "output", count, dtype, root);
 }
 
 Status CallChecks::check_scatter(const void* in, const void* out, size_t count, int dtype,
-                                   int root) const {
+                                 int root) const {
   return check_rooted_blocks("scatter", out, "output", in, "input", count, dtype, root);
 }
 
 Status CallChecks::check_rooted_blocks(const char* what, const void* block_buf,
-                                         const char* block_name, const void* root_buf,
-                                         const char* root_name, size_t count, int dtype,
-                                         int root) const {
+                                       const char* block_name, const void* root_buf,
+                                       const char* root_name, size_t count, int dtype,
+                                       int root) const {
   // gather and scatter are mirror images: every rank passes one block, the
   // root also the size*count buffer, whose block `root` may be the same memory.
   if (auto st = check_root(what, root, check_size_); !st.is_ok()) return st;
   if (auto st = check_buffer(block_buf, count, 1, dtype, block_name); !st.is_ok()) return st;
   if (check_rank_ != root) return Status::ok();
   const std::string on_root = std::string(root_name) + " (on the root)";
-  if (auto st = check_buffer(root_buf, count, size_t(check_size_), dtype, on_root.c_str()); !st.is_ok())
+  if (auto st = check_buffer(root_buf, count, size_t(check_size_), dtype, on_root.c_str());
+      !st.is_ok())
     return st;
   size_t block = count * chorus_dtype_size(dtype);
   const void* own = static_cast<const std::byte*>(root_buf) + size_t(root) * block;
@@ -206,9 +210,11 @@ Status CallChecks::check_rooted_blocks(const char* what, const void* block_buf,
 }
 
 Status CallChecks::check_all_to_all(const void* in, const void* out, size_t count,
-                                      int dtype) const {
-  if (auto st = check_buffer(in, count, size_t(check_size_), dtype, "input"); !st.is_ok()) return st;
-  if (auto st = check_buffer(out, count, size_t(check_size_), dtype, "output"); !st.is_ok()) return st;
+                                    int dtype) const {
+  if (auto st = check_buffer(in, count, size_t(check_size_), dtype, "input"); !st.is_ok())
+    return st;
+  if (auto st = check_buffer(out, count, size_t(check_size_), dtype, "output"); !st.is_ok())
+    return st;
   size_t bytes = count * chorus_dtype_size(dtype) * size_t(check_size_);
   if (in != out && overlaps(in, bytes, out, bytes))
     return bad_overlap("all_to_all", "they must be the same buffer (in place) or disjoint");
@@ -216,9 +222,9 @@ Status CallChecks::check_all_to_all(const void* in, const void* out, size_t coun
 }
 
 Status CallChecks::check_all_to_allv(const void* in, const size_t* send_counts,
-                                       const size_t* send_offsets, const void* out,
-                                       const size_t* recv_counts, const size_t* recv_offsets,
-                                       int dtype) const {
+                                     const size_t* send_offsets, const void* out,
+                                     const size_t* recv_counts, const size_t* recv_offsets,
+                                     int dtype) const {
   if (auto st = check_dtype(dtype); !st.is_ok()) return st;
   if (!send_counts || !send_offsets || !recv_counts || !recv_offsets)
     return {CHORUS_ERR_INVALID_ARGUMENT,
@@ -252,11 +258,12 @@ Status CallChecks::check_all_to_allv(const void* in, const size_t* send_counts,
   if (auto st = extent("send", send_counts, send_offsets, in, in_end); !st.is_ok()) return st;
   if (auto st = extent("recv", recv_counts, recv_offsets, out, out_end); !st.is_ok()) return st;
   if (send_counts[check_rank_] != recv_counts[check_rank_])
-    return {CHORUS_ERR_INVALID_ARGUMENT,
-            "all_to_allv: send_counts[" + std::to_string(check_rank_) +
-                "] = " + std::to_string(send_counts[check_rank_]) + " but recv_counts[" +
-                std::to_string(check_rank_) + "] = " + std::to_string(recv_counts[check_rank_]) + " on rank " +
-                std::to_string(check_rank_) + "; what a rank sends itself it receives"};
+    return {CHORUS_ERR_INVALID_ARGUMENT, "all_to_allv: send_counts[" + std::to_string(check_rank_) +
+                                             "] = " + std::to_string(send_counts[check_rank_]) +
+                                             " but recv_counts[" + std::to_string(check_rank_) +
+                                             "] = " + std::to_string(recv_counts[check_rank_]) +
+                                             " on rank " + std::to_string(check_rank_) +
+                                             "; what a rank sends itself it receives"};
   // Received blocks must be disjoint: two peers writing one place race.
   std::vector<std::pair<size_t, int>> blocks;
   for (int p = 0; p < check_size_; ++p)

@@ -26,8 +26,8 @@ struct LaneFamily {
   std::mutex mu;
   std::vector<Communicator*> members;  // [lane]; emptied when the family is taken apart
   bool failed = false;
-  Status status;  // the first failure
-  int lane = -1;  // the lane it happened on
+  Status status;                       // the first failure
+  int lane = -1;                       // the lane it happened on
   uint64_t order = Request::kNoOrder;  // the failed call's place in the issue order
   // Collectives running on this rank across the lanes, now and at most.
   std::atomic<uint64_t> running{0}, running_max{0};
@@ -110,15 +110,16 @@ void Communicator::family_fail(const Status& why, uint64_t order) {
       c->family_after_.store(order);
       c->family_stop_.store(true);
       if (c->tp_ && c->ctx_ &&
-          c->tp_->struct_size >= offsetof(chorus_transport_plugin_v1_t, interrupt) + sizeof(void*) &&
+          c->tp_->struct_size >=
+              offsetof(chorus_transport_plugin_v1_t, interrupt) + sizeof(void*) &&
           c->tp_->interrupt)
         c->tp_->interrupt(c->ctx_);
     }
   }
   if (!others.empty())
-    log(CHORUS_LOG_INFO, "lane " + std::to_string(lane_) +
-                             " failed; the other lanes stop the calls issued after it: " +
-                             why.message());
+    log(CHORUS_LOG_INFO,
+        "lane " + std::to_string(lane_) +
+            " failed; the other lanes stop the calls issued after it: " + why.message());
 }
 
 Status Communicator::family_status(const char* what) const {

@@ -106,8 +106,7 @@ Result<std::unique_ptr<Communicator>> Communicator::spawn(const Config& cfg,
     return st.with_context(id + ": agreeing on the outcome");
   if (!local.is_ok()) return local;
   if (!ok)
-    return Status{CHORUS_ERR_PEER_LOST, who() +
-                                            ": " + id +
+    return Status{CHORUS_ERR_PEER_LOST, who() + ": " + id +
                                             ": another rank failed to set up its part of the new "
                                             "communicator (see that rank's error)"};
   return child;
@@ -133,8 +132,7 @@ Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key) {
     if (members[i] == rank_) child_rank = int(i);
 
   // 2. The child, wired up through this communicator.
-  const std::string child_id =
-      id_ + ".s" + std::to_string(split_no) + "c" + std::to_string(color);
+  const std::string child_id = id_ + ".s" + std::to_string(split_no) + "c" + std::to_string(color);
   auto spawned = spawn(cfg_, color >= 0 ? members : std::vector<int>{}, child_id);
   if (!spawned.is_ok()) return spawned.status();
   std::unique_ptr<Communicator> child = std::move(*spawned);

@@ -128,8 +128,8 @@ void Communicator::run_request(Request& req) {
   req.finish(std::move(st));
 }
 
-Status Communicator::execute(const char* what, std::function<Status(Communicator&)> body,
-                             bool p2p, uint64_t order) {
+Status Communicator::execute(const char* what, std::function<Status(Communicator&)> body, bool p2p,
+                             uint64_t order) {
   return execute_request(what, std::move(body), p2p, order)->status();
 }
 
@@ -302,8 +302,8 @@ Status Communicator::cancel(const std::shared_ptr<Request>& req) {
   // With lanes the cancelled call's lane no longer lines up with the other
   // ranks, and neither does the lane order of later calls: every lane stops.
   if (family_)
-    family_fail({CHORUS_ERR_ABORTED, who() + ": " + req->what() + " #" +
-                                         std::to_string(req->seq()) + " was cancelled"},
+    family_fail({CHORUS_ERR_ABORTED,
+                 who() + ": " + req->what() + " #" + std::to_string(req->seq()) + " was cancelled"},
                 req->order());
   return Status::ok();
 }

@@ -108,7 +108,8 @@ void issue(Op& op, chorus_comm_t* comm, int rank, int size, size_t k, int salt) 
     rc = chorus_iall_reduce(comm, op.in_f.data(), op.out_f.data(), count, CHORUS_FLOAT32,
                             CHORUS_SUM, &op.req);
     op.check = [=](Op& o) {
-      check_all(o.out_f, [=](size_t i) { return sum_of(i, salt, size); }, o.what);
+      check_all(
+          o.out_f, [=](size_t i) { return sum_of(i, salt, size); }, o.what);
     };
   } else if (kind == 1) {  // all_gather int64
     op.what = "iall_gather i64 x" + std::to_string(count) + " #" + std::to_string(k);
@@ -117,7 +118,8 @@ void issue(Op& op, chorus_comm_t* comm, int rank, int size, size_t k, int salt) 
     op.out_i.assign(count * size_t(size), -1);
     rc = chorus_iall_gather(comm, op.in_i.data(), op.out_i.data(), count, CHORUS_INT64, &op.req);
     op.check = [=](Op& o) {
-      check_all(o.out_i, [=](size_t j) { return value(int(j / count), j % count, salt); }, o.what);
+      check_all(
+          o.out_i, [=](size_t j) { return value(int(j / count), j % count, salt); }, o.what);
     };
   } else if (kind == 2) {  // reduce_scatter int64 sum
     op.what = "ireduce_scatter i64 x" + std::to_string(count) + " #" + std::to_string(k);
@@ -132,13 +134,14 @@ void issue(Op& op, chorus_comm_t* comm, int rank, int size, size_t k, int salt) 
     };
   } else if (kind == 3) {  // broadcast int64 from a rotating root
     const int root = int(k % size_t(size));
-    op.what = "ibroadcast i64 x" + std::to_string(count) + " root " + std::to_string(root) +
-              " #" + std::to_string(k);
+    op.what = "ibroadcast i64 x" + std::to_string(count) + " root " + std::to_string(root) + " #" +
+              std::to_string(k);
     op.out_i.resize(count);
     for (size_t i = 0; i < count; ++i) op.out_i[i] = rank == root ? value(root, i, salt) : -1;
     rc = chorus_ibroadcast(comm, op.out_i.data(), count, CHORUS_INT64, root, &op.req);
     op.check = [=](Op& o) {
-      check_all(o.out_i, [=](size_t i) { return value(root, i, salt); }, o.what);
+      check_all(
+          o.out_i, [=](size_t i) { return value(root, i, salt); }, o.what);
     };
   } else {
     op.what = "ibarrier #" + std::to_string(k);
@@ -170,8 +173,8 @@ void case_concurrent() {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     ++g_checks;
     if (running != 2)
-      fail("lanes.running is " + (running == UINT64_MAX ? std::string("absent") :
-                                                          std::to_string(running)) +
+      fail("lanes.running is " +
+           (running == UINT64_MAX ? std::string("absent") : std::to_string(running)) +
            " with two all_reduces issued and the other ranks not yet in them; expected 2 (are "
            "collectives.lanes >= 2?)");
     int go = 1;
@@ -194,10 +197,11 @@ void run_round(chorus_comm_t* comm, int rank, int size, int round, size_t n_ops)
     if (k == n_ops / 2) {  // a blocking call among the non-blocking ones
       std::vector<int64_t> in(333), out(333, -1);
       for (size_t i = 0; i < in.size(); ++i) in[i] = value(rank, i, round);
-      if (expect_ok(chorus_all_reduce(comm, in.data(), out.data(), in.size(), CHORUS_INT64,
-                                      CHORUS_SUM),
-                    "blocking all_reduce"))
-        check_all(out, [=](size_t i) { return sum_of(i, round, size); }, "blocking all_reduce");
+      if (expect_ok(
+              chorus_all_reduce(comm, in.data(), out.data(), in.size(), CHORUS_INT64, CHORUS_SUM),
+              "blocking all_reduce"))
+        check_all(
+            out, [=](size_t i) { return sum_of(i, round, size); }, "blocking all_reduce");
     }
   }
   for (size_t k = n_ops; k-- > 0;) finish(ops[k]);
@@ -223,7 +227,8 @@ void case_p2p() {
               "isend_tagged");
     expect_ok(chorus_wait(rs, -1), "waiting for isend_tagged");
     if (expect_ok(chorus_wait(rr, -1), "waiting for irecv_tagged"))
-      check_all(in, [&](size_t i) { return value(left, i, tag); }, "tagged from the left");
+      check_all(
+          in, [&](size_t i) { return value(left, i, tag); }, "tagged from the left");
     chorus_request_free(rs);
     chorus_request_free(rr);
   }
@@ -239,8 +244,8 @@ void case_split() {
   run_round(child, crank, csize, 7, 12);
   ++g_checks;
   if (counter(child, "lanes") != uint64_t(g_lanes))
-    fail("the child's lanes counter is " + std::to_string(counter(child, "lanes")) +
-         ", expected " + std::to_string(g_lanes));
+    fail("the child's lanes counter is " + std::to_string(counter(child, "lanes")) + ", expected " +
+         std::to_string(g_lanes));
   expect_ok(chorus_comm_finalize(child), "finalizing the child");
 }
 
@@ -280,9 +285,9 @@ void case_mismatch() {
   expect_ok(chorus_iall_reduce(g_world, in0.data(), out0.data(), in0.size(), CHORUS_FLOAT32,
                                CHORUS_SUM, &r0),
             "issuing k0");
-  expect_ok(chorus_iall_reduce(g_world, in1.data(), out1.data(), n1, CHORUS_FLOAT32, CHORUS_SUM,
-                               &r1),
-            "issuing k1");
+  expect_ok(
+      chorus_iall_reduce(g_world, in1.data(), out1.data(), n1, CHORUS_FLOAT32, CHORUS_SUM, &r1),
+      "issuing k1");
   expect_ok(chorus_iall_reduce(g_world, in2.data(), out2.data(), in2.size(), CHORUS_FLOAT32,
                                CHORUS_SUM, &r2),
             "issuing k2");
@@ -291,18 +296,20 @@ void case_mismatch() {
   const int rc1 = chorus_wait(r1, -1);
   const std::string e1 = chorus_last_error();
   if (expect_ok(chorus_wait(r0, -1), "k0, issued before the mismatched call"))
-    check_all(out0, [](size_t i) { return sum_of(i, 90, g_size); }, "k0");
+    check_all(
+        out0, [](size_t i) { return sum_of(i, 90, g_size); }, "k0");
   // MISMATCH names both calls; when the sender's signature misses the
   // notice grace (a loaded machine), a receiver may report what its
   // transport saw instead: a message larger than the receive.
   ++g_checks;
-  if (rc1 != CHORUS_ERR_MISMATCH &&
-      !(rc1 == CHORUS_ERR_INVALID_ARGUMENT && e1.find("arrived for a receive") != std::string::npos))
+  if (rc1 != CHORUS_ERR_MISMATCH && !(rc1 == CHORUS_ERR_INVALID_ARGUMENT &&
+                                      e1.find("arrived for a receive") != std::string::npos))
     fail(std::string("k1 returned ") + chorus_status_name(rc1) + " (" + e1 +
          "), expected CHORUS_ERR_MISMATCH");
   ++g_checks;
   if (rc2 == CHORUS_OK)
-    check_all(out2, [](size_t i) { return sum_of(i, 92, g_size); }, "k2 (completed)");
+    check_all(
+        out2, [](size_t i) { return sum_of(i, 92, g_size); }, "k2 (completed)");
   else if ((rc2 != CHORUS_ERR_MISMATCH && rc2 != CHORUS_ERR_ABORTED) ||
            e2.find("lane") == std::string::npos)
     fail(std::string("k2 returned ") + chorus_status_name(rc2) + " (" + e2 +
@@ -317,8 +324,8 @@ void case_mismatch() {
     // INVALID_ARGUMENT (a later call's own arguments were fine).
     if (rc != CHORUS_ERR_MISMATCH && rc != CHORUS_ERR_ABORTED)
       fail("all_reduce #" + std::to_string(k) + " after the mismatch returned " +
-           chorus_status_name(rc) + ", expected CHORUS_ERR_MISMATCH or ABORTED: " +
-           chorus_last_error());
+           chorus_status_name(rc) +
+           ", expected CHORUS_ERR_MISMATCH or ABORTED: " + chorus_last_error());
   }
 }
 
