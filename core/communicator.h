@@ -37,14 +37,8 @@ class Communicator;
 struct LaneFamily;  // core/communicator_lanes.cc
 struct NoticeWire;  // core/notice_wire.h
 class P2pEngine;    // core/p2p_engine.h
+struct PeerCounters;  // core/communicator_internal.h
 struct P2pOp;
-
-/// Counters of one communicator, updated by the executing thread and read by
-/// any thread (relaxed atomics: each value is exact, a snapshot is not atomic
-/// across values).
-struct PeerCounters {
-  std::atomic<uint64_t> bytes_sent{0}, msgs_sent{0}, bytes_recv{0}, msgs_recv{0};
-};
 
 /// The argument checks (CallChecks) need only the communicator's shape.
 class Communicator : public CallChecks {
@@ -220,20 +214,13 @@ class Communicator : public CallChecks {
   /// What the engine's completions left to do outside it (a mismatch to
   /// spread, a failure that breaks the communicator); no engine call on the stack.
   void settle_p2p();
-  // Lanes (core/communicator_lanes.cc).
-  /// Opens lanes 1 .. collectives.lanes - 1 (a collective over this
-  /// communicator's ranks); nothing when lanes is 1.
-  Status open_lanes();
-  /// Finalizes the lanes; first thing in the destructor.
-  void close_lanes();
-  /// A failure of the call of `order` that leaves this lane unusable: every
-  /// lane of the family stops the calls issued after it (running or not).
+  // Lanes (core/communicator_lanes.cc, which documents each).
+  Status open_lanes();  // lanes 1 .. collectives.lanes - 1; collective
+  void close_lanes();   // first thing in the destructor
+  /// The call of `order` failed: every lane stops the calls issued after it.
   void family_fail(const Status& why, uint64_t order);
-  /// The status a lane stopped by family_fail reports for `what`.
   Status family_status(const char* what) const;
-  /// Counts a collective of the family starting (true) or ending here.
   void family_running(bool start);
-  /// Adds the lanes' counters to lane 0's.
   void add_lane_counters(std::vector<std::pair<std::string, uint64_t>>& out) const;
   /// A new communicator over `members` (parent ranks, in the new order; empty:
   /// this rank takes part in the exchanges but joins none) with `cfg`, wired
@@ -571,9 +558,7 @@ class Communicator : public CallChecks {
   std::atomic<uint64_t> family_after_{Request::kNoOrder};
   uint64_t running_order_ = Request::kNoOrder;  // order of the call running here
   /// True when the running call was issued after the family's failure.
-  bool family_stopped() const {
-    return family_stop_.load() && running_order_ > family_after_.load();
-  }
+  bool family_stopped() const;
   int lane_ = 0;  // this communicator's lane
 
   // The stream: operations run one at a time in issue order. `busy_` is true

@@ -4,6 +4,7 @@
 // that chorus_comm_counters reports.
 
 #include "core/communicator.h"
+#include "core/communicator_internal.h"
 
 #include <chorus/chorus.h>
 

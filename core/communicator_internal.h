@@ -12,7 +12,8 @@
 //   peer_notices.cc           peer-loss, timeout and finalize notices
 //   signature_exchange.cc     call signatures and mismatches
 //   communicator_counters.cc  counters
-//   communicator_split.cc     split
+//   communicator_split.cc     split, spawn
+//   communicator_lanes.cc     lanes (collectives.lanes)
 #pragma once
 
 #include "core/communicator.h"
@@ -24,6 +25,13 @@
 #include <cstddef>
 
 namespace chorus::core {
+
+/// Counters of one peer, updated by the executing thread and read by any
+/// thread (relaxed atomics: each value is exact, a snapshot is not atomic
+/// across values).
+struct PeerCounters {
+  std::atomic<uint64_t> bytes_sent{0}, msgs_sent{0}, bytes_recv{0}, msgs_recv{0};
+};
 
 /// The communicator whose call is running on this thread (algorithms call the
 /// proxy transport ops from the thread that called the collective). Set by

@@ -33,6 +33,7 @@ struct LaneFamily {
   std::atomic<uint64_t> running{0}, running_max{0};
 };
 
+// Counts a collective of the family starting (true) or ending here.
 void Communicator::family_running(bool start) {
   if (!family_) return;
   if (!start) {
@@ -45,6 +46,10 @@ void Communicator::family_running(bool start) {
   }
 }
 
+bool Communicator::family_stopped() const {
+  return family_stop_.load() && running_order_ > family_after_.load();
+}
+
 Communicator& Communicator::lane_for_call(uint64_t& order) {
   order = lane_next_.fetch_add(1, std::memory_order_relaxed);
   if (lanes_.empty()) return *this;
@@ -52,6 +57,8 @@ Communicator& Communicator::lane_for_call(uint64_t& order) {
   return k == 0 ? *this : *lanes_[k - 1];
 }
 
+// Opens lanes 1 .. collectives.lanes - 1, a collective over this
+// communicator's ranks; nothing when lanes is 1.
 Status Communicator::open_lanes() {
   if (cfg_.lanes <= 1 || !lanes_.empty()) return Status::ok();
   Config lane_cfg = cfg_;
@@ -122,6 +129,7 @@ void Communicator::family_fail(const Status& why, uint64_t order) {
             " failed; the other lanes stop the calls issued after it: " + why.message());
 }
 
+// The status a call stopped by family_fail reports for `what`.
 Status Communicator::family_status(const char* what) const {
   Status first;
   int lane = -1;
@@ -142,6 +150,7 @@ Status Communicator::family_status(const char* what) const {
               first.message() + "); finalize this communicator and create a new one"};
 }
 
+// Adds the lanes' counters to lane 0's.
 void Communicator::add_lane_counters(std::vector<std::pair<std::string, uint64_t>>& out) const {
   if (lanes_.empty()) return;
   // Totals over every lane; per-lane gauges such as auto's peer counts are

@@ -5,6 +5,7 @@
 // registered staging buffers the algorithms use.
 
 #include "core/communicator.h"
+#include "core/communicator_internal.h"
 #include "core/p2p_engine.h"
 
 #include <chorus/chorus.h>
