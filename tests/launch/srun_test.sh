@@ -31,6 +31,21 @@ munged --force --key-file="$work/munge/munge.key" --socket="$work/munge/socket" 
   --pid-file="$work/munged.pid" --log-file="$work/munge/log" --seed-file="$work/munge/seed" || {
   echo "srun_test: munged failed to start"; cat "$work/munge/log"; exit 1; }
 
+# Ports below the kernel's ephemeral range (32768 and up by default), where
+# the connections of tests running alongside cannot be holding them, and not
+# listened on now. A port taken anyway makes slurmctld exit after it has
+# daemonized; that is caught below, by name, rather than by srun's timeout.
+free_port() {
+  local p
+  for _ in $(seq 1 50); do
+    p=$(( $1 + RANDOM % 2000 ))
+    ss -Hltn "sport = :$p" 2>/dev/null | grep -q . || { echo "$p"; return; }
+  done
+  echo "$p"
+}
+ctld_port=$(free_port 20000)
+slurmd_port=$(free_port 23000)
+
 cat > "$work/slurm.conf" <<CONF
 ClusterName=chorus
 SlurmctldHost=$host(127.0.0.1)
@@ -49,8 +64,8 @@ SlurmctldPidFile=$work/slurmctld.pid
 SlurmdPidFile=$work/slurmd.pid
 SlurmctldLogFile=$work/slurmctld.log
 SlurmdLogFile=$work/slurmd.log
-SlurmctldPort=$(( 36000 + RANDOM % 1000 ))
-SlurmdPort=$(( 37000 + RANDOM % 1000 ))
+SlurmctldPort=$ctld_port
+SlurmdPort=$slurmd_port
 ReturnToService=2
 SchedulerType=sched/builtin
 SelectType=select/cons_tres
@@ -67,6 +82,13 @@ for i in $(seq 1 60); do
   sleep 0.5
 done
 sinfo 2>&1 | sed 's/^/sinfo: /'
+if ! sinfo -h -o %T 2>/dev/null | grep -qE '^(idle|mixed)'; then
+  echo "srun_test: the Slurm node did not become idle within 30 s; slurmctld log:"
+  tail -20 "$work/slurmctld.log"
+  echo "slurmd log:"
+  tail -20 "$work/slurmd.log"
+  exit 1
+fi
 # -O: 4 tasks on 2 CPUs need overcommit. Only Slurm's variables reach Chorus.
 timeout 600 srun -n 4 -O --kill-on-bad-exit=1 \
   env -u CHORUS_RANK -u CHORUS_WORLD_SIZE -u CHORUS_COORDINATOR \
