@@ -34,7 +34,7 @@ cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHORUS_WITH_OFI=OFF \
 # pulls in every transport plugin it is declared to depend on.
 targets=(chorus chorusrun chorus_transport_tcp chorus_transport_shm core_test chorus_algorithm_ring chorus_algorithm_mesh
          bootstrap_test chorus-conformance deadline_check auth_victim
-         nonblocking_check split_check tagged_check launcher_test launcher_rank_helper)
+         nonblocking_check split_check tagged_check lanes_check launcher_test launcher_rank_helper)
 cmake --build "$dir" -j"$jobs" --target "${targets[@]}"
 built=$(date +%s)
 
