@@ -34,9 +34,9 @@
 namespace chorus::core {
 
 class Communicator;
-struct LaneFamily;  // core/communicator_lanes.cc
-struct NoticeWire;  // core/notice_wire.h
-class P2pEngine;    // core/p2p_engine.h
+struct LaneFamily;    // core/communicator_lanes.cc
+struct NoticeWire;    // core/notice_wire.h
+class P2pEngine;      // core/p2p_engine.h
 struct PeerCounters;  // core/communicator_internal.h
 struct P2pOp;
 
@@ -551,10 +551,10 @@ class Communicator : public CallChecks {
 
   // Lanes: [k - 1] is lane k; empty with collectives.lanes = 1.
   std::vector<std::unique_ptr<Communicator>> lanes_;
-  std::atomic<uint64_t> lane_next_{0};    // collectives issued (lane_for_call)
-  std::shared_ptr<LaneFamily> family_;    // null with one lane
-  std::atomic<bool> family_stop_{false};  // another lane failed (family_fail)
-  // ... at the call of this order: calls issued later stop, earlier ones run.
+  std::atomic<uint64_t> lane_next_{0};  // collectives issued (lane_for_call)
+  std::shared_ptr<LaneFamily> family_;  // null with one lane
+  // Order of the family's failed call (kNoOrder: none): calls issued later
+  // stop, earlier ones run (family_fail).
   std::atomic<uint64_t> family_after_{Request::kNoOrder};
   uint64_t running_order_ = Request::kNoOrder;  // order of the call running here
   /// True when the running call was issued after the family's failure.

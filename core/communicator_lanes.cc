@@ -47,7 +47,8 @@ void Communicator::family_running(bool start) {
 }
 
 bool Communicator::family_stopped() const {
-  return family_stop_.load() && running_order_ > family_after_.load();
+  // kNoOrder (no failure) is above every order, p2p's included.
+  return running_order_ > family_after_.load();
 }
 
 Communicator& Communicator::lane_for_call(uint64_t& order) {
@@ -110,12 +111,10 @@ void Communicator::family_fail(const Status& why, uint64_t order) {
     // This lane too: a failure it does not count as breaking (a size
     // refused by the transport) still leaves the ranks apart.
     family_after_.store(order);
-    family_stop_.store(true);
     // Set under the lock: a member is only destroyed after close_lanes()
     // emptied the list, which waits for this.
     for (Communicator* c : others) {
       c->family_after_.store(order);
-      c->family_stop_.store(true);
       if (c->tp_ && c->ctx_ &&
           c->tp_->struct_size >=
               offsetof(chorus_transport_plugin_v1_t, interrupt) + sizeof(void*) &&

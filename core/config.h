@@ -32,7 +32,8 @@ struct Config {
                                                        "auto", "auto", "auto", "auto", "auto"};
   /// algorithm.<name>.* settings, by algorithm name.
   std::map<std::string, std::vector<Setting>> algorithm_settings;
-  /// algorithm.deterministic: auto only picks algorithms bitwise reproducible across ranks and runs.
+  /// algorithm.deterministic: auto only picks algorithms bitwise reproducible across ranks and
+  /// runs.
   bool deterministic = false;
   /// algorithm.switch_bytes: when > 0, auto uses the latency algorithm below this many bytes
   /// per rank and the bandwidth algorithm from it on, instead of the plugins' own preferences.

@@ -75,7 +75,7 @@ Status check_missing(const std::vector<std::string>& missing) {
   return {CHORUS_ERR_UNAVAILABLE, "mandatory op(s) missing (NULL): " + list};
 }
 
-#define CHORUS_MANDATORY(Table, t, op, missing)                           \
+#define CHORUS_MANDATORY(Table, t, op, missing)                                  \
   if (!op_present(t, offsetof(Table, op), reinterpret_cast<const void*>(t->op))) \
   missing.push_back(#op)
 
@@ -118,8 +118,8 @@ Status validate_algorithm(const chorus_algorithm_plugin_v1_t* t) {
   if (auto st = check_missing(missing); !st.is_ok()) return st;
   if (!t->name) return {CHORUS_ERR_UNAVAILABLE, "the table's name is NULL"};
   if (t->peers != CHORUS_ALGO_PEERS_RING && t->peers != CHORUS_ALGO_PEERS_ALL)
-    return {CHORUS_ERR_UNAVAILABLE, "peers is " + std::to_string(t->peers) +
-                                        ", expected CHORUS_ALGO_PEERS_RING or _ALL"};
+    return {CHORUS_ERR_UNAVAILABLE,
+            "peers is " + std::to_string(t->peers) + ", expected CHORUS_ALGO_PEERS_RING or _ALL"};
   return Status::ok();
 }
 
@@ -285,9 +285,9 @@ Result<std::shared_ptr<Plugin>> open_file(PluginKind kind, const std::string& pa
     int rc = a->init(host);
     if (rc != CHORUS_OK) {
       shell->handle_ = nullptr;
-      return fail({CHORUS_ERR_UNAVAILABLE,
-                   "init failed with " + std::string(chorus_status_name(rc)) +
-                       " (the plugin's log lines above may say why)"});
+      return fail({CHORUS_ERR_UNAVAILABLE, "init failed with " +
+                                               std::string(chorus_status_name(rc)) +
+                                               " (the plugin's log lines above may say why)"});
     }
     shell->algorithm_ = a;
     shell->name_ = a->name;
@@ -300,10 +300,12 @@ Result<std::shared_ptr<Plugin>> open_file(PluginKind kind, const std::string& pa
 Plugin::~Plugin() {
   if (!handle_) return;
   // fini is optional: call it only when the plugin's table reaches it.
-  if (transport_ && transport_->struct_size >= offsetof(chorus_transport_plugin_v1_t, fini) + sizeof(void*) &&
+  if (transport_ &&
+      transport_->struct_size >= offsetof(chorus_transport_plugin_v1_t, fini) + sizeof(void*) &&
       transport_->fini)
     transport_->fini();
-  if (algorithm_ && algorithm_->struct_size >= offsetof(chorus_algorithm_plugin_v1_t, fini) + sizeof(void*) &&
+  if (algorithm_ &&
+      algorithm_->struct_size >= offsetof(chorus_algorithm_plugin_v1_t, fini) + sizeof(void*) &&
       algorithm_->fini)
     algorithm_->fini();
   if (algorithm_v2_ && algorithm_v2_->fini) algorithm_v2_->fini();
@@ -377,7 +379,8 @@ Result<std::shared_ptr<Plugin>> load_plugin(PluginKind kind, const std::string& 
   if (name.find('/') != std::string::npos) {
     candidates.push_back(name);
   } else {
-    for (const auto& dir : search_path) candidates.push_back(dir + "/" + plugin_file_name(kind, name));
+    for (const auto& dir : search_path)
+      candidates.push_back(dir + "/" + plugin_file_name(kind, name));
   }
   std::string tried;
   std::lock_guard<std::mutex> lock(cache_mutex());

@@ -51,8 +51,7 @@ TEST_CASE("transport whose init fails is refused with its reason", "[plugin_abi]
   CHECK_THAT(msg, Catch::Contains("fixture: no device present"));
 }
 
-TEST_CASE("transport built for an unknown major is refused naming both versions",
-          "[plugin_abi]") {
+TEST_CASE("transport built for an unknown major is refused naming both versions", "[plugin_abi]") {
   auto msg = refusal(PluginKind::kTransport, "unknown-major");
   CHECK_THAT(msg, Catch::Contains("transport ABI v2"));
   CHECK_THAT(msg, Catch::Contains("supports v1 only"));
@@ -67,8 +66,7 @@ TEST_CASE("algorithm fixtures are refused for each fault", "[plugin_abi]") {
              Catch::Contains("mandatory op(s) missing (NULL): init"));
   CHECK_THAT(refusal(PluginKind::kAlgorithm, "init-fails"),
              Catch::Contains("init failed with CHORUS_ERR_INTERNAL"));
-  CHECK_THAT(refusal(PluginKind::kAlgorithm, "unknown-major"),
-             Catch::Contains("algorithm ABI v3"));
+  CHECK_THAT(refusal(PluginKind::kAlgorithm, "unknown-major"), Catch::Contains("algorithm ABI v3"));
   CHECK_THAT(refusal(PluginKind::kAlgorithm, "bad-peers"), Catch::Contains("peers is 77"));
 }
 
@@ -109,6 +107,7 @@ TEST_CASE("a missing plugin lists every path tried", "[plugin_abi]") {
   const auto& msg = r.status().message();
   CHECK_THAT(msg, Catch::Contains("transport 'nonexistent' not found"));
   CHECK_THAT(msg, Catch::Contains("/nowhere/a/libchorus-transport-nonexistent.so: no such file"));
-  CHECK_THAT(msg, Catch::Contains(std::string(CHORUS_FIXTURE_DIR) + "/libchorus-transport-nonexistent.so"));
+  CHECK_THAT(msg, Catch::Contains(std::string(CHORUS_FIXTURE_DIR) +
+                                  "/libchorus-transport-nonexistent.so"));
   CHECK_THAT(msg, Catch::Contains("CHORUS_PLUGIN_PATH"));
 }
