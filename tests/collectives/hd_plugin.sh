@@ -17,19 +17,11 @@ run="$1"
 bench="$2"
 dir="$3"
 tp="$4"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-ok() { echo "ok: $*"; }
-bad() {
-  echo "FAIL: $*"
-  fails=$((fails + 1))
-}
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=script_lib.sh
+. "$here/script_lib.sh"
 base=(env CHORUS_TRANSPORT="$tp" CHORUS_PLUGIN_PATH="$dir")
-# Each rank runs the bench through this wrapper and exits 0 with its own
-# status printed, so that the failure cases hear from every rank.
-# shellcheck disable=SC2016
-wrap='"$@"; echo "bench exited $?"'
+init_env=("${base[@]}")
 
 # 1. One exported symbol, the v2 table.
 so="$dir/libchorus-algorithm-halving_doubling.so"
@@ -45,15 +37,8 @@ pinned() {  # pinned N COLL ARGS...
   if "${base[@]}" "${extra[@]}" CHORUS_ALGORITHM_ALL_REDUCE=halving_doubling \
     CHORUS_ALGORITHM_ALL_GATHER=halving_doubling "$run" -n "$n" --timeout 300 -- \
     "$bench" --coll "$coll" -c -b 4 -e 16M -f 8 -n 2 -w 1 --stats "$@" >"$tmp/out" 2>&1; then
-    local wrong ran
-    wrong=$(grep -c "# Wrong elements: 0$" "$tmp/out" || true)
-    ran=$(grep -cE "# stats r[0-9]+ w0 ops\.$coll\.halving_doubling [1-9]" "$tmp/out" || true)
-    if [ "$wrong" -ge "$n" ] && [ "$ran" -ge "$n" ]; then
-      ok "${extra[*]:+${extra[*]}: }pinned $coll $* at $n ranks: every rank reports 0 wrong elements and ran it"
-    else
-      bad "pinned $coll $* at $n ranks: $wrong ranks with 0 wrong, $ran ranks ran it"
-      tail -20 "$tmp/out"
-    fi
+    expect_checked "$tmp/out" "$n" "${extra[*]:+${extra[*]}: }pinned $coll $* at $n ranks" \
+      "$coll" halving_doubling
   else
     bad "pinned $coll $* at $n ranks failed"
     tail -20 "$tmp/out"
@@ -72,27 +57,12 @@ pinned 3 all_gather -d int16
 extra=()
 
 # 3. What it refuses, on every rank.
-expect_init_failure() {  # expect_init_failure TEXT COLL ENV...
-  local text="$1" coll="$2"
-  shift 2
-  "${base[@]}" "$@" "$run" -n 4 --timeout 120 -- \
-    sh -c "$wrap" rank "$bench" --coll "$coll" -b 64 -e 64 -n 1 -w 0 >"$tmp/init" 2>&1
-  if [ "$(grep -c "bench exited 0" "$tmp/init")" != 0 ]; then
-    bad "$* was accepted"
-    return
-  fi
-  local n
-  n=$(grep -c -- "$text" "$tmp/init" || true)
-  if [ "$n" -ge 4 ]; then ok "$*: init fails on all 4 ranks with \"$text\""; else
-    bad "$*: $n of 4 ranks said \"$text\""
-    tail -8 "$tmp/init"
-  fi
-}
 printf '[algorithm]\nall_reduce = "halving_doubling"\n[algorithm.halving_doubling]\nbogus = 1\n' \
   >"$tmp/bogus.toml"
-expect_init_failure "halving_doubling: unknown setting 'bogus'" all_reduce \
+expect_init_failure "halving_doubling: unknown setting 'bogus'" \
   CHORUS_CONFIG="$tmp/bogus.toml"
-expect_init_failure "does not implement broadcast" broadcast \
+init_coll=broadcast
+expect_init_failure "does not implement broadcast" \
   CHORUS_ALGORITHM_BROADCAST=halving_doubling
 
 # 4. auto never runs it (its preference is -1), though it is loaded.
@@ -107,5 +77,4 @@ else
   tail -8 "$tmp/auto"
 fi
 
-echo "$fails failure(s)"
-[ "$fails" = 0 ]
+finish

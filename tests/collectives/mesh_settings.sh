@@ -14,38 +14,12 @@ set -uo pipefail
 run="$1"
 bench="$2"
 tp="$3"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-ok() { echo "ok: $*"; }
-bad() {
-  echo "FAIL: $*"
-  fails=$((fails + 1))
-}
-# Each rank runs the bench through this wrapper and exits 0 with its own
-# status printed: chorusrun stops the other ranks once one fails, and the
-# failure cases below must hear from all four.
-# shellcheck disable=SC2016
-wrap='"$@"; echo "bench exited $?"'
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=script_lib.sh
+. "$here/script_lib.sh"
+init_env=(env CHORUS_TRANSPORT="$tp")
 
 # 1. Bad settings fail init on every rank, naming the key.
-expect_init_failure() {  # expect_init_failure TEXT ENV...
-  local text="$1"
-  shift
-  env CHORUS_TRANSPORT="$tp" "$@" "$run" -n 4 --timeout 120 -- \
-    sh -c "$wrap" rank "$bench" --coll all_reduce -b 64 -e 64 -n 1 -w 0 >"$tmp/init" 2>&1
-  if [ "$(grep -c "bench exited 0" "$tmp/init")" != 0 ]; then
-    bad "$* was accepted"
-    tail -8 "$tmp/init"
-    return
-  fi
-  local n
-  n=$(grep -cF -- "$text" "$tmp/init" || true)
-  if [ "$n" -ge 4 ]; then ok "$*: init fails on all 4 ranks with \"$text\""; else
-    bad "$*: $n of 4 ranks said \"$text\""
-    tail -8 "$tmp/init"
-  fi
-}
 pin=CHORUS_ALGORITHM_ALL_REDUCE=mesh
 expect_init_failure "mesh: unknown setting algorithm.mesh.bogus" $pin CHORUS_ALGORITHM_MESH_BOGUS=1
 expect_init_failure "mesh: algorithm.mesh.one_shot_max = 'lots'" $pin \
@@ -98,5 +72,4 @@ radix4=$(messages barrier 0 CHORUS_ALGORITHM_MESH_BARRIER_RADIX=4)
 compare "barrier_radix = 4: one round of three tokens instead of two rounds of one" -gt \
   "$radix4" "$radix2"
 
-echo "$fails failure(s)"
-[ "$fails" = 0 ]
+finish

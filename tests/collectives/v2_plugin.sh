@@ -15,20 +15,11 @@ run="$1"
 bench="$2"
 dir="$3"
 tp="$4"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-ok() { echo "ok: $*"; }
-bad() {
-  echo "FAIL: $*"
-  fails=$((fails + 1))
-}
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=script_lib.sh
+. "$here/script_lib.sh"
 base=(env CHORUS_TRANSPORT="$tp" CHORUS_PLUGIN_PATH="$dir")
-# Each rank runs the bench through this wrapper and exits 0 with its own
-# status printed: chorusrun stops the other ranks once one fails, and the
-# failure cases below must hear from all four.
-# shellcheck disable=SC2016
-wrap='"$@"; echo "bench exited $?"'
+init_env=("${base[@]}" CHORUS_ALGORITHM_ALL_REDUCE=allpairs)
 
 # 1. Pinned: checked results, every rank, several dtypes and ops, sizes up to
 #    4 MiB (more than one 1 MiB chunk per peer).
@@ -36,14 +27,7 @@ for args in "-d float32 -o sum" "-d int64 -o max" "-d bfloat16 -o sum" "-d int32
   # shellcheck disable=SC2086
   if "${base[@]}" CHORUS_ALGORITHM_ALL_REDUCE=allpairs "$run" -n 4 --timeout 300 -- \
     "$bench" --coll all_reduce -c -b 4 -e 4M -f 8 -n 2 -w 1 $args --stats >"$tmp/out" 2>&1; then
-    wrong=$(grep -c "# Wrong elements: 0$" "$tmp/out" || true)
-    ran=$(grep -cE "# stats r[0-9]+ w0 ops\.all_reduce\.allpairs [1-9]" "$tmp/out" || true)
-    if [ "$wrong" -ge 4 ] && [ "$ran" -ge 4 ]; then
-      ok "pinned allpairs $args: 4 ranks report 0 wrong elements, every rank ran it"
-    else
-      bad "pinned allpairs $args: $wrong ranks with 0 wrong, $ran ranks ran it"
-      tail -20 "$tmp/out"
-    fi
+    expect_checked "$tmp/out" 4 "pinned allpairs $args" all_reduce allpairs
   else
     bad "pinned allpairs $args failed"
     tail -20 "$tmp/out"
@@ -73,22 +57,6 @@ expect_choice mesh prod 64
 expect_choice mesh sum 1048576
 
 # 3. Settings are checked at init, on every rank, naming the key.
-expect_init_failure() {  # expect_init_failure TEXT ENV...
-  local text="$1"
-  shift
-  "${base[@]}" "$@" CHORUS_ALGORITHM_ALL_REDUCE=allpairs "$run" -n 4 --timeout 120 -- \
-    sh -c "$wrap" rank "$bench" --coll all_reduce -b 64 -e 64 -n 1 -w 0 >"$tmp/init" 2>&1
-  if [ "$(grep -c "bench exited 0" "$tmp/init")" != 0 ]; then
-    bad "$* was accepted"
-    return
-  fi
-  local n
-  n=$(grep -c -- "$text" "$tmp/init" || true)
-  if [ "$n" -ge 4 ]; then ok "$*: init fails on all 4 ranks with \"$text\""; else
-    bad "$*: $n of 4 ranks said \"$text\""
-    tail -8 "$tmp/init"
-  fi
-}
 expect_init_failure "allpairs: unknown setting 'bogus'" CHORUS_ALGORITHM_ALLPAIRS_BOGUS=1
 expect_init_failure "allpairs: max_bytes = 'lots'" CHORUS_ALGORITHM_ALLPAIRS_MAX_BYTES=lots
 # A valid setting moves auto's switch point.
@@ -112,5 +80,4 @@ else
   tail -8 "$tmp/prod"
 fi
 
-echo "$fails failure(s)"
-[ "$fails" = 0 ]
+finish
