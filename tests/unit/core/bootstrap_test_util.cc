@@ -9,7 +9,6 @@
 
 namespace chorus::core::bootstrap_test {
 
-/// A port that was free a moment ago on 127.0.0.1.
 std::uint16_t free_port() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   REQUIRE(fd >= 0);
@@ -36,14 +35,12 @@ BootstrapOptions options(int rank, int size, std::uint16_t port, std::string tok
   return o;
 }
 
-/// Waits until `pred` holds or `timeout` passes; returns pred().
 bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
   const auto end = Clock::now() + timeout;
   while (!pred() && Clock::now() < end) std::this_thread::sleep_for(5ms);
   return pred();
 }
 
-/// Runs body(rank) on one thread per rank and waits for all of them.
 void run_ranks(int size, const std::function<void(int)>& body) {
   std::vector<std::thread> threads;
   for (int r = 0; r < size; ++r) threads.emplace_back(body, r);
@@ -60,7 +57,6 @@ Bytes blob(int rank, std::size_t n, unsigned salt) {
   return out;
 }
 
-/// "" when all[q] is blob(q, size_of(q), salt) for every rank q, byte by byte.
 std::string verify(const std::vector<Bytes>& all, int size,
                    const std::function<std::size_t(int)>& size_of, unsigned salt) {
   if (all.size() != static_cast<std::size_t>(size)) {
@@ -105,9 +101,6 @@ Bytes hello_frame(int rank, int size, std::string_view token, std::uint16_t list
   return frame::encode_frame(frame::Type::kHello, hello);
 }
 
-/// Plays a rank's side of the authentication by hand: auth-init, check rank
-/// 0's challenge, answer with a proof made from `token`. True when rank 0's
-/// proof verified (the proof is sent either way).
 bool authenticate(const RawSocket& s, std::string_view token) {
   const auth::Nonce mine = auth::random_nonce();
   frame::AuthInit init;
@@ -129,8 +122,6 @@ bool authenticate(const RawSocket& s, std::string_view token) {
   return verified;
 }
 
-/// Plays rank 0's side by hand: reads the auth-init, answers with a
-/// challenge made from `token`, then reads the proof (not checked).
 void authenticate_as_root(const RawSocket& s, std::string_view token) {
   const Bytes got = s.receive(frame::kHeaderSize + frame::kAuthInitSize, 5s);
   const frame::Decoded d = frame::decode_frame(got);

@@ -165,9 +165,6 @@ bool supported(int dtype, int op) {
   return !(dtype == CHORUS_COMPLEX64 && (op == CHORUS_MAX || op == CHORUS_MIN));
 }
 
-/// Instruction sets this machine runs (always the baseline), lowest first.
-/// The levels it cannot run are reported by the "every instruction set level
-/// is tested" case.
 std::vector<ReduceIsa> runnable_isas() {
   std::vector<ReduceIsa> isas;
   for (const ReduceIsa isa : kAllIsas) {
