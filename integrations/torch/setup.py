@@ -24,7 +24,16 @@ setup(
     ext_modules=[
         CppExtension(
             "chorus_torch._C",
-            [os.path.join("csrc", "process_group_chorus.cc")],
+            [
+                os.path.join("csrc", f)
+                for f in (
+                    "process_group_chorus.cc",
+                    "process_group_collectives.cc",
+                    "process_group_p2p.cc",
+                    "chorus_work.cc",
+                    "tensor_args.cc",
+                )
+            ],
             include_dirs=include_dirs,
             library_dirs=library_dirs,
             runtime_library_dirs=runtime_dirs,

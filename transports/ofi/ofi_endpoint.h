@@ -1,5 +1,7 @@
 // Endpoint: one reliable, ordered channel to one peer, multiplexed with the
 // context's other endpoints over the context's one libfabric RDM endpoint.
+// Data path in ofi_endpoint.cc; connection, control messages and closing in
+// ofi_endpoint_control.cc.
 #pragma once
 
 #include "ofi.h"
