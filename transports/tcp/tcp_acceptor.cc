@@ -1,3 +1,5 @@
+// Acceptor (tcp_acceptor.h): the listener thread, the handshake check of
+// each incoming connection and the hand-over to the endpoint that expects it.
 #include "tcp_acceptor.h"
 
 #include <chorus/transport_names.hpp>

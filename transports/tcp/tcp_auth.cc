@@ -1,3 +1,4 @@
+// HMAC-SHA256 proofs for the data-connection handshake (tcp_auth.h).
 #include "tcp_auth.h"
 
 #include "tcp.h"

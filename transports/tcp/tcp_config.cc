@@ -1,3 +1,4 @@
+// Config::parse: the `transport.tcp.*` keys, their ranges and their errors.
 #include "tcp_config.h"
 
 #include <chorus/provider/settings.hpp>

@@ -1,3 +1,5 @@
+// connect_socket (tcp_connector.h): dial the lower rank, then the handshake
+// that proves the connection belongs to this job.
 #include "tcp_connector.h"
 
 #include <chorus/transport_names.hpp>

@@ -1,3 +1,5 @@
+// Context (tcp_context.h): listener and address, endpoints, and the epoll
+// loop behind poll() and wait() (spin, then sleep until the deadline).
 #include "tcp_context.h"
 
 #include <chorus/transport_names.hpp>

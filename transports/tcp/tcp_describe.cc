@@ -1,3 +1,4 @@
+// describe_host (tcp_describe.h): the host inventory of the `describe` op.
 #include "tcp_describe.h"
 
 #include <arpa/inet.h>

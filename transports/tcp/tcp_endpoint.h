@@ -1,5 +1,7 @@
 // Endpoint: one reliable, ordered channel to one peer, over 1..16 TCP
-// connections, with verbs-RC-like send/receive queues.
+// connections, with verbs-RC-like send/receive queues. Implemented in
+// tcp_endpoint.cc (setup, posting, failure), tcp_endpoint_send.cc and
+// tcp_endpoint_receive.cc.
 #pragma once
 
 #include "tcp_wire.h"
@@ -107,6 +109,10 @@ class Endpoint : public provider::EndpointBase<Context> {
     int fault = 0;  // the errno that says `buf` is not writable memory
   };
   enum class Rx { kHeader, kAwaitRecv, kPayload, kClosed };
+
+  /// Largest single read/write; keeps every count well inside ssize_t and
+  /// below Linux's MAX_RW_COUNT.
+  static constexpr std::uint64_t kMaxIo = std::uint64_t{1} << 30;
 
   int enqueue_send(const void* buf, std::size_t length, std::uint64_t wr_id, std::uint32_t imm);
   void attach(std::vector<int>& fds);
