@@ -52,6 +52,22 @@ Context::Context(const chorus_tp_context_info_t& info)
 
 Context::~Context() = default;
 
+void Context::note_cma_refused(const std::string& peer, const std::string& reason) {
+  const std::string what = "process_vm_readv from " + peer + " refused (" + reason + ")";
+  if (cma_refusal_logged_) {
+    log(CHORUS_LOG_DEBUG, what + "; large messages go through the ring");
+    return;
+  }
+  cma_refusal_logged_ = true;
+  log(CHORUS_LOG_WARN,
+      what + ": large messages to such peers are copied twice, through the ring, instead of "
+             "once. Single copy needs ptrace access to the peer: the same user and "
+             "kernel.yama.ptrace_scope = 0, or CAP_SYS_PTRACE (containers: --cap-add "
+             "SYS_PTRACE, and a seccomp profile that allows process_vm_readv). Set "
+             "transport.shm.cma = off to silence this, or = on to make it an error. "
+             "(Logged once per context.)");
+}
+
 chorus_tp_caps_t Context::caps() const {
   chorus_tp_caps_t c{};
   c.struct_size = sizeof c;
@@ -59,8 +75,12 @@ chorus_tp_caps_t Context::caps() const {
   c.max_outstanding_sends = Endpoint::kMaxOutstanding;
   c.max_outstanding_recvs = Endpoint::kMaxOutstanding;
   // No registration: the transport copies from and to any host memory.
-  // Every frame header carries an immediate (shm_endpoint.cc).
-  c.flags = CHORUS_TP_CAP_IMM_DATA;
+  // Every frame header carries an immediate (shm_endpoint.cc). A large
+  // message is one descriptor and one process_vm_readv, or ring fragments
+  // the two sides copy concurrently: either way it pipelines itself, so one
+  // large post is cheapest. Declared whatever `cma` says, so that every rank
+  // of a job declares it alike (the algorithms cut transfers by it).
+  c.flags = CHORUS_TP_CAP_IMM_DATA | CHORUS_TP_CAP_LARGE_POSTS;
   c.max_address_size = sizeof(Blob);
   return c;
 }

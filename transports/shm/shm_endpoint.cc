@@ -233,9 +233,7 @@ void Endpoint::connect(const void* peer_blob, std::size_t length) {
                       " (ptrace permission: same user and kernel.yama.ptrace_scope = 0, or "
                       "CAP_SYS_PTRACE); set cma = auto to copy through the ring instead");
     } else {
-      log(CHORUS_LOG_DEBUG, "process_vm_readv from " + peer_name() + " refused (" +
-                                (err != 0 ? errno_text(err) : std::string("wrong data")) +
-                                "); large messages go through the ring");
+      ctx_.note_cma_refused(peer_name(), err != 0 ? errno_text(err) : std::string("wrong data"));
     }
   }
   peer_pid_ = b.pid;
