@@ -348,6 +348,7 @@ bool Endpoint::progress_sends() noexcept {
       const ByRef ref{reinterpret_cast<std::uintptr_t>(s.buf), ++rndv_issued_};
       write_frame(ring, tx_cap_, tx_salt_, tx_head_, fh, &ref, sizeof ref);
       s.rndv_seq = ref.seq;
+      rndv_bytes_ += s.len;
       tx_head_ += kFrame;
       ++tx_cursor_;
       moved = true;
@@ -388,6 +389,7 @@ bool Endpoint::progress_sends() noexcept {
       acked_read = true;
     }
     if (s.mode == 2 && s.rndv_seq > acked) break;
+    if (s.mode == 2) rndv_bytes_ -= s.len;
     complete_send(s);
     sends_.pop();
     moved = true;
@@ -574,6 +576,7 @@ void Endpoint::fail(int status, const std::string& why) noexcept {
   }
   rx_active_ = false;
   rx_discard_ = 0;
+  rndv_bytes_ = 0;
 }
 
 void Endpoint::complete_send(const SendWr& s) noexcept {
