@@ -60,12 +60,13 @@ void Context::note_cma_refused(const std::string& peer, const std::string& reaso
   }
   cma_refusal_logged_ = true;
   log(CHORUS_LOG_WARN,
-      what + ": large messages to such peers are copied twice, through the ring, instead of "
-             "once. Single copy needs ptrace access to the peer: the same user and "
-             "kernel.yama.ptrace_scope = 0, or CAP_SYS_PTRACE (containers: --cap-add "
-             "SYS_PTRACE, and a seccomp profile that allows process_vm_readv). Set "
-             "transport.shm.cma = off to silence this, or = on to make it an error. "
-             "(Logged once per context.)");
+      what +
+          ": large messages to such peers are copied twice, through the ring, instead of "
+          "once. Single copy needs ptrace access to the peer: the same user and "
+          "kernel.yama.ptrace_scope = 0, or CAP_SYS_PTRACE (containers: --cap-add "
+          "SYS_PTRACE, and a seccomp profile that allows process_vm_readv). Set "
+          "transport.shm.cma = off to silence this, or = on to make it an error. "
+          "(Logged once per context.)");
 }
 
 chorus_tp_caps_t Context::caps() const {
@@ -193,8 +194,8 @@ int Context::wait(int timeout_ms) noexcept {
     // (30-50 us on the development VM) on the path of every large transfer.
     // Not when yielding: a peer on this CPU needs the CPU, not our spin.
     if (!yield && copying > 0)
-      spin = std::max(spin, std::min(kMaxCopySpin, std::chrono::microseconds(
-                                                       copying / kCopyBytesPerUs)));
+      spin = std::max(spin,
+                      std::min(kMaxCopySpin, std::chrono::microseconds(copying / kCopyBytesPerUs)));
     // The first passes read no clock: a reply that is a few hundred
     // nanoseconds away is common for small messages, and a clock read (vDSO)
     // costs about as much as a pass. 16 passes take well under the 1 ms

@@ -60,10 +60,10 @@ struct World {
   std::vector<std::vector<void*>> staging;
   std::vector<std::vector<chorus_tp_mr_t*>> staging_mr;
   std::vector<std::string> errors;
-  size_t refused = 0;  // posts answered with AGAIN
-  uint32_t cap_flags = 0;                // CHORUS_TP_CAP_* every rank declares
-  uint64_t max_message = 1u << 20;       // caps.max_message_size
-  size_t largest_send = 0;               // longest message posted so far
+  size_t refused = 0;               // posts answered with AGAIN
+  uint32_t cap_flags = 0;           // CHORUS_TP_CAP_* every rank declares
+  uint64_t max_message = 1u << 20;  // caps.max_message_size
+  size_t largest_send = 0;          // longest message posted so far
 
   World(int n, int ch, size_t nslots, size_t slot_bytes)
       : size(n), channels(ch), slots(nslots), slot_size(slot_bytes) {

@@ -219,7 +219,7 @@ TEST_CASE("sdk: in_place_post_bytes is a slot unless the transport takes large p
   CHECK(in_place_post_bytes(&f.env) == 100000);
   caps.max_message_size = 1000;  // even below a slot
   CHECK(in_place_post_bytes(&f.env) == 1000);
-  caps.max_message_size = 0;  // 0: no limit stated
+  caps.max_message_size = 0;                   // 0: no limit stated
   f.env.staging_slot_size = size_t(32) << 20;  // slots larger than the large post stay
   CHECK(in_place_post_bytes(&f.env) == size_t(32) << 20);
 }
