@@ -576,7 +576,6 @@ void Endpoint::fail(int status, const std::string& why) noexcept {
   }
   rx_active_ = false;
   rx_discard_ = 0;
-  rndv_bytes_ = 0;
 }
 
 void Endpoint::complete_send(const SendWr& s) noexcept {
