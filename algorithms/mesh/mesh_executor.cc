@@ -53,7 +53,11 @@ int Executor::setup() {
       if (int rc = register_buffer(env_, temp_.get(), bytes, &temp_mr_); rc != CHORUS_OK) return rc;
     }
   } else {
-    piece_bytes_ = direct_piece_bytes(env_->staging_slot_size, max_msg, esize);
+    // all_gather sends every block straight to every peer (nothing is
+    // forwarded), so its posts may be larger than a slot.
+    const size_t cut = call_.kind == Kind::kAllGather ? chorus::sdk::in_place_post_bytes(env_)
+                                                      : env_->staging_slot_size;
+    piece_bytes_ = direct_piece_bytes(cut, max_msg, esize);
   }
   piece_ = piece_bytes_ / esize;
   if (piece_ == 0)

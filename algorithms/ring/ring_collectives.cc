@@ -48,6 +48,7 @@ int Task::start_all_gather(const void* in, void* out, size_t count, std::functio
   plan.steps = all_gather_steps(size);
   plan.step = [=](int u, bool rev) { return directed_step(all_gather_step, rank, size, u, rev); };
   plan.chunk = [=](int c) { return Range{size_t(c) * count, count}; };
+  plan.in_place_posts = true;
   if (!overlaps) {
     plan.own_chunk = rank;
     plan.own_in = static_cast<const std::byte*>(in);

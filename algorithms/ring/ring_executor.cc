@@ -15,7 +15,10 @@ using chorus::sdk::try_post;
 Executor::Executor(const chorus_algo_env_v2_t* env, const Settings& settings, Place work,
                    size_t esize, chorus_reduce_fn_t kernel, Plan plan)
     : env_(env), work_(work), esize_(esize), kernel_(kernel), plan_(std::move(plan)) {
-  piece_ = std::max<size_t>(1, env->staging_slot_size / esize);
+  const size_t piece_bytes = plan_.in_place_posts && !kernel_
+                                 ? chorus::sdk::in_place_post_bytes(env)
+                                 : env->staging_slot_size;
+  piece_ = std::max<size_t>(1, piece_bytes / esize);
   own_copied_ = plan_.own_in == nullptr;
   // Lanes: one per channel, or a forward and a reverse one per channel when
   // running both ways (pointless with two ranks: both neighbours are one

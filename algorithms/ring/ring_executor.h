@@ -49,6 +49,9 @@ struct Plan {
   /// Chunks spread over several buffers: where chunk c lives (the offsets
   /// of `chunk` are then relative to that base). Empty: the work buffer.
   std::function<Place(int)> place;
+  /// Nothing is staged or reduced and no chain forwards pieces (all_gather):
+  /// pieces may be as large as sdk::in_place_post_bytes allows.
+  bool in_place_posts = false;
   /// Run every lane forward, whatever algorithm.ring.bidirectional says:
   /// for schedules whose chunk numbering does not survive mirroring.
   bool forward_only = false;

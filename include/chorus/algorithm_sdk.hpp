@@ -10,6 +10,7 @@
  *    takes, keeps the rest after CHORUS_ERR_AGAIN and posts it on the next
  *    pump(), and counts what is outstanding;
  *  - pipelines over staging slots: try_post (one post, AGAIN told apart),
+ *    in_place_post_bytes (how large a post of unstaged data may be),
  *    LaneWrId (lane and sequence in a wr_id), Flow (posted / done / window
  *    of one direction of a lane), SlotPool (a lane's share of the staging
  *    slots), PostedQueue (what a lane awaits, in completion order) and
@@ -206,6 +207,30 @@ inline int try_post(const chorus_algo_env_v2_t* env, bool send, chorus_tp_endpoi
               std::string(who ? who : "") + (who ? ": " : "") + "posting a " +
                   (send ? "send to" : "receive from") + " rank " + std::to_string(peer) +
                   " failed: " + (detail && *detail ? detail : "no detail"));
+}
+
+/** Largest post in_place_post_bytes() gives a transport with CHORUS_TP_CAP_LARGE_POSTS. */
+inline constexpr size_t kLargePostBytes = size_t(16) << 20;
+
+/**
+ * Bytes per post for a transfer that needs no staging: the receive lands in
+ * place and nothing is reduced on the way. That is a staging slot, or, when
+ * the transport pipelines large messages itself (CHORUS_TP_CAP_LARGE_POSTS),
+ * up to kLargePostBytes, so a large block moves in a few posts rather than
+ * one per slot. Never above the transport's max_message_size. Every rank
+ * gets the same value (the caps and the slot size are the same on every
+ * rank), so sender and receiver cut a transfer at the same places. Use it
+ * only where forwarding does not wait on pieces (a chain such as broadcast
+ * would lose its pipelining).
+ */
+inline size_t in_place_post_bytes(const chorus_algo_env_v2_t* env) {
+  size_t bytes = env->staging_slot_size;
+  if (!env->caps) return bytes;
+  if ((env->caps->flags & CHORUS_TP_CAP_LARGE_POSTS) && bytes < kLargePostBytes)
+    bytes = kLargePostBytes;
+  if (env->caps->max_message_size && env->caps->max_message_size < bytes)
+    bytes = size_t(env->caps->max_message_size);
+  return bytes;
 }
 
 /**

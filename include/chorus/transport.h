@@ -76,6 +76,18 @@ enum {
    * receive whose message was sent by plain `post_send`.
    */
   CHORUS_TP_CAP_IMM_DATA = 1u << 4,
+  /**
+   * A hint about cost, not an op: one large post costs less than the same
+   * bytes cut into staging-slot-sized posts, because the transport pipelines
+   * a message of any size itself (shm: one process_vm_readv straight into the
+   * receive buffer, or ring fragments when cross-memory attach is refused).
+   * Algorithms then send data that needs no staging (receives in place, no
+   * reduction) in posts larger than a staging slot. It must be declared the
+   * same way on every rank, whatever the rank's settings, since sender and
+   * receiver cut a transfer at the same places. Declaring it needs no newer
+   * minor: an older core or algorithm ignores the bit.
+   */
+  CHORUS_TP_CAP_LARGE_POSTS = 1u << 5,
 };
 
 /** Capabilities and limits of an open context. Frozen: append only. */

@@ -52,6 +52,23 @@ Context::Context(const chorus_tp_context_info_t& info)
 
 Context::~Context() = default;
 
+void Context::note_cma_refused(const std::string& peer, const std::string& reason) {
+  const std::string what = "process_vm_readv from " + peer + " refused (" + reason + ")";
+  if (cma_refusal_logged_) {
+    log(CHORUS_LOG_DEBUG, what + "; large messages go through the ring");
+    return;
+  }
+  cma_refusal_logged_ = true;
+  log(CHORUS_LOG_WARN,
+      what +
+          ": large messages to such peers are copied twice, through the ring, instead of "
+          "once. Single copy needs ptrace access to the peer: the same user and "
+          "kernel.yama.ptrace_scope = 0, or CAP_SYS_PTRACE (containers: --cap-add "
+          "SYS_PTRACE, and a seccomp profile that allows process_vm_readv). Set "
+          "transport.shm.cma = off to silence this, or = on to make it an error. "
+          "(Logged once per context.)");
+}
+
 chorus_tp_caps_t Context::caps() const {
   chorus_tp_caps_t c{};
   c.struct_size = sizeof c;
@@ -59,8 +76,12 @@ chorus_tp_caps_t Context::caps() const {
   c.max_outstanding_sends = Endpoint::kMaxOutstanding;
   c.max_outstanding_recvs = Endpoint::kMaxOutstanding;
   // No registration: the transport copies from and to any host memory.
-  // Every frame header carries an immediate (shm_endpoint.cc).
-  c.flags = CHORUS_TP_CAP_IMM_DATA;
+  // Every frame header carries an immediate (shm_endpoint.cc). A large
+  // message is one descriptor and one process_vm_readv, or ring fragments
+  // the two sides copy concurrently: either way it pipelines itself, so one
+  // large post is cheapest. Declared whatever `cma` says, so that every rank
+  // of a job declares it alike (the algorithms cut transfers by it).
+  c.flags = CHORUS_TP_CAP_IMM_DATA | CHORUS_TP_CAP_LARGE_POSTS;
   c.max_address_size = sizeof(Blob);
   return c;
 }
@@ -120,6 +141,14 @@ int Context::interrupt() noexcept {
   return CHORUS_OK;
 }
 
+namespace {
+/// What wait() assumes a peer's process_vm_readv copies per microsecond
+/// (4 GB/s, below the 8-10 GB/s measured, so the spin rather outlasts the
+/// copy), and the longest it spins for one.
+constexpr std::uint64_t kCopyBytesPerUs = 4096;
+constexpr std::chrono::microseconds kMaxCopySpin{1000};
+}  // namespace
+
 int Context::wait(int timeout_ms) noexcept {
   // The flag is read before it is cleared: a locked exchange on every spin
   // pass costs more than the load that almost always finds it clear.
@@ -147,6 +176,8 @@ int Context::wait(int timeout_ms) noexcept {
   // all_reduce when co-located (measured; sleeping on the futex at once
   // instead cost ~12 us, and the wake-ups kept the ranks together).
   bool yield = oversubscribed_;
+  std::chrono::microseconds spin(cfg_.spin_us);
+  std::uint64_t copying = 0;  // bytes peers are reading from us by reference
   if (cfg_.spin_us > 0) {
     const int cpu = sched_getcpu();  // rseq: no system call with glibc >= 2.35
     const std::uint32_t cpu1 = cpu >= 0 ? static_cast<std::uint32_t>(cpu) + 1 : 0;
@@ -155,7 +186,16 @@ int Context::wait(int timeout_ms) noexcept {
     for (const auto& e : endpoints_) {
       e->publish_cpu(cpu1);
       if (!yield && (cores_ == 1 || e->watchable()) && e->peer_on_cpu(cpu1)) yield = true;
+      copying += e->rndv_bytes_in_flight();
     }
+    // A by-reference send completes once the peer has copied it, about
+    // bytes / kCopyBytesPerUs from now: spin that long (at most
+    // kMaxCopySpin) instead of sleeping, which would put a futex wake-up
+    // (30-50 us on the development VM) on the path of every large transfer.
+    // Not when yielding: a peer on this CPU needs the CPU, not our spin.
+    if (!yield && copying > 0)
+      spin = std::max(spin,
+                      std::min(kMaxCopySpin, std::chrono::microseconds(copying / kCopyBytesPerUs)));
     // The first passes read no clock: a reply that is a few hundred
     // nanoseconds away is common for small messages, and a clock read (vDSO)
     // costs about as much as a pass. 16 passes take well under the 1 ms
@@ -173,7 +213,7 @@ int Context::wait(int timeout_ms) noexcept {
   const auto deadline =
       timeout_ms < 0 ? Clock::time_point::max() : start + std::chrono::milliseconds(timeout_ms);
   if (cfg_.spin_us > 0) {
-    const auto spin_end = std::min(deadline, start + std::chrono::microseconds(cfg_.spin_us));
+    const auto spin_end = std::min(deadline, start + spin);
     for (unsigned pass = 0;; ++pass) {
       if ((yield || (pass & 15) == 0) && Clock::now() >= spin_end) break;
       if (yield) {

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace chorus::shm {
@@ -51,6 +52,11 @@ class Context : public provider::ConfiguredContext<Config> {
   /// buffers"); shared by the endpoints, used from the caller thread only.
   provider::ReceiveBufferCheck& receive_buffer_check() { return receive_buffer_check_; }
 
+  /// Cross-memory attach from `peer` was refused for `reason` (connect's
+  /// probe): the first time in this context a warning naming the fix, then
+  /// debug lines only. Caller thread only.
+  void note_cma_refused(const std::string& peer, const std::string& reason);
+
  private:
   /// One progress pass over every endpoint; true when anything moved.
   /// `timed` makes it check for exited peers now (otherwise every 64th
@@ -70,6 +76,7 @@ class Context : public provider::ConfiguredContext<Config> {
   std::atomic<bool> interrupt_pending_{false};
   std::atomic<std::uint32_t> interrupt_word_{0};
   provider::ReceiveBufferCheck receive_buffer_check_;
+  bool cma_refusal_logged_ = false;
 };
 
 }  // namespace chorus::shm

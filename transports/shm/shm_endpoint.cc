@@ -233,9 +233,7 @@ void Endpoint::connect(const void* peer_blob, std::size_t length) {
                       " (ptrace permission: same user and kernel.yama.ptrace_scope = 0, or "
                       "CAP_SYS_PTRACE); set cma = auto to copy through the ring instead");
     } else {
-      log(CHORUS_LOG_DEBUG, "process_vm_readv from " + peer_name() + " refused (" +
-                                (err != 0 ? errno_text(err) : std::string("wrong data")) +
-                                "); large messages go through the ring");
+      ctx_.note_cma_refused(peer_name(), err != 0 ? errno_text(err) : std::string("wrong data"));
     }
   }
   peer_pid_ = b.pid;
@@ -350,6 +348,7 @@ bool Endpoint::progress_sends() noexcept {
       const ByRef ref{reinterpret_cast<std::uintptr_t>(s.buf), ++rndv_issued_};
       write_frame(ring, tx_cap_, tx_salt_, tx_head_, fh, &ref, sizeof ref);
       s.rndv_seq = ref.seq;
+      rndv_bytes_ += s.len;
       tx_head_ += kFrame;
       ++tx_cursor_;
       moved = true;
@@ -390,6 +389,7 @@ bool Endpoint::progress_sends() noexcept {
       acked_read = true;
     }
     if (s.mode == 2 && s.rndv_seq > acked) break;
+    if (s.mode == 2) rndv_bytes_ -= s.len;
     complete_send(s);
     sends_.pop();
     moved = true;

@@ -112,6 +112,10 @@ class Endpoint {
            peer_seg_.header()->cpu.load(std::memory_order_relaxed) == cpu1;
   }
 
+  /// Bytes of by-reference sends the peer has been told of and not yet
+  /// acknowledged: it is copying them, or will as soon as it polls.
+  std::uint64_t rndv_bytes_in_flight() const noexcept { return failed_ ? 0 : rndv_bytes_; }
+
   /// A completion of this endpoint left the completion queue.
   void reaped(std::uint32_t opcode) noexcept;
 
@@ -173,6 +177,7 @@ class Endpoint {
   std::uint64_t tx_cap_ = 0;
   std::uint64_t tx_frag_max_ = 0;
   std::uint64_t rndv_issued_ = 0;
+  std::uint64_t rndv_bytes_ = 0;  // rndv_bytes_in_flight()
   std::uint32_t sends_unreaped_ = 0;
 
   // Consumer side (ring in own_seg_).

@@ -60,7 +60,10 @@ struct World {
   std::vector<std::vector<void*>> staging;
   std::vector<std::vector<chorus_tp_mr_t*>> staging_mr;
   std::vector<std::string> errors;
-  size_t refused = 0;  // posts answered with AGAIN
+  size_t refused = 0;               // posts answered with AGAIN
+  uint32_t cap_flags = 0;           // CHORUS_TP_CAP_* every rank declares
+  uint64_t max_message = 1u << 20;  // caps.max_message_size
+  size_t largest_send = 0;          // longest message posted so far
 
   World(int n, int ch, size_t nslots, size_t slot_bytes)
       : size(n), channels(ch), slots(nslots), slot_size(slot_bytes) {
@@ -118,6 +121,7 @@ int fake_post(bool send, chorus_tp_endpoint_t* e, const void* buf, size_t len, u
     return CHORUS_ERR_AGAIN;
   }
   ++out;
+  if (send) w.largest_send = std::max(w.largest_send, len);
   // A send from rank a to b and a receive on b from a meet on link (a, b).
   const size_t link =
       send ? w.index(ep->rank, ep->peer, ep->channel) : w.index(ep->peer, ep->rank, ep->channel);
@@ -157,7 +161,8 @@ struct Rank {
 
   Rank(World* w, int r) : world(w), rank(r) {
     caps.struct_size = sizeof(caps);
-    caps.max_message_size = 1u << 20;
+    caps.max_message_size = w->max_message;
+    caps.flags = w->cap_flags;
     caps.max_outstanding_sends = kAdvertised;
     caps.max_outstanding_recvs = kAdvertised;
     env.struct_size = sizeof(env);
@@ -515,4 +520,45 @@ TEST_CASE("ring tasks: two threads share each rank's state (and its scratch pool
   }
   // Both threads' scratch went back to the pools, to be reused.
   for (auto& c : comms) CHECK(c->scratch.idle() >= 1);
+}
+
+TEST_CASE("ring all_gather posts pieces larger than a slot when the transport takes large posts",
+          "[ring][task]") {
+  // Slots of 64 bytes; with CHORUS_TP_CAP_LARGE_POSTS an all_gather (nothing
+  // staged or reduced) is cut by sdk::in_place_post_bytes instead, here the
+  // 256-byte max_message_size; all_reduce keeps slot-sized pieces.
+  for (int size : {2, 3, 4}) {
+    for (bool large : {false, true}) {
+      CAPTURE(size, large);
+      const size_t ns = size_t(size), n = 203;  // 1624 bytes a block: 7 pieces of 256
+      World world(size, 1, 4, 64);
+      world.max_message = 256;
+      world.cap_flags = large ? uint32_t(CHORUS_TP_CAP_LARGE_POSTS) : 0u;
+      auto comms = make_comms(size, false);
+      std::vector<std::vector<int64_t>> in(ns), out(ns);
+      std::vector<chorus_algo_call_v2_t> calls;
+      for (int r = 0; r < size; ++r) {
+        for (size_t i = 0; i < n; ++i) in[size_t(r)].push_back(value(r, i, 23));
+        out[size_t(r)].assign(n * ns, -1);
+        calls.push_back(
+            make_call(CHORUS_COLL_ALL_GATHER, n, in[size_t(r)].data(), out[size_t(r)].data()));
+      }
+      Run gather(world, view(comms), calls);
+      REQUIRE(gather.finish());
+      INFO(gather.report());
+      for (int r = 0; r < size; ++r)
+        for (int q = 0; q < size; ++q)
+          for (size_t i = 0; i < n; ++i)
+            REQUIRE(out[size_t(r)][size_t(q) * n + i] == value(q, i, 23));
+      CHECK(world.largest_send == (large ? 256u : 64u));
+      world.largest_send = 0;
+      ReduceJob job(CHORUS_COLL_ALL_REDUCE, size, n, 29);
+      Run reduce(world, view(comms), job.calls);
+      REQUIRE(reduce.finish());
+      std::string where;
+      CHECK(job.check(CHORUS_COLL_ALL_REDUCE, where));
+      INFO(where);
+      CHECK(world.largest_send == 64u);
+    }
+  }
 }

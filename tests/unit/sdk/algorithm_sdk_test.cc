@@ -201,3 +201,25 @@ TEST_CASE("sdk: ScratchPool lends to several threads at once", "[sdk]") {
   CHECK(pool.idle() <= ScratchPool::kKeepIdle);
   CHECK(pool.idle() >= 1);
 }
+
+TEST_CASE("sdk: in_place_post_bytes is a slot unless the transport takes large posts", "[sdk]") {
+  FakeEnv f(1);  // slots of 4096 bytes
+  chorus_tp_caps_t caps{};
+  caps.struct_size = sizeof caps;
+  f.env.caps = nullptr;
+  CHECK(in_place_post_bytes(&f.env) == 4096);
+  f.env.caps = &caps;
+  CHECK(in_place_post_bytes(&f.env) == 4096);  // no bit, no limit
+  caps.flags = CHORUS_TP_CAP_IMM_DATA;
+  CHECK(in_place_post_bytes(&f.env) == 4096);
+  caps.flags |= CHORUS_TP_CAP_LARGE_POSTS;
+  CHECK(in_place_post_bytes(&f.env) == kLargePostBytes);
+  CHECK(kLargePostBytes == size_t(16) << 20);
+  caps.max_message_size = 100000;  // the transport's limit wins
+  CHECK(in_place_post_bytes(&f.env) == 100000);
+  caps.max_message_size = 1000;  // even below a slot
+  CHECK(in_place_post_bytes(&f.env) == 1000);
+  caps.max_message_size = 0;                   // 0: no limit stated
+  f.env.staging_slot_size = size_t(32) << 20;  // slots larger than the large post stay
+  CHECK(in_place_post_bytes(&f.env) == size_t(32) << 20);
+}
