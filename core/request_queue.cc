@@ -8,6 +8,8 @@
 
 #include <chorus/chorus.h>
 
+#include "core/lane_driver.h"
+#include "core/lane_family.h"
 #include "core/log.h"
 
 #include <algorithm>
@@ -22,6 +24,12 @@ namespace {
 // them itself.
 constexpr int kWaiterGraceUs = 50;
 }  // namespace
+
+// With the shared lane driver (collectives.driver = "shared"), a queued
+// collective of a lane is the driver's to run, never the lane's worker's.
+bool driver_runs(const LaneFamily* family, const Request& req) {
+  return family && family->driver && req.order() != Request::kNoOrder;
+}
 
 bool Request::wait_for(int timeout_ms) {
   std::unique_lock lock(mu_);
@@ -173,10 +181,7 @@ std::shared_ptr<Request> Communicator::execute_request(const char* what,
   }
   queue_.push_back(req);
   queued_ops_.fetch_add(1, std::memory_order_relaxed);
-  if (!worker_.joinable()) worker_ = std::thread([this] { worker_main(); });
-  lock.unlock();
-  q_cv_.notify_all();
-  wake_executor();
+  wake_for_queued(*req, lock);
   auto t0 = std::chrono::steady_clock::now();
   req->wait_for(-1);
   add_request_wait(uint64_t(
@@ -214,11 +219,22 @@ std::shared_ptr<Request> Communicator::submit(const char* what,
   } else {
     queue_.push_back(req);
   }
-  if (!worker_.joinable()) worker_ = std::thread([this] { worker_main(); });
-  lock.unlock();
-  q_cv_.notify_all();
-  wake_executor();
+  wake_for_queued(*req, lock);
   return req;
+}
+
+// Whoever runs `req` next: the shared lane driver for a lane's collective,
+// otherwise the worker (started on first use). A worker woken for a call
+// that is not its own only goes back to sleep. `lock` holds q_mu_; it is
+// released on return.
+void Communicator::wake_for_queued(const Request& req, std::unique_lock<std::mutex>& lock) {
+  const bool for_driver = driver_runs(family_.get(), req);
+  if (!for_driver && !worker_.joinable()) worker_ = std::thread([this] { worker_main(); });
+  lock.unlock();
+  if (!for_driver) q_cv_.notify_all();
+  // The executor driving tagged operations runs queued calls too (drive).
+  wake_executor();
+  if (for_driver) family_->driver->wake();
 }
 
 // The work the progress thread would do, on the thread that is about to
@@ -261,8 +277,10 @@ void Communicator::release_stream(std::unique_lock<std::mutex>& lock, bool done)
   // Wake the worker only when there is something for it: a wake-up that
   // finds nothing costs a context switch per operation on a busy core.
   const bool work = !done || !queue_.empty() || !inbox_.empty() || p2p_active_.load();
+  const bool for_driver = !queue_.empty() && driver_runs(family_.get(), *queue_.front());
   lock.unlock();
   if (work) q_cv_.notify_all();
+  if (for_driver) family_->driver->wake();
 }
 
 void Communicator::run_here(Request& req, std::unique_lock<std::mutex>& lock,
@@ -310,9 +328,11 @@ Status Communicator::cancel(const std::shared_ptr<Request>& req) {
 
 void Communicator::worker_main() {
   std::unique_lock lock(q_mu_);
+  // Queued work of this worker's: not a collective the lane driver runs.
+  auto queued = [&] { return !queue_.empty() && !driver_runs(family_.get(), *queue_.front()); };
   for (;;) {
     q_cv_.wait(lock, [&] {
-      return stopping_ || (!busy_ && (!queue_.empty() || !inbox_.empty() || p2p_active_.load()));
+      return stopping_ || (!busy_ && (queued() || !inbox_.empty() || p2p_active_.load()));
     });
     if (stopping_) {
       // Finalizing: whatever is still queued completes as aborted without
@@ -327,16 +347,16 @@ void Communicator::worker_main() {
                    who() + ": " + r->what() + ": the communicator was finalized before it ran"});
       return;
     }
-    if (queue_.empty() && inbox_.empty()) {
+    if (!queued() && inbox_.empty()) {
       // Only point-to-point operations are registered. A thread that waits
       // for one drives it itself (run_if_next) with no hand-over: give such
       // a waiter a moment to take the stream before driving in the
       // background.
       q_cv_.wait_for(lock, std::chrono::microseconds(kWaiterGraceUs),
-                     [&] { return stopping_ || busy_ || !queue_.empty() || !inbox_.empty(); });
+                     [&] { return stopping_ || busy_ || queued() || !inbox_.empty(); });
       if (stopping_ || busy_ || !p2p_active_.load()) continue;
     }
-    if (queue_.empty()) {
+    if (!queued()) {
       // Only tagged operations are registered: drive them until they are
       // done or something is queued.
       busy_ = true;
