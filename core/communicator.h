@@ -199,6 +199,7 @@ class Communicator : public CallChecks {
   /// worker is started if it was not. wake_for_queued: request_queue.cc.
   void release_stream(std::unique_lock<std::mutex>& lock, bool done);
   void wake_for_queued(const Request& req, std::unique_lock<std::mutex>& lock);
+  void wake_driver_if_next();  // q_mu_ held
   /// One pass of the engine: polls the transport (blocking up to `wait_ms`
   /// when nothing is ready), routes completions, posts, checks deadlines.
   void p2p_step(int wait_ms);
@@ -543,8 +544,7 @@ class Communicator : public CallChecks {
   bool p2p_mismatch_ = false;             // settle_p2p: spread the known mismatch
   Status p2p_break_;                      // settle_p2p: break the communicator with it
 
-  std::atomic<bool> aborted_{false};
-  std::atomic<bool> finalizing_{false};
+  std::atomic<bool> aborted_{false}, finalizing_{false};
   bool broken_ = false;
   Status broken_status_;
   std::string id_;

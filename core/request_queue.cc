@@ -367,6 +367,7 @@ void Communicator::worker_main() {
       worker_driving_ = false;
       busy_ = false;
       q_cv_.notify_all();
+      wake_driver_if_next();
       continue;
     }
     auto req = std::move(queue_.front());
@@ -380,7 +381,16 @@ void Communicator::worker_main() {
     running_.reset();
     busy_ = false;
     q_cv_.notify_all();
+    wake_driver_if_next();
   }
+}
+
+// With q_mu_ held and the stream just freed: a collective of the shared
+// lane driver's now at the front (behind a split or a stream
+// point-to-point call this thread ran) would otherwise wait for the next
+// call issued to wake the driver.
+void Communicator::wake_driver_if_next() {
+  if (!queue_.empty() && driver_runs(family_.get(), *queue_.front())) family_->driver->wake();
 }
 
 }  // namespace chorus::core
