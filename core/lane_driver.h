@@ -6,7 +6,8 @@
 // the thread back to the driver instead, which resumes the next fiber. The
 // driver sleeps in a transport only after a round in which no fiber moved,
 // so the calls in flight share one thread's wake-ups instead of each lane's
-// thread waking on its own.
+// thread waking on its own. Only the driver's thread touches the fibers;
+// wake() and stop() may be called from any thread.
 #pragma once
 
 #include <condition_variable>
