@@ -1,7 +1,8 @@
 // Requests and the execution stream: a Request's state and waits, the
 // issue-order queue, running a blocking call on the caller's thread when
 // nothing is ahead of it, the worker thread that runs queued non-blocking
-// requests, and cancellation.
+// requests (a lane's queued collectives go to the shared lane driver
+// instead, core/lane_driver.h), and cancellation.
 
 #include "core/communicator.h"
 #include "core/p2p_engine.h"
@@ -23,13 +24,14 @@ namespace {
 // thread that may be about to wait for them (run_if_next) before it drives
 // them itself.
 constexpr int kWaiterGraceUs = 50;
-}  // namespace
 
 // With the shared lane driver (collectives.driver = "shared"), a queued
 // collective of a lane is the driver's to run, never the lane's worker's.
 bool driver_runs(const LaneFamily* family, const Request& req) {
   return family && family->driver && req.order() != Request::kNoOrder;
 }
+
+}  // namespace
 
 bool Request::wait_for(int timeout_ms) {
   std::unique_lock lock(mu_);
