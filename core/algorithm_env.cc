@@ -8,6 +8,7 @@
 
 #include <chorus/chorus.h>
 
+#include "core/lane_driver.h"
 #include "core/log.h"
 
 #include <chrono>
@@ -75,6 +76,7 @@ int Communicator::env_progress(void* core, chorus_tp_completion_t* out, size_t m
     self->answer_signature_requests();
     if (n > 0) {
       for (int i = 0; i < n; ++i) self->note_completed(out[i]);
+      LaneDriver::note_moved();
       return n;
     }
     self->settle_suspect(false);
@@ -134,6 +136,12 @@ int Communicator::env_progress(void* core, chorus_tp_completion_t* out, size_t m
       Status st = self->timeout_status("did not complete within timeout.collective = " +
                                        format_seconds(self->cfg_.timeout_collective_s) + " s");
       return env_fail(core, CHORUS_ERR_TIMEOUT, st.message().c_str());
+    }
+    // On the shared lane driver: its thread goes on with the other lanes'
+    // calls, and sleeps only when none of them can move (lane_driver.h).
+    if (LaneDriver::on_fiber()) {
+      LaneDriver::yield_idle();
+      continue;
     }
     // Sleep in the transport; wake at least every 200 ms to re-check abort
     // for transports without interrupt().

@@ -10,6 +10,7 @@
 
 #include "core/auto_transport.h"
 #include "core/communicator_internal.h"
+#include "core/lane_driver.h"
 #include "core/log.h"
 #include "core/reduce.h"
 
@@ -124,7 +125,10 @@ int Communicator::drive_task(size_t index, const chorus_algo_call_v2_t& call) {
       // that may never come.
       seen_retries = retries;
       n = poll_data(comps, kBatch);
-      if (n == 0) tp_->wait(ctx_, 1);
+      if (n == 0 && LaneDriver::on_fiber())
+        LaneDriver::yield_idle();
+      else if (n == 0)
+        tp_->wait(ctx_, 1);
       if (n < 0)
         n = env_progress(this, comps, kBatch);
       else

@@ -34,7 +34,7 @@
 namespace chorus::core {
 
 class Communicator;
-struct LaneFamily;    // core/communicator_lanes.cc
+struct LaneFamily;    // core/lane_family.h
 struct NoticeWire;    // core/notice_wire.h
 class P2pEngine;      // core/p2p_engine.h
 struct PeerCounters;  // core/communicator_internal.h
@@ -42,6 +42,7 @@ struct P2pOp;
 
 /// The argument checks (CallChecks) need only the communicator's shape.
 class Communicator : public CallChecks {
+  friend class LaneDriver;  // core/lane_driver.h: runs lanes' queued collectives on its fibers
  public:
   /// Bootstraps with the other ranks and connects every endpoint. Blocks until
   /// done or timeout.init expires.
@@ -193,10 +194,12 @@ class Communicator : public CallChecks {
   /// nothing runs; released on return), then release_stream.
   void drive_here(const std::shared_ptr<Request>& req, std::unique_lock<std::mutex>& lock,
                   Deadline limit = Deadline::never());
-  /// Marks the stream free (`lock` holds q_mu_; released on return). When
-  /// `done` is false the caller stopped driving its request to let queued
-  /// operations run: the worker is started if it was not.
+  /// Marks the stream free (`lock` holds q_mu_; released on return). When `done` is
+  /// false the caller stopped driving its request to let queued operations run: the
+  /// worker is started if it was not. wake_for_queued: request_queue.cc.
   void release_stream(std::unique_lock<std::mutex>& lock, bool done);
+  void wake_for_queued(const Request& req, std::unique_lock<std::mutex>& lock);
+  void wake_driver_if_next();  // q_mu_ held
   /// One pass of the engine: polls the transport (blocking up to `wait_ms`
   /// when nothing is ready), routes completions, posts, checks deadlines.
   void p2p_step(int wait_ms);
@@ -541,11 +544,9 @@ class Communicator : public CallChecks {
   bool p2p_mismatch_ = false;             // settle_p2p: spread the known mismatch
   Status p2p_break_;                      // settle_p2p: break the communicator with it
 
-  std::atomic<bool> aborted_{false};
-  std::atomic<bool> finalizing_{false};
+  std::atomic<bool> aborted_{false}, finalizing_{false};
   bool broken_ = false;
   Status broken_status_;
-
   std::string id_;
   uint64_t splits_ = 0;  // splits done so far, part of each child's id
 
@@ -561,8 +562,7 @@ class Communicator : public CallChecks {
   bool family_stopped() const;
   int lane_ = 0;  // this communicator's lane
 
-  // The stream: operations run one at a time in issue order. `busy_` is true
-  // while one runs (inline on a blocking caller or on the worker).
+  // The stream: operations run one at a time in issue order; `busy_` while one runs.
   std::mutex q_mu_;
   std::condition_variable q_cv_;
   std::deque<std::shared_ptr<Request>> queue_;

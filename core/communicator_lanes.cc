@@ -15,23 +15,13 @@
 
 #include <chorus/chorus.h>
 
+#include "core/lane_driver.h"
+#include "core/lane_family.h"
 #include "core/log.h"
 
 #include <map>
 
 namespace chorus::core {
-
-/// What a communicator and its lanes share.
-struct LaneFamily {
-  std::mutex mu;
-  std::vector<Communicator*> members;  // [lane]; emptied when the family is taken apart
-  bool failed = false;
-  Status status;                       // the first failure
-  int lane = -1;                       // the lane it happened on
-  uint64_t order = Request::kNoOrder;  // the failed call's place in the issue order
-  // Collectives running on this rank across the lanes, now and at most.
-  std::atomic<uint64_t> running{0}, running_max{0};
-};
 
 // Counts a collective of the family starting (true) or ending here.
 void Communicator::family_running(bool start) {
@@ -81,12 +71,16 @@ Status Communicator::open_lanes() {
     family_->members.push_back(lane->get());
     lanes_.push_back(std::move(*lane));
   }
+  // Started once every lane exists, before any call can be issued.
+  if (cfg_.lane_driver_shared) family_->driver = std::make_unique<LaneDriver>(family_->members);
   log(CHORUS_LOG_INFO, std::to_string(cfg_.lanes) + " lanes: collectives run " +
                            std::to_string(cfg_.lanes) + " at a time");
   return Status::ok();
 }
 
 void Communicator::close_lanes() {
+  // The driver first: its calls end (aborted) while every lane still exists.
+  if (family_ && family_->driver) family_->driver->stop();
   if (family_) {
     std::lock_guard lock(family_->mu);
     family_->members.clear();

@@ -49,6 +49,9 @@ struct Config {
   /// once (each lane is a stream with its own endpoints; call i runs on lane
   /// i mod lanes).
   int lanes = 1;
+  /// collectives.driver: "shared" (true), one thread drives the running
+  /// calls of every lane (core/lane_driver.h); "threads", each lane its own.
+  bool lane_driver_shared = true;
   /// Internal: this communicator is a lane of another (communicator_lanes.cc)
   /// and runs collectives only, never point-to-point.
   bool is_lane = false;

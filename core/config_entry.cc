@@ -354,6 +354,16 @@ Status apply(const Entry& e, Config& cfg) {
       cfg.lanes = int(*v);
       return Status::ok();
     }
+    if (rest == "driver") {
+      auto v = get_string(e);
+      if (!v.is_ok()) return v.status();
+      if (*v != "shared" && *v != "threads")
+        return bad(e,
+                   "driver must be \"shared\" (one thread drives every lane) or \"threads\" "
+                   "(each lane its own thread)");
+      cfg.lane_driver_shared = *v == "shared";
+      return Status::ok();
+    }
   } else if (head == "timeout") {
     if (rest == "init") return set_timeout(cfg.timeout_init_s);
     if (rest == "connect") return set_timeout(cfg.timeout_connect_s);

@@ -45,6 +45,7 @@ constexpr ConfigKey kKeys[] = {
     {"check.signatures", "true or false", "true", "CHORUS_CHECK_SIGNATURES"},
     {"point_to_point.tagged", "true or false", "true", "CHORUS_POINT_TO_POINT_TAGGED"},
     {"collectives.lanes", "an integer from 1 to 16", "1", "CHORUS_COLLECTIVES_LANES"},
+    {"collectives.driver", "\"shared\" or \"threads\"", "\"shared\"", "CHORUS_COLLECTIVES_DRIVER"},
     {"log.level", "one of \"error\", \"warn\", \"info\", \"debug\", \"trace\"", "\"warn\"",
      "CHORUS_LOG, CHORUS_LOG_LEVEL"},
     {"plugin_path", "a folder as a string, or an array of folder strings", "",
@@ -152,6 +153,8 @@ std::vector<EffectiveSetting> effective_settings(const Config& cfg) {
       add(key, cfg.p2p_tagged ? "true" : "false");
     } else if (key == "collectives.lanes") {
       add(key, std::to_string(cfg.lanes));
+    } else if (key == "collectives.driver") {
+      add(key, quoted(cfg.lane_driver_shared ? "shared" : "threads"));
     } else if (key == "log.level") {
       add(key, quoted(log_level_name(cfg.log_level)));
     } else if (key == "plugin_path") {

@@ -19,6 +19,7 @@ add_library(chorus_core STATIC
   communicator_select.cc
   communicator_split.cc
   communicator_lanes.cc
+  lane_driver.cc
   communicator_wireup.cc
   config.cc
   config_entry.cc

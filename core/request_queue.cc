@@ -1,13 +1,16 @@
 // Requests and the execution stream: a Request's state and waits, the
 // issue-order queue, running a blocking call on the caller's thread when
 // nothing is ahead of it, the worker thread that runs queued non-blocking
-// requests, and cancellation.
+// requests (a lane's queued collectives go to the shared lane driver
+// instead, core/lane_driver.h), and cancellation.
 
 #include "core/communicator.h"
 #include "core/p2p_engine.h"
 
 #include <chorus/chorus.h>
 
+#include "core/lane_driver.h"
+#include "core/lane_family.h"
 #include "core/log.h"
 
 #include <algorithm>
@@ -21,6 +24,13 @@ namespace {
 // thread that may be about to wait for them (run_if_next) before it drives
 // them itself.
 constexpr int kWaiterGraceUs = 50;
+
+// With the shared lane driver (collectives.driver = "shared"), a queued
+// collective of a lane is the driver's to run, never the lane's worker's.
+bool driver_runs(const LaneFamily* family, const Request& req) {
+  return family && family->driver && req.order() != Request::kNoOrder;
+}
+
 }  // namespace
 
 bool Request::wait_for(int timeout_ms) {
@@ -173,10 +183,7 @@ std::shared_ptr<Request> Communicator::execute_request(const char* what,
   }
   queue_.push_back(req);
   queued_ops_.fetch_add(1, std::memory_order_relaxed);
-  if (!worker_.joinable()) worker_ = std::thread([this] { worker_main(); });
-  lock.unlock();
-  q_cv_.notify_all();
-  wake_executor();
+  wake_for_queued(*req, lock);
   auto t0 = std::chrono::steady_clock::now();
   req->wait_for(-1);
   add_request_wait(uint64_t(
@@ -214,11 +221,22 @@ std::shared_ptr<Request> Communicator::submit(const char* what,
   } else {
     queue_.push_back(req);
   }
-  if (!worker_.joinable()) worker_ = std::thread([this] { worker_main(); });
-  lock.unlock();
-  q_cv_.notify_all();
-  wake_executor();
+  wake_for_queued(*req, lock);
   return req;
+}
+
+// Whoever runs `req` next: the shared lane driver for a lane's collective,
+// otherwise the worker (started on first use). A worker woken for a call
+// that is not its own only goes back to sleep. `lock` holds q_mu_; it is
+// released on return.
+void Communicator::wake_for_queued(const Request& req, std::unique_lock<std::mutex>& lock) {
+  const bool for_driver = driver_runs(family_.get(), req);
+  if (!for_driver && !worker_.joinable()) worker_ = std::thread([this] { worker_main(); });
+  lock.unlock();
+  if (!for_driver) q_cv_.notify_all();
+  // The executor driving tagged operations runs queued calls too (drive).
+  wake_executor();
+  if (for_driver) family_->driver->wake();
 }
 
 // The work the progress thread would do, on the thread that is about to
@@ -261,8 +279,10 @@ void Communicator::release_stream(std::unique_lock<std::mutex>& lock, bool done)
   // Wake the worker only when there is something for it: a wake-up that
   // finds nothing costs a context switch per operation on a busy core.
   const bool work = !done || !queue_.empty() || !inbox_.empty() || p2p_active_.load();
+  const bool for_driver = !queue_.empty() && driver_runs(family_.get(), *queue_.front());
   lock.unlock();
   if (work) q_cv_.notify_all();
+  if (for_driver) family_->driver->wake();
 }
 
 void Communicator::run_here(Request& req, std::unique_lock<std::mutex>& lock,
@@ -310,9 +330,11 @@ Status Communicator::cancel(const std::shared_ptr<Request>& req) {
 
 void Communicator::worker_main() {
   std::unique_lock lock(q_mu_);
+  // Queued work of this worker's: not a collective the lane driver runs.
+  auto queued = [&] { return !queue_.empty() && !driver_runs(family_.get(), *queue_.front()); };
   for (;;) {
     q_cv_.wait(lock, [&] {
-      return stopping_ || (!busy_ && (!queue_.empty() || !inbox_.empty() || p2p_active_.load()));
+      return stopping_ || (!busy_ && (queued() || !inbox_.empty() || p2p_active_.load()));
     });
     if (stopping_) {
       // Finalizing: whatever is still queued completes as aborted without
@@ -327,16 +349,16 @@ void Communicator::worker_main() {
                    who() + ": " + r->what() + ": the communicator was finalized before it ran"});
       return;
     }
-    if (queue_.empty() && inbox_.empty()) {
+    if (!queued() && inbox_.empty()) {
       // Only point-to-point operations are registered. A thread that waits
       // for one drives it itself (run_if_next) with no hand-over: give such
       // a waiter a moment to take the stream before driving in the
       // background.
       q_cv_.wait_for(lock, std::chrono::microseconds(kWaiterGraceUs),
-                     [&] { return stopping_ || busy_ || !queue_.empty() || !inbox_.empty(); });
+                     [&] { return stopping_ || busy_ || queued() || !inbox_.empty(); });
       if (stopping_ || busy_ || !p2p_active_.load()) continue;
     }
-    if (queue_.empty()) {
+    if (!queued()) {
       // Only tagged operations are registered: drive them until they are
       // done or something is queued.
       busy_ = true;
@@ -347,6 +369,7 @@ void Communicator::worker_main() {
       worker_driving_ = false;
       busy_ = false;
       q_cv_.notify_all();
+      wake_driver_if_next();
       continue;
     }
     auto req = std::move(queue_.front());
@@ -360,7 +383,16 @@ void Communicator::worker_main() {
     running_.reset();
     busy_ = false;
     q_cv_.notify_all();
+    wake_driver_if_next();
   }
+}
+
+// With q_mu_ held and the stream just freed: a collective of the shared
+// lane driver's now at the front (behind a split or a stream
+// point-to-point call this thread ran) would otherwise wait for the next
+// call issued to wake the driver.
+void Communicator::wake_driver_if_next() {
+  if (!queue_.empty() && driver_runs(family_.get(), *queue_.front())) family_->driver->wake();
 }
 
 }  // namespace chorus::core

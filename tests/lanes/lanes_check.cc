@@ -14,6 +14,10 @@
 //   p2p         tagged send/recv around a ring while collectives are in flight
 //   split       a split's child has lanes of its own and runs on them
 //   counters    `lanes` and the per-algorithm operation counts add up
+//   finalize    rank 0 finalizes a child communicator while one collective
+//               runs on every lane (nobody else joins them) and one more is
+//               queued: finalize returns promptly, every call ends ABORTED,
+//               and the queued one never touched its buffer
 //   mismatch    (last: it breaks the communicator) rank 1 passes another
 //               count to one call: that call fails (MISMATCH), an earlier
 //               call on another lane completes, a later one fails or had
@@ -273,6 +277,52 @@ void case_counters() {
     fail("ops.all_reduce.* grew by " + std::to_string(all_reduces() - before) + ", expected 16");
 }
 
+void case_finalize() {
+  chorus_comm_t* child = nullptr;
+  if (!expect_ok(chorus_comm_split(g_world, 0, g_rank, &child), "split")) return;
+  if (g_rank == 0) {
+    const size_t n = size_t(g_lanes) + 1;  // one per lane, and one queued behind them
+    std::vector<std::vector<float>> buf(n, std::vector<float>(1000, 1.0f));
+    std::vector<chorus_request_t*> reqs(n, nullptr);
+    for (size_t k = 0; k < n; ++k)
+      expect_ok(chorus_iall_reduce(child, buf[k].data(), buf[k].data(), buf[k].size(),
+                                   CHORUS_FLOAT32, CHORUS_SUM, &reqs[k]),
+                "issuing all_reduce " + std::to_string(k));
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    uint64_t running = 0;
+    while ((running = counter(child, "lanes.running")) < uint64_t(g_lanes) &&
+           running != UINT64_MAX && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ++g_checks;
+    if (g_lanes > 1 && running != uint64_t(g_lanes))
+      fail("lanes.running is " + std::to_string(running) + ", expected " + std::to_string(g_lanes));
+    const auto t0 = std::chrono::steady_clock::now();
+    expect_ok(chorus_comm_finalize(child), "finalize with a call running on every lane");
+    const double took =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ++g_checks;
+    // timeout.collective is 60 s: a call left running would hold finalize that long.
+    if (took > 20) fail("finalize took " + std::to_string(took) + " s with calls running");
+    for (size_t k = 0; k < n; ++k) {
+      int done = 0;
+      ++g_checks;
+      const int rc = chorus_test(reqs[k], &done);
+      if (rc != CHORUS_ERR_ABORTED || done != 1)
+        fail("all_reduce " + std::to_string(k) + " after finalize: " + chorus_status_name(rc) +
+             " done=" + std::to_string(done) + ", expected CHORUS_ERR_ABORTED, done");
+      chorus_request_free(reqs[k]);
+    }
+    ++g_checks;
+    if (g_lanes > 1 && (buf[n - 1][0] != 1.0f || buf[n - 1][999] != 1.0f))
+      fail("the queued all_reduce wrote to its buffer");
+    child = nullptr;
+  }
+  // The others keep the child open until rank 0 is done with it, so what
+  // rank 0 sees comes from its finalize, not from peers leaving.
+  expect_ok(chorus_barrier(g_world), "world barrier after rank 0's finalize");
+  if (child) chorus_comm_finalize(child);
+}
+
 void case_mismatch() {
   // k0 (lane a) and k2 (lane c) match; k1 (lane b) does not: rank 1 passes
   // twice the count.
@@ -343,7 +393,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: lanes_check --lanes N [--case "
-                   "concurrent|many|p2p|split|counters|mismatch]...\n");
+                   "concurrent|many|p2p|split|counters|finalize|mismatch]...\n");
       return 2;
     }
   }
@@ -359,7 +409,8 @@ int main(int argc, char** argv) {
   }
   const std::vector<std::pair<std::string, void (*)()>> cases = {
       {"concurrent", case_concurrent}, {"many", case_many},         {"p2p", case_p2p},
-      {"split", case_split},           {"counters", case_counters}, {"mismatch", case_mismatch}};
+      {"split", case_split},           {"counters", case_counters}, {"finalize", case_finalize},
+      {"mismatch", case_mismatch}};
   for (const auto& [name, body] : cases) {
     if (!only.empty() && std::find(only.begin(), only.end(), name) == only.end()) continue;
     g_case = name;

@@ -4,9 +4,9 @@
 
 #include <chorus/chorus.h>
 
+#include <unistd.h>
 #include <cstdio>
 #include <fstream>
-#include <unistd.h>
 
 using chorus::core::ConfigInputs;
 using chorus::core::load_config;
@@ -106,6 +106,24 @@ TEST_CASE("a wrong type and a bad value are errors with the line", "[config]") {
     CHECK_THAT(cfg.status().message(), Catch::Contains("'loud' is not one of"));
   }
   {
+    TempToml f("[collectives]\nlanes = 4\ndriver = \"fibers\"\n");
+    ConfigInputs in;
+    in.api_config_path = f.path;
+    auto cfg = load_config(in);
+    REQUIRE_FALSE(cfg.is_ok());
+    CHECK_THAT(cfg.status().message(), Catch::Contains(":3: key 'collectives.driver'"));
+    CHECK_THAT(cfg.status().message(), Catch::Contains("\"shared\""));
+    CHECK_THAT(cfg.status().message(), Catch::Contains("\"threads\""));
+  }
+  for (const char* driver : {"shared", "threads"}) {
+    TempToml f(std::string("[collectives]\ndriver = \"") + driver + "\"\n");
+    ConfigInputs in;
+    in.api_config_path = f.path;
+    auto cfg = load_config(in);
+    REQUIRE(cfg.is_ok());
+    CHECK(cfg->lane_driver_shared == (std::string(driver) == "shared"));
+  }
+  {
     TempToml f("[timeout]\ninit = -1\n");
     ConfigInputs in;
     in.api_config_path = f.path;
@@ -153,7 +171,8 @@ TEST_CASE("environment overrides the file, the API overrides both", "[config]") 
   CHECK(cfg->world_size == 4);
   CHECK(cfg->coordinator == "127.0.0.1:1234");
   CHECK(cfg->transport_settings["tcp"].at(0).value == "4");
-  CHECK(cfg->transport_settings["tcp"].at(0).origin == "environment variable CHORUS_TRANSPORT_TCP_SOCKETS");
+  CHECK(cfg->transport_settings["tcp"].at(0).origin ==
+        "environment variable CHORUS_TRANSPORT_TCP_SOCKETS");
   CHECK(cfg->algorithm[CHORUS_COLL_ALL_GATHER] == "ring");
   CHECK(cfg->plugin_path == std::vector<std::string>{"/x", "/y"});
   CHECK(cfg->origins["timeout.collective"] == "API setting 'timeout.collective = 30'");
@@ -173,7 +192,8 @@ TEST_CASE("bad environment values and unknown CHORUS_ variables are errors", "[c
     in.env["CHORUS_TIMEOUTCOLLECTIVE"] = "5";
     auto cfg = load_config(in);
     REQUIRE_FALSE(cfg.is_ok());
-    CHECK_THAT(cfg.status().message(), Catch::Contains("CHORUS_TIMEOUTCOLLECTIVE is not a Chorus setting"));
+    CHECK_THAT(cfg.status().message(),
+               Catch::Contains("CHORUS_TIMEOUTCOLLECTIVE is not a Chorus setting"));
   }
   {
     ConfigInputs in;
@@ -219,7 +239,9 @@ TEST_CASE("launcher variables give rank, size and coordinator", "[config]") {
   CHECK(slurm_first_host("solo") == "solo");
   {
     ConfigInputs in;
-    in.env = {{"SLURM_PROCID", "2"}, {"SLURM_NTASKS", "4"}, {"SLURM_JOB_NODELIST", "host[1-2]"},
+    in.env = {{"SLURM_PROCID", "2"},
+              {"SLURM_NTASKS", "4"},
+              {"SLURM_JOB_NODELIST", "host[1-2]"},
               {"SLURM_JOB_ID", "77"}};
     auto cfg = load_config(in);
     REQUIRE(cfg.is_ok());
@@ -230,7 +252,8 @@ TEST_CASE("launcher variables give rank, size and coordinator", "[config]") {
   }
   {
     ConfigInputs in;
-    in.env = {{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "3"},
+    in.env = {{"OMPI_COMM_WORLD_RANK", "1"},
+              {"OMPI_COMM_WORLD_SIZE", "3"},
               {"CHORUS_COORDINATOR", "127.0.0.1:5000"}};
     auto cfg = load_config(in);
     REQUIRE(cfg.is_ok());
@@ -240,7 +263,8 @@ TEST_CASE("launcher variables give rank, size and coordinator", "[config]") {
   }
   {
     ConfigInputs in;
-    in.env = {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "10.1.2.3"}, {"MASTER_PORT", "29500"}};
+    in.env = {
+        {"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "10.1.2.3"}, {"MASTER_PORT", "29500"}};
     auto cfg = load_config(in);
     REQUIRE(cfg.is_ok());
     CHECK(cfg->coordinator == "10.1.2.3:29501");
@@ -248,7 +272,10 @@ TEST_CASE("launcher variables give rank, size and coordinator", "[config]") {
   {
     // Chorus's own variables win over the launcher's.
     ConfigInputs in;
-    in.env = {{"SLURM_PROCID", "2"}, {"SLURM_NTASKS", "4"}, {"CHORUS_RANK", "0"}, {"CHORUS_WORLD_SIZE", "1"}};
+    in.env = {{"SLURM_PROCID", "2"},
+              {"SLURM_NTASKS", "4"},
+              {"CHORUS_RANK", "0"},
+              {"CHORUS_WORLD_SIZE", "1"}};
     auto cfg = load_config(in);
     REQUIRE(cfg.is_ok());
     CHECK(cfg->rank == 0);
