@@ -21,8 +21,12 @@ struct Config {
   std::uint64_t ring_size = std::uint64_t{256} << 10;
   CmaMode cma = CmaMode::kAuto;
   /// Messages of at least this many bytes go by cross-memory attach when it
-  /// is usable; smaller ones are copied through the ring.
-  std::uint64_t cma_threshold = std::uint64_t{64} << 10;
+  /// is usable; smaller ones are copied through the ring. 8 MiB: below it the
+  /// ring (both sides copying at once) beat process_vm_readv (page pinning,
+  /// and a sender idle until the peer's copy is done) at every size measured
+  /// (docs/shm.md, "Choosing cma_threshold"); above it only the algorithms'
+  /// large posts (all_gather) cross, where single copy won at 2 ranks.
+  std::uint64_t cma_threshold = std::uint64_t{8} << 20;
   /// How often, while work is outstanding, a peer's process is checked for
   /// having exited (pidfd); a closed endpoint is seen at once.
   int peer_check_ms = 100;
