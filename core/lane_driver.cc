@@ -281,7 +281,8 @@ void LaneDriver::main() {
         // Finalized with this call running: it ends as ABORTED, as a lane's
         // executor's call does when its communicator is finalized.
         f.aborted = true;
-        f.lane->log(CHORUS_LOG_WARN, "finalized with requests pending; aborting them");
+        // The lane's own finalize warns about what is still queued.
+        f.lane->log(CHORUS_LOG_WARN, "finalized with a collective running; aborting it");
         f.lane->finalizing_.store(true);
         f.lane->aborted_.store(true);
       }
