@@ -8,6 +8,7 @@
 
 #include <chorus/chorus.h>
 
+#include "core/communicator_internal.h"
 #include "core/lane_driver.h"
 #include "core/log.h"
 
@@ -153,11 +154,7 @@ int Communicator::env_progress(void* core, chorus_tp_completion_t* out, size_t m
                  ? CHORUS_OK
                  : self->tp_->wait(self->ctx_, self->call_deadline_.remaining_ms(200));
     self->p2p_waiting_.store(false);
-    self->transport_wait_ns_.fetch_add(
-        uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                     std::chrono::steady_clock::now() - t0)
-                     .count()),
-        std::memory_order_relaxed);
+    add_wait_ns(self->transport_wait_ns_, t0);
     if (rc != CHORUS_OK && rc != CHORUS_ERR_TIMEOUT)
       return env_fail(core, rc, (std::string("wait failed: ") + self->tp_->last_error()).c_str());
   }

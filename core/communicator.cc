@@ -168,10 +168,7 @@ Communicator::~Communicator() {
 void Communicator::abort() {
   aborted_.store(true);
   for (auto& lane : lanes_) lane->abort();
-  if (tp_ && ctx_ &&
-      tp_->struct_size >= offsetof(chorus_transport_plugin_v1_t, interrupt) + sizeof(void*) &&
-      tp_->interrupt)
-    tp_->interrupt(ctx_);
+  interrupt_wait(tp_, ctx_);
 }
 
 Status Communicator::usable(const char* what) const {

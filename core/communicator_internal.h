@@ -39,6 +39,27 @@ struct PeerCounters {
 /// defined in proxied_ops.cc.
 extern thread_local Communicator* t_running;
 
+/// Whether the transport has interrupt() (appended to the v1 table; older
+/// plugins lack it, and their waits must then be kept short).
+inline bool can_interrupt(const chorus_transport_plugin_v1_t* tp) {
+  return tp &&
+         tp->struct_size >= offsetof(chorus_transport_plugin_v1_t, interrupt) + sizeof(void*) &&
+         tp->interrupt;
+}
+
+/// Wakes a wait() sleeping in `ctx`, where the transport can.
+inline void interrupt_wait(const chorus_transport_plugin_v1_t* tp, chorus_tp_context_t* ctx) {
+  if (ctx && can_interrupt(tp)) tp->interrupt(ctx);
+}
+
+/// Adds the time since `t0` to a wait counter (wait.transport_ns).
+inline void add_wait_ns(std::atomic<uint64_t>& counter, std::chrono::steady_clock::time_point t0) {
+  counter.fetch_add(uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                 std::chrono::steady_clock::now() - t0)
+                                 .count()),
+                    std::memory_order_relaxed);
+}
+
 /// A configured timeout as milliseconds for Deadline::after: saturating (a
 /// timeout too large to represent becomes milliseconds::max(), which
 /// Deadline::after turns into "no deadline") and at least 1 ms when positive.

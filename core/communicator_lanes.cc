@@ -15,6 +15,7 @@
 
 #include <chorus/chorus.h>
 
+#include "core/communicator_internal.h"
 #include "core/lane_driver.h"
 #include "core/lane_family.h"
 #include "core/log.h"
@@ -109,11 +110,7 @@ void Communicator::family_fail(const Status& why, uint64_t order) {
     // emptied the list, which waits for this.
     for (Communicator* c : others) {
       c->family_after_.store(order);
-      if (c->tp_ && c->ctx_ &&
-          c->tp_->struct_size >=
-              offsetof(chorus_transport_plugin_v1_t, interrupt) + sizeof(void*) &&
-          c->tp_->interrupt)
-        c->tp_->interrupt(c->ctx_);
+      interrupt_wait(c->tp_, c->ctx_);
     }
   }
   if (!others.empty())

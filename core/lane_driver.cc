@@ -173,20 +173,12 @@ void LaneDriver::wake() {
   if (sleeping >= 0) interrupt(*lanes_[size_t(sleeping)]);
 }
 
-void LaneDriver::interrupt(Communicator& c) {
-  if (c.tp_ && c.ctx_ &&
-      c.tp_->struct_size >= offsetof(chorus_transport_plugin_v1_t, interrupt) + sizeof(void*) &&
-      c.tp_->interrupt)
-    c.tp_->interrupt(c.ctx_);
-}
+void LaneDriver::interrupt(Communicator& c) { interrupt_wait(c.tp_, c.ctx_); }
 
 void LaneDriver::wait_in(Communicator& c, int ms) {
   const auto t0 = std::chrono::steady_clock::now();
   c.tp_->wait(c.ctx_, ms);
-  c.transport_wait_ns_.fetch_add(uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                              std::chrono::steady_clock::now() - t0)
-                                              .count()),
-                                 std::memory_order_relaxed);
+  add_wait_ns(c.transport_wait_ns_, t0);
 }
 
 void LaneDriver::stop() {

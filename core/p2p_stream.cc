@@ -155,10 +155,7 @@ void Communicator::make_p2p_engine() {
 void Communicator::wake_executor() {
   // Also wakes a call sleeping in the transport (env_progress sets the flag
   // too), so that it hands a new point-to-point request to the engine.
-  if (p2p_waiting_.load() && tp_ && ctx_ &&
-      tp_->struct_size >= offsetof(chorus_transport_plugin_v1_t, interrupt) + sizeof(void*) &&
-      tp_->interrupt)
-    tp_->interrupt(ctx_);
+  if (p2p_waiting_.load()) interrupt_wait(tp_, ctx_);
 }
 
 void Communicator::p2p_step(int wait_ms) {
@@ -182,9 +179,7 @@ void Communicator::p2p_step(int wait_ms) {
   p2p_->progress();
   settle_p2p();
   if (n != 0 || !p2p_ || !p2p_->active()) return;
-  const bool can_wake =
-      tp_->struct_size >= offsetof(chorus_transport_plugin_v1_t, interrupt) + sizeof(void*) &&
-      tp_->interrupt;
+  const bool can_wake = can_interrupt(tp_);
   int ms = p2p_->next_deadline_ms(std::min(wait_ms, can_wake ? kMaxWaitMs : kNoInterruptWaitMs));
   p2p_waiting_.store(true);
   bool queued;
@@ -195,10 +190,7 @@ void Communicator::p2p_step(int wait_ms) {
   if (!queued && !aborted_.load()) {
     const auto t0 = std::chrono::steady_clock::now();
     tp_->wait(ctx_, std::max(1, ms));
-    transport_wait_ns_.fetch_add(uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                              std::chrono::steady_clock::now() - t0)
-                                              .count()),
-                                 std::memory_order_relaxed);
+    add_wait_ns(transport_wait_ns_, t0);
   }
   p2p_waiting_.store(false);
 }

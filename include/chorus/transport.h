@@ -155,8 +155,8 @@ typedef struct chorus_tp_completion {
 /** A failed completion, read with read_error(). */
 typedef struct chorus_tp_error {
   uint64_t wr_id;
-  uint32_t opcode;  /**< chorus_tp_opcode_t */
-  int32_t status;   /**< chorus_status_t, e.g. CHORUS_ERR_PEER_LOST */
+  uint32_t opcode; /**< chorus_tp_opcode_t */
+  int32_t status;  /**< chorus_status_t, e.g. CHORUS_ERR_PEER_LOST */
   int32_t peer_rank;
   chorus_tp_endpoint_t* endpoint;
   char message[256]; /**< transport-specific detail, NUL-terminated */
