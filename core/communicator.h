@@ -12,6 +12,7 @@
 #include "core/config.h"
 #include "core/data_peers.h"
 #include "core/deadline.h"
+#include "core/notice_relay.h"
 #include "core/plugin_loader.h"
 #include "core/request.h"
 #include "core/side_channel.h"
@@ -35,7 +36,6 @@ namespace chorus::core {
 
 class Communicator;
 struct LaneFamily;    // core/lane_family.h
-struct NoticeWire;    // core/notice_wire.h
 class P2pEngine;      // core/p2p_engine.h
 struct PeerCounters;  // core/communicator_internal.h
 struct P2pOp;
@@ -178,6 +178,8 @@ class Communicator : public CallChecks {
   size_t kept_data_entries(int p) const {
     return data_peers_.links(rank_, p) ? size_t(cfg_.channels) : 0;
   }
+  /// How many notice addresses it left there (1 or 0, notice_links).
+  size_t kept_notice_entries(int p) const { return notice_links(data_peers_, size_, rank_, p); }
   /// Connects every endpoint from the gathered tables (all[r] from rank r,
   /// cut by keep_own_entries).
   Status connect_from(const std::vector<std::vector<std::byte>>& all, Deadline deadline);
@@ -293,9 +295,9 @@ class Communicator : public CallChecks {
   void release_call_registrations();
   Status call_timeout_status() const;
 
-  // Peer-loss notices (docs/reliability.md §4.3; core/peer_notices.cc):
-  // one endpoint per pair beyond the data channels (channel index
-  // cfg_.channels) with a 16-byte receive always posted.
+  // Peer-loss notices (docs/reliability.md §4.3; core/peer_notices.cc): an
+  // endpoint beyond the data channels (channel index cfg_.channels) to each
+  // ring neighbour and data peer (notice_links), receives always posted.
   Status malformed_table(int peer) const;
   /// Posts the standing notice receives; the end of connect_from().
   Status arm_notices();
@@ -304,10 +306,14 @@ class Communicator : public CallChecks {
   /// One notice received from `peer` (`sized`: of the expected length).
   void handle_notice(int peer, const NoticeWire& w, bool sized);
   /// Buffers in notice_block_: receive slot k of `peer`, signature send
-  /// slot k to `peer`, and the one slot of notices sent to every peer.
+  /// slot k to `peer`, the slot of notices sent to every notice peer, and
+  /// the relay slot of (origin, relay_index(kind)).
   void* notice_slot(int peer, int k) const;
   void* sig_send_slot(int peer, int k) const;
   void* broadcast_slot() const;
+  void* relay_slot(int origin, int kind_index) const;
+  void relay_notice(int from, const NoticeWire& w);  // to the ring neighbours, once
+  void flood_lost(int peer);  // a notice peer ended without a word: tell the others
   /// After the transport reported `peer` lost: waits up to the notice grace
   /// for `peer`'s notice and returns the rank to blame (the reported one,
   /// or `peer` itself when it left without one) in lost_rank_.
@@ -319,14 +325,12 @@ class Communicator : public CallChecks {
   /// An error on a notice endpoint: records that the peer's notice
   /// connection ended (no notice will follow); false for data endpoints.
   bool note_notice_error(const chorus_tp_error_t& e);
-  /// Polls without blocking, feeding notice traffic through filter_notices
-  /// and note_notice_error, until the transport has nothing ready. False
-  /// when the transport's poll failed.
+  /// Polls without blocking, feeding notice traffic through filter_notices and
+  /// note_notice_error, until nothing is ready. False when the poll failed.
   bool drain_notices();
   /// drain_notices and waits, until done() holds, `limit` passes or an abort.
   void pump_notices(const Deadline& limit, const std::function<bool()>& done);
-  /// A post to `peer` (-1: not a data endpoint) failed with PEER_LOST:
-  /// remembers the peer for env_fail.
+  /// A post to `peer` failed with PEER_LOST: remembered for env_fail.
   void note_post_lost(int peer);
   /// Tells every other rank that this one lost lost_rank_; bounded.
   void send_notices();
@@ -451,10 +455,11 @@ class Communicator : public CallChecks {
   std::unordered_map<const chorus_tp_endpoint_t*, int> notice_peer_;
   void* notice_block_ = nullptr;  // [peer] receive buffers, then the send buffer
   chorus_tp_mr_t* notice_mr_ = nullptr;
-  std::vector<int> notice_lost_;       // [peer]: the rank that peer reported lost, or -1
+  std::vector<int> notice_lost_;       // [rank]: the rank it reported lost, or -1
   std::vector<char> notice_closed_;    // [peer]: its notice receive failed (connection ended)
   std::vector<char> notice_finished_;  // [peer]: how many "finalized" notices it sent
-  int notice_first_from_ = -1;         // the peer whose notice arrived first
+  NoticeRelay relay_;                  // relayed notices: duplicates, sends in flight
+  int notice_first_from_ = -1;         // the rank whose peer-lost notice arrived first
   int notice_sends_done_ = 0;          // own notices completed or failed, in send_notices
   int lost_rank_ = -1;                 // whom this communicator's failure blames
   int lost_via_ = -1;                  // the peer that reported lost_rank_, -1: seen here
@@ -499,7 +504,7 @@ class Communicator : public CallChecks {
   bool mismatch_known_ = false;
   std::string mismatch_text_;         // "rank 0 called ... but rank 2 called ..."
   int mismatch_via_ = -1;             // the rank that reported it, -1: seen here
-  std::vector<char> notice_timeout_;  // [peer]: it timed out and is leaving
+  std::vector<char> notice_timeout_;  // [rank]: it timed out and is leaving
   int timeout_first_from_ = -1;
   bool timeout_sent_ = false;            // this rank told the others it timed out
   bool awaiting_signatures_ = false;     // env_progress returns once they are matched

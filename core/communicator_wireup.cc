@@ -1,6 +1,6 @@
 // Wire-up: opens the transport context, opens the data endpoints to every
 // data peer (core/data_peers.h) and channel and a notice endpoint to every
-// peer, exchanges their address blobs through the bootstrap,
+// ring neighbour and data peer (core/notice_relay.h), exchanges their address blobs through the bootstrap,
 // connects them (the tagged point-to-point endpoints too), and sets up the
 // registered staging buffers the algorithms use.
 
@@ -142,9 +142,12 @@ Status Communicator::open_endpoints(std::vector<std::byte>& mine) {
       if (ep) endpoint_peer_[ep] = p;
     }
   }
-  // The notice endpoints (channel index `channels`), after every data one.
+  // The notice endpoints (channel index `channels`), after every data one:
+  // to the ring neighbours and the data peers only (notice_links); notices
+  // for the other ranks are relayed along the ring (core/peer_notices.cc).
   notice_eps_.assign(size_t(size_), nullptr);
   for (int p = 0; p < size_; ++p) {
+    if (!notice_links(data_peers_, size_, rank_, p)) continue;
     auto& ep = notice_eps_[size_t(p)];
     if (auto st = open_one(p, channels, ep); !st.is_ok()) return st;
     if (ep) notice_peer_[ep] = p;
@@ -194,7 +197,8 @@ void Communicator::keep_own_entries(int owner, std::vector<std::byte>& table) co
   bool ok = true;
   for (int p : data_peers_.of(owner))  // data, toward owner's data peers only
     for (size_t c = 0; ok && c < channels; ++c) ok = next(size_t(p) == me);
-  for (size_t q = 0; ok && q < n; ++q) ok = next(q == me);  // notice
+  for (size_t q = 0; ok && q < n; ++q)  // notice, toward owner's notice peers only
+    if (notice_links(data_peers_, size_, int(owner), int(q))) ok = next(q == me);
   ok = ok && next(true);                                    // host
   if (cfg_.p2p_tagged)
     for (size_t i = 0; ok && i < 2 * n; ++i) ok = next(i % n == me);  // p2p control, bulk
@@ -236,7 +240,7 @@ Status Communicator::connect_from(const std::vector<std::vector<std::byte>>& all
     }
   }
   for (int p = 0; p < size_; ++p) {
-    if (p == rank_) continue;
+    if (p == rank_ || !kept_notice_entries(p)) continue;
     size_t pos = 0;
     const std::byte* data = nullptr;
     size_t n = 0;
@@ -250,7 +254,7 @@ Status Communicator::connect_from(const std::vector<std::vector<std::byte>>& all
                       " (notice endpoint) over " + cfg_.transport +
                       " failed: " + tp_->last_error()};
   }
-  // Every rank's host identity, after its notice blobs: hosts are numbered
+  // Every rank's host identity, after its notice blob (if any): hosts are numbered
   // in the order of their first rank, the same on every rank.
   std::map<std::string, int> hosts;
   peer_host_.assign(size_t(size_), 0);
@@ -258,7 +262,7 @@ Status Communicator::connect_from(const std::vector<std::vector<std::byte>>& all
     size_t pos = 0;
     const std::byte* data = nullptr;
     size_t n = 0;
-    for (size_t i = 0; i < 1 + kept_data_entries(p) + 1; ++i)
+    for (size_t i = 0; i < 1 + kept_data_entries(p) + kept_notice_entries(p); ++i)
       if (!get_bytes(all[size_t(p)], pos, data, n)) return malformed_table(p);
     if (!get_bytes(all[size_t(p)], pos, data, n)) return malformed_table(p);
     const std::string id(reinterpret_cast<const char*>(data), n);

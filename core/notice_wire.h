@@ -1,6 +1,7 @@
 // The notice protocol's wire layout and work-request ids, shared by
 // peer_notices.cc and signature_exchange.cc (both send and receive notices
-// on the per-peer notice endpoints). Private to the core.
+// on the notice endpoints: ring neighbours and data peers, notice_relay.h).
+// Private to the core.
 #pragma once
 
 #include "core/call_signature.h"
@@ -10,7 +11,11 @@
 
 namespace chorus::core {
 
-constexpr uint32_t kNoticeMagic = 0x4e53'4843;  // "CHSN" in memory on little-endian hosts
+// Version 2 ("CHN2" in memory on little-endian hosts): `reporter` is the
+// rank the notice comes from, which differs from the sending peer once a
+// neighbour relays it. Version 1 ("CHSN") had no relay; a core of one
+// version reads the other's notices as malformed and ignores them.
+constexpr uint32_t kNoticeMagic = 0x324e'4843;
 constexpr uint32_t kNoticePeerLost = 1;
 constexpr uint32_t kNoticeFinalized = 2;
 constexpr uint32_t kNoticeSignature = 3;  // `a`: the sender's call
@@ -29,6 +34,10 @@ constexpr int kSigSendSlots = 4;  // signature sends in flight per peer
 // How long a rank that saw a peer's connections close waits for that peer's
 // notice, and how long a failing rank spends sending its own.
 constexpr int kNoticeGraceMs = 100;
+// How long a rank whose data endpoint to a peer without a notice endpoint
+// failed waits for a relayed notice that says why (the peer, or the rank
+// the peer lost): relays cross several ranks, each when it next polls.
+constexpr int kRelayGraceMs = 1000;
 // How long a rank that found another call's digest in a peer's data waits for
 // that peer's signature, to name both calls, before it names its own alone.
 // Longer than kNoticeGraceMs: the peer may be busy moving a large message.
@@ -43,14 +52,17 @@ constexpr int kTimeoutGraceMs = 300;
 constexpr int kFinalizeGraceMs = 1000;
 // Notice work requests: kNoticeWrId + (peer << 8) + slot, where slot is a
 // receive slot (< kNoticeRecvSlots), kSigSlotBase + a signature send slot,
-// or kBroadcastSlot for a notice sent to every peer.
+// kRelaySlot for a notice relayed from another rank, or kBroadcastSlot for a
+// notice this rank sends to every notice peer.
 constexpr uint64_t kNoticeWrId = 0x6e6f'7469'6365'0000ull;  // "notice"
 constexpr uint64_t kSigSlotBase = 0x80;
+constexpr uint64_t kRelaySlot = 0xfe;
 constexpr uint64_t kBroadcastSlot = 0xff;
 
 // Frozen layout between the cores of one job (both ends run the same
 // Chorus; the init fingerprint does not cover the version, see
-// docs/reliability.md §4.5): 128 bytes, little-endian hosts.
+// docs/reliability.md §4.5): 128 bytes, little-endian hosts. A relay
+// forwards the 128 bytes unchanged.
 struct NoticeWire {
   uint32_t magic;
   uint32_t kind;

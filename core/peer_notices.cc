@@ -4,13 +4,19 @@
 // means here; settling a failed call into one job-wide status, and the
 // orderly goodbye at finalize. Wire layout: notice_wire.h.
 //
-// Every pair of ranks has one endpoint more than the data channels (channel
-// index cfg_.channels) with a 16-byte receive always posted. A rank whose
-// call fails because it lost a peer sends every other rank a notice naming
-// the rank it lost before it closes its connections, so a survivor that
-// then sees this rank's connections close can name the rank that really
-// died. A healthy communicator's finalize sends a "finalized" notice
-// instead, which takes the peer's standing receive: its connections then
+// Each ring neighbour and each data peer (notice_links, notice_relay.h) has
+// one endpoint more than the data channels (channel index cfg_.channels)
+// with receives always posted. A rank whose call fails because it lost a
+// peer sends each notice peer a notice naming the rank it lost before it
+// closes its connections, so a survivor that then sees this rank's
+// connections close can name the rank that really died. Failure notices
+// (peer lost, timeout, mismatch) are relayed: a rank forwards each one it
+// sees first to its ring neighbours, once per (origin, kind), so they reach
+// the ranks without an endpoint to the origin, in both directions around
+// the ring. A neighbour whose notice connection ends without a word died:
+// the rank that sees it floods "rank X lost" itself. A healthy
+// communicator's finalize sends a "finalized" notice to each notice peer
+// instead, which takes the peer's standing receives: its connections then
 // close with nothing outstanding, which no transport reports as a loss.
 
 #include "core/communicator.h"
@@ -44,10 +50,11 @@ Status Communicator::arm_notices() {
   notice_closed_.assign(size_t(size_), 0);
   notice_finished_.assign(size_t(size_), 0);
   notice_timeout_.assign(size_t(size_), 0);
+  relay_.reset(rank_, size_);
   if (size_ < 2) return Status::ok();
   // [peer][receive slot], then [peer][signature send slot], then one slot
-  // for the notices sent to every peer.
-  const size_t slots = size_t(size_) * (kNoticeRecvSlots + kSigSendSlots) + 1;
+  // for the notices sent to every notice peer, then [origin][relayed kind].
+  const size_t slots = size_t(size_) * (kNoticeRecvSlots + kSigSendSlots + kRelayKinds) + 1;
   const size_t bytes = slots * kNoticeBytes;
   notice_block_ = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
   if (!notice_block_) return {CHORUS_ERR_SYSTEM, who() + ": cannot allocate the notice buffers"};
@@ -58,7 +65,7 @@ Status Communicator::arm_notices() {
       return {rc, who() + ": registering the notice buffers failed: " + tp_->last_error()};
   }
   for (int p = 0; p < size_; ++p) {
-    if (p == rank_) continue;
+    if (!notice_eps_[size_t(p)]) continue;
     int rc = CHORUS_OK;
     for (int k = 0; k < kNoticeRecvSlots && rc == CHORUS_OK; ++k)
       rc = tp_->post_recv(notice_eps_[size_t(p)], notice_slot(p, k), kNoticeBytes, notice_mr_,
@@ -96,6 +103,44 @@ void* Communicator::broadcast_slot() const {
          size_t(size_) * (kNoticeRecvSlots + kSigSendSlots) * kNoticeBytes;
 }
 
+void* Communicator::relay_slot(int origin, int kind_index) const {
+  return static_cast<std::byte*>(broadcast_slot()) +
+         (1 + size_t(origin) * kRelayKinds + size_t(kind_index)) * kNoticeBytes;
+}
+
+void Communicator::relay_notice(int from, const NoticeWire& w) {
+  // A rank that is saying goodbye relays no more: its neighbours' receives
+  // are taken by its "finalized" notices (say_goodbye).
+  if (relay_.goodbye || !notice_block_) return;
+  void* slot = relay_slot(w.reporter, relay_index(w.kind));
+  std::memcpy(slot, &w, sizeof(w));
+  for (int p : {relay_.left, relay_.right}) {
+    if (p < 0 || p == from || p == w.reporter || !notice_eps_[size_t(p)] ||
+        notice_closed_[size_t(p)] || notice_finished_[size_t(p)])
+      continue;
+    if (w.kind == kNoticePeerLost && p == w.lost_rank) continue;
+    if (tp_->post_send(notice_eps_[size_t(p)], slot, kNoticeBytes, notice_mr_,
+                       kNoticeWrId + (uint64_t(p) << 8) + kRelaySlot) == CHORUS_OK)
+      ++relay_.out;
+  }
+}
+
+void Communicator::flood_lost(int peer) {
+  // Not a loss: the peer said why it left (lost another rank, timed out, a
+  // mismatch, finalized), or this rank is leaving or failing anyway.
+  if (notice_lost_[size_t(peer)] >= 0 || notice_timeout_[size_t(peer)] ||
+      notice_finished_[size_t(peer)] || relay_.seen[size_t(peer)] || mismatch_known_ ||
+      timeout_first_from_ >= 0 || broken_ || relay_.goodbye)
+    return;
+  relay_.reported_lost[size_t(peer)] = 1;
+  if (!relay_.first(rank_, kNoticePeerLost)) return;  // this rank already reported a loss
+  log(CHORUS_LOG_INFO, "the notice connection to rank " + std::to_string(peer) +
+                           " ended without a word: telling the other ranks it is lost");
+  // Sent as if relayed (no wait here: this runs inside a poll); a failing
+  // call's send_notices later pushes it out before the connections close.
+  relay_notice(-1, NoticeWire{kNoticeMagic, kNoticePeerLost, peer, rank_, CallSig{}, CallSig{}});
+}
+
 int Communicator::filter_notices(chorus_tp_completion_t* out, int n) {
   if (p2p_) {
     // Tagged point-to-point traffic goes to its engine wherever it is polled.
@@ -128,6 +173,8 @@ int Communicator::filter_notices(chorus_tp_completion_t* out, int n) {
     if (out[i].opcode != CHORUS_TP_RECV) {  // one of our own notices went out
       if (slot >= kSigSlotBase && slot < kSigSlotBase + kSigSendSlots) {
         if (sig_sends_out_[size_t(peer)] > 0) --sig_sends_out_[size_t(peer)];
+      } else if (slot == kRelaySlot) {
+        if (relay_.out > 0) --relay_.out;
       } else {
         ++notice_sends_done_;
       }
@@ -149,9 +196,27 @@ int Communicator::filter_notices(chorus_tp_completion_t* out, int n) {
 }
 
 void Communicator::handle_notice(int peer, const NoticeWire& w, bool sized) {
-  if (!sized || w.magic != kNoticeMagic || w.reporter != peer) {
+  // A relayed kind comes from any rank (its origin, `reporter`), the others
+  // from the peer itself.
+  const bool relayed = relay_index(w.kind) >= 0;
+  if (!sized || w.magic != kNoticeMagic || w.reporter < 0 || w.reporter >= size_ ||
+      (!relayed && w.reporter != peer)) {
     log(CHORUS_LOG_WARN, "ignoring a malformed notice from rank " + std::to_string(peer));
     return;
+  }
+  const int origin = w.reporter;
+  const std::string from =
+      "rank " + std::to_string(origin) +
+      (origin == peer ? std::string() : " (relayed by rank " + std::to_string(peer) + ")");
+  if (relayed) {
+    if (w.kind == kNoticePeerLost && (w.lost_rank < 0 || w.lost_rank >= size_)) {
+      log(CHORUS_LOG_WARN, "ignoring a malformed notice from rank " + std::to_string(peer));
+      return;
+    }
+    // Each (origin, kind) once: it comes around the ring both ways, and
+    // this rank's own notices come back.
+    if (!relay_.first(origin, w.kind)) return;
+    relay_notice(peer, w);
   }
   switch (w.kind) {
     case kNoticeFinalized:
@@ -172,25 +237,22 @@ void Communicator::handle_notice(int peer, const NoticeWire& w, bool sized) {
         mismatch_a_ = w.a;
         mismatch_b_ = w.b;
         mismatch_text_ = describe_mismatch(w.a, w.b);
-        mismatch_via_ = peer;
-        log(CHORUS_LOG_DEBUG,
-            "rank " + std::to_string(peer) + " reports mismatched calls: " + mismatch_text_);
+        mismatch_via_ = origin;
+        log(CHORUS_LOG_DEBUG, from + " reports mismatched calls: " + mismatch_text_);
       }
       return;
     case kNoticeTimeout:
-      notice_timeout_[size_t(peer)] = 1;
-      if (timeout_first_from_ < 0) timeout_first_from_ = peer;
-      log(CHORUS_LOG_DEBUG, "rank " + std::to_string(peer) + " timed out and is leaving");
+      notice_timeout_[size_t(origin)] = 1;
+      if (timeout_first_from_ < 0) timeout_first_from_ = origin;
+      log(CHORUS_LOG_DEBUG, from + " timed out and is leaving");
       return;
     case kNoticePeerLost:
-      if (w.lost_rank >= 0 && w.lost_rank < size_) {
-        notice_lost_[size_t(peer)] = w.lost_rank;
-        if (notice_first_from_ < 0) notice_first_from_ = peer;
-        log(CHORUS_LOG_INFO, "rank " + std::to_string(peer) + " reports that it lost rank " +
-                                 std::to_string(w.lost_rank) + " and is leaving");
-        return;
-      }
-      break;
+      notice_lost_[size_t(origin)] = w.lost_rank;
+      relay_.reported_lost[size_t(w.lost_rank)] = 1;
+      if (notice_first_from_ < 0) notice_first_from_ = origin;
+      log(CHORUS_LOG_INFO, from + " reports that it lost rank " + std::to_string(w.lost_rank) +
+                               " and is leaving");
+      return;
     default:
       break;
   }
@@ -224,22 +286,28 @@ Status Communicator::timeout_status(const std::string& head) {
   const bool p2p = !call_sig_.is_collective();
   const int p2p_peer = call_sig_.peer;
   auto involved = [&](int p) { return p != rank_ && (!p2p || p == p2p_peer); };
+  // Ranks without a notice endpoint here are heard through the relay.
   auto heard = [&](int p) {
-    return !notice_eps_[size_t(p)] || notice_timeout_[size_t(p)] || notice_closed_[size_t(p)] ||
-           notice_finished_[size_t(p)] || notice_lost_[size_t(p)] >= 0;
+    return notice_timeout_[size_t(p)] || notice_closed_[size_t(p)] ||
+           notice_finished_[size_t(p)] || notice_lost_[size_t(p)] >= 0 ||
+           relay_.reported_lost[size_t(p)];
   };
+  bool relayed = false;
+  for (int p = 0; p < size_; ++p) relayed = relayed || (involved(p) && !notice_eps_[size_t(p)]);
   // Every live rank of the call times out within about one call of the
   // others, or is told by the first one; a rank that says nothing in the
-  // grace is the one stuck.
+  // grace is the one stuck. Relayed word crosses several ranks: more grace.
   if (!notice_peer_.empty())
-    pump_notices(Deadline::after(std::chrono::milliseconds(kTimeoutGraceMs)), [&] {
+    pump_notices(Deadline::after(std::chrono::milliseconds(relayed ? kRelayGraceMs
+                                                                   : kTimeoutGraceMs)),
+                 [&] {
       for (int p = 0; p < size_; ++p)
         if (involved(p) && !heard(p)) return false;
       return true;
     });
   std::vector<int> timed_out, silent;
   for (int p = 0; p < size_; ++p) {
-    if (!involved(p) || !notice_eps_[size_t(p)]) continue;
+    if (!involved(p)) continue;
     if (notice_timeout_[size_t(p)])
       timed_out.push_back(p);
     else if (!heard(p))
@@ -255,6 +323,13 @@ Status Communicator::timeout_status(const std::string& head) {
 
 void Communicator::broadcast_notice(uint32_t kind, const CallSig* a, const CallSig* b) {
   if (!notice_block_ || size_ < 2) return;
+  // Once per kind (flood_lost may have sent this rank's peer-lost notice):
+  // then only push out what is still being relayed.
+  if (!relay_.first(rank_, kind)) {
+    pump_notices(Deadline::after(std::chrono::milliseconds(kNoticeGraceMs)),
+                 [&] { return relay_.out == 0; });
+    return;
+  }
   NoticeWire w{
       kNoticeMagic,      kind, kind == kNoticePeerLost ? lost_rank_ : -1, rank_, a ? *a : CallSig{},
       b ? *b : CallSig{}};
@@ -273,7 +348,7 @@ void Communicator::broadcast_notice(uint32_t kind, const CallSig* a, const CallS
   // peer that is gone fails its send at once, and none may take longer than
   // the grace.
   pump_notices(Deadline::after(std::chrono::milliseconds(kNoticeGraceMs)),
-               [&] { return notice_sends_done_ >= posted; });
+               [&] { return notice_sends_done_ >= posted && relay_.out == 0; });
   log(CHORUS_LOG_DEBUG, "sent notice kind " + std::to_string(kind) + " to " +
                             std::to_string(notice_sends_done_) + " of " + std::to_string(posted) +
                             " peers");
@@ -287,11 +362,15 @@ void Communicator::resolve_lost(int peer) {
   // closing its connections; it may still be in flight on another connection.
   // The notice travels on the notice connection ahead of that connection's
   // close, so once the peer's notice endpoint failed without one, none is
-  // coming: the peer itself is gone, and the grace is not spent.
+  // coming: the peer itself is gone, and the grace is not spent. A peer
+  // without a notice endpoint here is heard of through the relay: its own
+  // notice, or a neighbour's "rank <peer> lost".
+  const int grace = notice_eps_[size_t(peer)] ? kNoticeGraceMs : kRelayGraceMs;
   pump_notices(
-      Deadline::after(std::chrono::milliseconds(call_deadline_.remaining_ms(kNoticeGraceMs))), [&] {
+      Deadline::after(std::chrono::milliseconds(call_deadline_.remaining_ms(grace))), [&] {
         return notice_lost_[size_t(peer)] >= 0 || notice_closed_[size_t(peer)] ||
-               notice_finished_[size_t(peer)] || notice_timeout_[size_t(peer)] || mismatch_known_;
+               notice_finished_[size_t(peer)] || notice_timeout_[size_t(peer)] ||
+               relay_.reported_lost[size_t(peer)] || mismatch_known_;
       });
   const int reported = notice_lost_[size_t(peer)];
   if (reported >= 0 && reported != peer && reported != rank_) {
@@ -303,8 +382,20 @@ void Communicator::resolve_lost(int peer) {
 bool Communicator::note_notice_error(const chorus_tp_error_t& e) {
   auto it = notice_peer_.find(e.endpoint);
   if (it == notice_peer_.end()) return false;
-  if (e.opcode == CHORUS_TP_RECV && !notice_closed_.empty()) notice_closed_[size_t(it->second)] = 1;
-  if (e.opcode == CHORUS_TP_SEND) ++notice_sends_done_;  // failed, but no longer pending
+  const int peer = it->second;
+  if (e.opcode == CHORUS_TP_RECV && !notice_closed_.empty()) {
+    const bool first = !notice_closed_[size_t(peer)];
+    notice_closed_[size_t(peer)] = 1;
+    if (first && e.status == CHORUS_ERR_PEER_LOST) flood_lost(peer);
+  }
+  if (e.opcode == CHORUS_TP_SEND) {  // failed, but no longer pending
+    const uint64_t slot = (e.wr_id - kNoticeWrId) & 0xff;
+    if (slot == kRelaySlot) {
+      if (relay_.out > 0) --relay_.out;
+    } else {
+      ++notice_sends_done_;
+    }
+  }
   return true;
 }
 
@@ -369,6 +460,7 @@ void Communicator::say_goodbye() {
   // A peer that already finalized and left has closed its notice connection:
   // take that in first, so no goodbye is written to a closed connection.
   if (!drain_notices()) return;
+  relay_.goodbye = true;
   NoticeWire w{kNoticeMagic, kNoticeFinalized, -1, rank_, CallSig{}, CallSig{}};
   void* slot = broadcast_slot();
   std::memcpy(slot, &w, sizeof(w));
@@ -390,7 +482,7 @@ void Communicator::say_goodbye() {
   // Every rank waits for every peer's goodbye before it closes: the last
   // goodbye a rank receives was sent to a connection that was still open.
   auto everyone_done = [&] {
-    if (notice_sends_done_ < posted) return false;
+    if (notice_sends_done_ < posted || relay_.out > 0) return false;
     if (p2p_ && !p2p_->byes_done()) return false;
     for (int p = 0; p < size_; ++p)
       if (p != rank_ && notice_eps_[size_t(p)] && notice_finished_[size_t(p)] < kNoticeRecvSlots &&

@@ -2,21 +2,24 @@
 # The ring-only scale guard: every collective pinned to the ring (which
 # declares CHORUS_ALGO_PEERS_RING), two channels. ring_peers_check checks on
 # every rank that the communicator (and each half of a split) opened
-# exactly 2 x channels data endpoints (1 x channels at 2 ranks), one notice
-# endpoint and two point-to-point endpoints per peer, and a checked ring
-# all_reduce; this script adds the file descriptors.
+# exactly 2 x channels data endpoints (1 x channels at 2 ranks), a notice
+# endpoint to each ring neighbour only (so data + notice = 2 x channels + 2
+# from 4 ranks up, whatever N), two point-to-point endpoints per peer, and a
+# checked ring all_reduce; this script adds the file descriptors and that
+# data + notice is the same at 16 and 64 ranks.
 #   ring_peers.sh CHORUSRUN RING_PEERS_CHECK tcp   2, 16 and 64 ranks, fd growth;
 #                                                  16 ranks untagged (every peer)
 #   ring_peers.sh CHORUSRUN RING_PEERS_CHECK shm   16 ranks
 #
 # The fd bound (tcp): each tcp endpoint is one connected socket. From 16 to
-# 64 ranks a rank gains 48 peers, and per peer exactly three endpoints that
-# are still opened for every peer (a notice endpoint, the tagged engine's
-# control and data endpoints): 3 x 48 = 144 fds, plus 16 of slack for the
-# transport's and the runtime's own descriptors (listeners, epoll, eventfds,
-# which do not grow with N). Rank 0 also holds one bootstrap socket per rank
-# (docs/scale.md), so its bound is 4 x 48 + 16. A return of data endpoints
-# to every peer would add 2 x 48 = 96 fds (two channels) and fail the bound.
+# 64 ranks a rank gains 48 peers, and per peer exactly two endpoints that
+# are still opened for every peer (the tagged engine's control and data
+# endpoints): 2 x 48 = 96 fds, plus 16 of slack for the transport's and the
+# runtime's own descriptors (listeners, epoll, eventfds, which do not grow
+# with N). Rank 0 also holds one bootstrap socket per rank (docs/scale.md),
+# so its bound is 3 x 48 + 16. A return of data endpoints to every peer
+# would add 2 x 48 = 96 fds (two channels), one of notice endpoints to every
+# peer 48: either fails the bound.
 set -u
 chorusrun=$1 check=$2 transport=$3
 out=$(mktemp /tmp/chorus-ring-peers.XXXXXX)
@@ -53,9 +56,15 @@ else
     r0_small=$(field "$small" rank0) r0_large=$(field "$large" rank0)
     max_small=$(field "$small" max) max_large=$(field "$large" max)
     others=$((max_large - max_small)) root=$((r0_large - r0_small))
-    echo "fd growth 16 -> 64 ranks: other ranks (max) +$others (bound $((3 * 48 + 16))), rank 0 +$root (bound $((4 * 48 + 16)))"
-    if [ "$others" -gt $((3 * 48 + 16)) ] || [ "$root" -gt $((4 * 48 + 16)) ]; then
-      echo "FAIL: file descriptors grow faster than the notice and point-to-point endpoints"
+    echo "fd growth 16 -> 64 ranks: other ranks (max) +$others (bound $((2 * 48 + 16))), rank 0 +$root (bound $((3 * 48 + 16)))"
+    if [ "$others" -gt $((2 * 48 + 16)) ] || [ "$root" -gt $((3 * 48 + 16)) ]; then
+      echo "FAIL: file descriptors grow faster than the point-to-point endpoints"
+      fails=$((fails + 1))
+    fi
+    ep_small=$(field "$small" data+notice) ep_large=$(field "$large" data+notice)
+    echo "data + notice endpoints per rank: $ep_small at 16 ranks, $ep_large at 64"
+    if [ -z "$ep_small" ] || [ "$ep_small" != "$ep_large" ]; then
+      echo "FAIL: a ring-only rank's data + notice endpoints depend on N"
       fails=$((fails + 1))
     fi
   fi

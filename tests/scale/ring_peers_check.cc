@@ -12,6 +12,7 @@
 // element by element against a closed-form reference, does the same on the
 // two halves of a split, and counts its open file descriptors. Rank 0 prints
 //   ring_peers: ranks N channels C mode ring|default[+untagged] fds rank0 A others min B max C
+//               endpoints data+notice D
 // and every rank prints each failed check as "rN FAIL ...". Exit status 0
 // only when every check passed on this rank.
 #include <chorus/chorus.hpp>
@@ -67,7 +68,8 @@ void check_endpoints(const chorus::Communicator& comm, bool ring, bool tagged, i
   const std::pair<const char*, uint64_t> want[] = {
       {"endpoints.data", peers * uint64_t(channels)},
       {"endpoints.data_peers", peers},
-      {"endpoints.notice", others},
+      // Notice endpoints go to the ring neighbours and the data peers only.
+      {"endpoints.notice", peers},
       {"endpoints.point_to_point", tagged ? 2 * others : 0},
   };
   for (const auto& [name, value] : want) {
@@ -77,6 +79,19 @@ void check_endpoints(const chorus::Communicator& comm, bool ring, bool tagged, i
                (it == c.end() ? std::string("missing") : std::to_string(it->second)) +
                ", expected " + std::to_string(value));
   }
+  // The scale guard proper: from 4 ranks up a ring-only rank's data and
+  // notice endpoints are 2 x channels + 2 whatever N is.
+  if (ring && n >= 4)
+    expect(c["endpoints.data"] + c["endpoints.notice"] == 2 * uint64_t(channels) + 2,
+           what + ": data + notice endpoints are " +
+               std::to_string(c["endpoints.data"] + c["endpoints.notice"]) + " at " +
+               std::to_string(n) + " ranks, expected 2 x channels + 2 = " +
+               std::to_string(2 * channels + 2) + " at any size");
+}
+
+uint64_t data_and_notice(const chorus::Communicator& comm) {
+  auto c = counters(comm);
+  return c["endpoints.data"] + c["endpoints.notice"];
 }
 
 /// A ring all_reduce of int64 sums, checked against the closed form, and
@@ -178,9 +193,11 @@ int main(int argc, char** argv) {
     if (g_rank == 0) {
       auto [lo, hi] = std::minmax_element(all.begin() + (n > 1 ? 1 : 0), all.end());
       std::printf(
-          "ring_peers: ranks %d channels %d mode %s%s fds rank0 %lld others min %lld max %lld\n", n,
-          channels, ring ? "ring" : "default", tagged ? "" : "+untagged",
-          static_cast<long long>(all[0]), static_cast<long long>(*lo), static_cast<long long>(*hi));
+          "ring_peers: ranks %d channels %d mode %s%s fds rank0 %lld others min %lld max %lld "
+          "endpoints data+notice %llu\n",
+          n, channels, ring ? "ring" : "default", tagged ? "" : "+untagged",
+          static_cast<long long>(all[0]), static_cast<long long>(*lo), static_cast<long long>(*hi),
+          static_cast<unsigned long long>(data_and_notice(comm)));
     }
     int32_t ok = g_failed == 0 ? 1 : 0;
     comm.all_reduce(&ok, &ok, 1, CHORUS_INT32, CHORUS_MIN);
