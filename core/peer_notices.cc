@@ -325,7 +325,7 @@ void Communicator::broadcast_notice(uint32_t kind, const CallSig* a, const CallS
   if (!notice_block_ || size_ < 2) return;
   // Once per kind (flood_lost may have sent this rank's peer-lost notice):
   // then only push out what is still being relayed.
-  if (!relay_.first(rank_, kind)) {
+  if (relay_index(kind) >= 0 && !relay_.first(rank_, kind)) {
     pump_notices(Deadline::after(std::chrono::milliseconds(kNoticeGraceMs)),
                  [&] { return relay_.out == 0; });
     return;
