@@ -1,8 +1,9 @@
 // Wire-up: opens the transport context, opens the data endpoints to every
 // data peer (core/data_peers.h) and channel and a notice endpoint to every
-// ring neighbour and data peer (core/notice_relay.h), exchanges their address blobs through the bootstrap,
-// connects them (the tagged point-to-point endpoints too), and sets up the
-// registered staging buffers the algorithms use.
+// ring neighbour and data peer (core/notice_relay.h), exchanges their
+// address blobs through the bootstrap, connects them (the tagged
+// point-to-point endpoints too), and sets up the registered staging buffers
+// the algorithms use.
 
 #include "core/communicator.h"
 #include "core/communicator_internal.h"
@@ -199,7 +200,7 @@ void Communicator::keep_own_entries(int owner, std::vector<std::byte>& table) co
     for (size_t c = 0; ok && c < channels; ++c) ok = next(size_t(p) == me);
   for (size_t q = 0; ok && q < n; ++q)  // notice, toward owner's notice peers only
     if (notice_links(data_peers_, size_, int(owner), int(q))) ok = next(q == me);
-  ok = ok && next(true);                                    // host
+  ok = ok && next(true);  // host
   if (cfg_.p2p_tagged)
     for (size_t i = 0; ok && i < 2 * n; ++i) ok = next(i % n == me);  // p2p control, bulk
   if (!ok) kept.resize(fingerprint_end);

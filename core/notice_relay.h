@@ -38,11 +38,11 @@ inline int relay_index(uint32_t kind) {
 constexpr int kRelayKinds = 3;
 
 struct NoticeRelay {
-  std::vector<uint8_t> seen;         // [origin]: bit relay_index(kind) once taken in or sent
-  std::vector<char> reported_lost;   // [rank]: some notice named it lost
-  int out = 0;                       // relayed sends not yet completed or failed
-  int left = -1, right = -1;         // ring neighbours (-1 when there is none)
-  bool goodbye = false;              // say_goodbye began: nothing more is relayed
+  std::vector<uint8_t> seen;        // [origin]: bit relay_index(kind) once taken in or sent
+  std::vector<char> reported_lost;  // [rank]: some notice named it lost
+  int out = 0;                      // relayed sends not yet completed or failed
+  int left = -1, right = -1;        // ring neighbours (-1 when there is none)
+  bool goodbye = false;             // say_goodbye began: nothing more is relayed
 
   void reset(int rank, int size) {
     seen.assign(size_t(size), 0);

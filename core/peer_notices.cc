@@ -250,8 +250,8 @@ void Communicator::handle_notice(int peer, const NoticeWire& w, bool sized) {
       notice_lost_[size_t(origin)] = w.lost_rank;
       relay_.reported_lost[size_t(w.lost_rank)] = 1;
       if (notice_first_from_ < 0) notice_first_from_ = origin;
-      log(CHORUS_LOG_INFO, from + " reports that it lost rank " + std::to_string(w.lost_rank) +
-                               " and is leaving");
+      log(CHORUS_LOG_INFO,
+          from + " reports that it lost rank " + std::to_string(w.lost_rank) + " and is leaving");
       return;
     default:
       break;
@@ -288,9 +288,8 @@ Status Communicator::timeout_status(const std::string& head) {
   auto involved = [&](int p) { return p != rank_ && (!p2p || p == p2p_peer); };
   // Ranks without a notice endpoint here are heard through the relay.
   auto heard = [&](int p) {
-    return notice_timeout_[size_t(p)] || notice_closed_[size_t(p)] ||
-           notice_finished_[size_t(p)] || notice_lost_[size_t(p)] >= 0 ||
-           relay_.reported_lost[size_t(p)];
+    return notice_timeout_[size_t(p)] || notice_closed_[size_t(p)] || notice_finished_[size_t(p)] ||
+           notice_lost_[size_t(p)] >= 0 || relay_.reported_lost[size_t(p)];
   };
   bool relayed = false;
   for (int p = 0; p < size_; ++p) relayed = relayed || (involved(p) && !notice_eps_[size_t(p)]);
@@ -298,13 +297,12 @@ Status Communicator::timeout_status(const std::string& head) {
   // others, or is told by the first one; a rank that says nothing in the
   // grace is the one stuck. Relayed word crosses several ranks: more grace.
   if (!notice_peer_.empty())
-    pump_notices(Deadline::after(std::chrono::milliseconds(relayed ? kRelayGraceMs
-                                                                   : kTimeoutGraceMs)),
-                 [&] {
-      for (int p = 0; p < size_; ++p)
-        if (involved(p) && !heard(p)) return false;
-      return true;
-    });
+    pump_notices(
+        Deadline::after(std::chrono::milliseconds(relayed ? kRelayGraceMs : kTimeoutGraceMs)), [&] {
+          for (int p = 0; p < size_; ++p)
+            if (involved(p) && !heard(p)) return false;
+          return true;
+        });
   std::vector<int> timed_out, silent;
   for (int p = 0; p < size_; ++p) {
     if (!involved(p)) continue;
@@ -366,12 +364,11 @@ void Communicator::resolve_lost(int peer) {
   // without a notice endpoint here is heard of through the relay: its own
   // notice, or a neighbour's "rank <peer> lost".
   const int grace = notice_eps_[size_t(peer)] ? kNoticeGraceMs : kRelayGraceMs;
-  pump_notices(
-      Deadline::after(std::chrono::milliseconds(call_deadline_.remaining_ms(grace))), [&] {
-        return notice_lost_[size_t(peer)] >= 0 || notice_closed_[size_t(peer)] ||
-               notice_finished_[size_t(peer)] || notice_timeout_[size_t(peer)] ||
-               relay_.reported_lost[size_t(peer)] || mismatch_known_;
-      });
+  pump_notices(Deadline::after(std::chrono::milliseconds(call_deadline_.remaining_ms(grace))), [&] {
+    return notice_lost_[size_t(peer)] >= 0 || notice_closed_[size_t(peer)] ||
+           notice_finished_[size_t(peer)] || notice_timeout_[size_t(peer)] ||
+           relay_.reported_lost[size_t(peer)] || mismatch_known_;
+  });
   const int reported = notice_lost_[size_t(peer)];
   if (reported >= 0 && reported != peer && reported != rank_) {
     lost_rank_ = reported;
