@@ -4,10 +4,14 @@
 # every rank that the communicator (and each half of a split) opened
 # exactly 2 x channels data endpoints (1 x channels at 2 ranks), one notice
 # endpoint and two point-to-point endpoints per peer, and a checked ring
-# all_reduce; this script adds the file descriptors.
+# all_reduce; this script adds the file descriptors. The mesh runs
+# (--mesh) check that a communicator whose algorithms declare every peer
+# connects only its ring neighbours until its first mesh call, and every peer
+# from then on (docs/scale.md, "Data endpoints on first use").
 #   ring_peers.sh CHORUSRUN RING_PEERS_CHECK tcp   2, 16 and 64 ranks, fd growth;
-#                                                  16 ranks untagged (every peer)
-#   ring_peers.sh CHORUSRUN RING_PEERS_CHECK shm   16 ranks
+#                                                  16 ranks untagged (every peer);
+#                                                  mesh at 6 ranks
+#   ring_peers.sh CHORUSRUN RING_PEERS_CHECK shm   16 ranks; mesh at 6 ranks
 #
 # The fd bound (tcp): each tcp endpoint is one connected socket. From 16 to
 # 64 ranks a rank gains 48 peers, and per peer exactly three endpoints that
@@ -24,8 +28,10 @@ trap 'rm -f "$out"' EXIT
 fails=0
 run() {  # ranks [extra option] -> the rank-0 "fds" line in $line
   line=""
+  mode=--ring
+  [ "${2:-}" = --mesh ] && mode=""
   if ! env CHORUS_TRANSPORT="$transport" "$chorusrun" -n "$1" --timeout 150 -- \
-      "$check" --ring --channels 2 ${2:+"$2"} >"$out" 2>&1; then
+      "$check" $mode --channels 2 ${2:+"$2"} >"$out" 2>&1; then
     cat "$out"
     echo "FAIL: the $1-rank ring-only job over $transport failed"
     fails=$((fails + 1))
@@ -42,8 +48,10 @@ run() {  # ranks [extra option] -> the rank-0 "fds" line in $line
 }
 if [ "$transport" = shm ]; then
   run 16
+  run 6 --mesh
 else
   run 2
+  run 6 --mesh
   # point_to_point.tagged = false: untagged send/recv needs every peer.
   run 16 --untagged
   run 16 && small=$line
