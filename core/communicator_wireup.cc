@@ -230,7 +230,9 @@ Status Communicator::connect_from(const std::vector<std::vector<std::byte>>& all
     for (int c = 0; c < channels && data_peers_.links(rank_, p); ++c) {
       if (!get_bytes(all[size_t(p)], pos, data, n)) return malformed;
       const size_t index = size_t(p) * size_t(channels) + size_t(c);
-      if (defers_data(p)) {  // connected at the first call that needs it
+      // Connected at the first call that needs it (an empty blob, which no
+      // transport sends, marks "nothing pending": that one connects now).
+      if (n > 0 && defers_data(p)) {
         deferred_[index].assign(data, data + n);
         deferred_pending_ = true;
         continue;
