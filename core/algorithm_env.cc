@@ -31,13 +31,14 @@ chorus_tp_endpoint_t* Communicator::env_endpoint(void* core, int peer, int chann
   auto* self = static_cast<Communicator*>(core);
   if (peer < 0 || peer >= self->size_ || channel < 0 || channel >= self->cfg_.channels)
     return nullptr;
-  chorus_tp_endpoint_t* ep =
-      self->endpoints_[size_t(peer) * size_t(self->cfg_.channels) + size_t(channel)];
+  const size_t index = size_t(peer) * size_t(self->cfg_.channels) + size_t(channel);
+  chorus_tp_endpoint_t* ep = self->endpoints_[index];
+  // Not connected yet (core/data_connect.cc): only a call whose algorithm
+  // declares every peer connects it, so this one declared RING.
+  if (ep && index < self->deferred_.size() && !self->deferred_[index].empty()) ep = nullptr;
   // A peer no algorithm here declared: NULL, remembered so that a post on
   // it (or the algorithm's own report of the NULL) says why.
-  if (!ep && self->undeclared_peer_ < 0 && peer != self->rank_ &&
-      !self->data_peers_.links(self->rank_, peer))
-    self->undeclared_peer_ = peer;
+  if (!ep && self->undeclared_peer_ < 0 && peer != self->rank_) self->undeclared_peer_ = peer;
   return ep;
 }
 
@@ -169,7 +170,7 @@ int Communicator::env_fail(void* core, int status, const char* message) {
     if (self->undeclared_peer_ >= 0 &&
         (status == CHORUS_ERR_INTERNAL || status == CHORUS_ERR_INVALID_ARGUMENT ||
          status == CHORUS_ERR_NOT_SUPPORTED) &&
-        text.find("no data endpoint to rank") == std::string::npos)
+        text.find("(the peers field of its table") == std::string::npos)
       text = self->undeclared_peer_text(self->undeclared_peer_) +
              " (the algorithm reported: " + text + ")";
     // A post the transport refused because the peer is gone: same verdict

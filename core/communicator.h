@@ -181,8 +181,13 @@ class Communicator : public CallChecks {
   /// How many notice addresses it left there (1 or 0, notice_links).
   size_t kept_notice_entries(int p) const { return notice_links(data_peers_, size_, rank_, p); }
   /// Connects every endpoint from the gathered tables (all[r] from rank r,
-  /// cut by keep_own_entries).
+  /// cut by keep_own_entries), except the data endpoints defers_data keeps.
   Status connect_from(const std::vector<std::vector<std::byte>>& all, Deadline deadline);
+  // Data endpoints connected on first use (core/data_connect.cc).
+  bool defers_data(int peer) const;
+  Status connect_deferred_data();
+  int known_lost_rank();                      // from the notices so far, or -1; sets lost_via_
+  Status deferred_connect_failed(Status st);  // names a lost rank when one is known
   std::string fingerprint() const;
   /// Runs one queued request on the calling thread (the stream's executor).
   void run_request(Request& req);
@@ -449,6 +454,9 @@ class Communicator : public CallChecks {
   int undeclared_peer_ = -1;    // the running call asked for an endpoint data_peers_ lacks
   std::string call_algo_;       // the running call's algorithm, for undeclared_peer_text
   uint64_t opened_[3] = {};     // endpoints opened at init: data, notice, point-to-point
+  std::vector<std::vector<std::byte>> deferred_;  // [peer * channels + channel]: peer's blob
+  bool deferred_pending_ = false;                 // some data endpoint waits for first use
+  std::atomic<uint64_t> data_connected_{0};       // data endpoints connected so far
   std::unordered_map<const chorus_tp_endpoint_t*, int> endpoint_peer_;
   chorus_transport_plugin_v1_t proxy_{};
   std::vector<chorus_tp_endpoint_t*> notice_eps_;  // [peer]; nullptr for self

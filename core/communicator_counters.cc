@@ -46,6 +46,8 @@ std::vector<std::pair<std::string, uint64_t>> Communicator::counters() const {
   // Endpoints opened at init (set before the communicator is handed out).
   out.emplace_back("endpoints.data", opened_[0]);
   out.emplace_back("endpoints.data_peers", uint64_t(data_peers_.of(rank_).size()));
+  // Connected so far: a mesh connects its non-neighbours at first use.
+  out.emplace_back("endpoints.data_connected", data_connected_.load(std::memory_order_relaxed));
   out.emplace_back("endpoints.notice", opened_[1]);
   out.emplace_back("endpoints.point_to_point", opened_[2]);
   for (const auto& [name, peers] : auto_peer_counts_)

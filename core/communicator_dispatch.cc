@@ -76,6 +76,15 @@ Status Communicator::run(const chorus_algo_call_v2_t& call_desc, const char* wha
     LogCommScope log_scope;
   } running(this);
   if (auto st = mismatch_pending(); !st.is_ok()) return st;
+  // A mesh's non-neighbours are connected by the first call that may post
+  // to them, before anything is posted (core/data_connect.cc).
+  if (deferred_pending_ && chosen->algorithm_peers() != CHORUS_ALGO_PEERS_RING) {
+    if (auto st = connect_deferred_data(); !st.is_ok()) {
+      mark_broken(st);
+      log(CHORUS_LOG_DEBUG, st.message());
+      return st;
+    }
+  }
   sig.call = collective;
   sig.seq = collective_seq_++;
   std::strncpy(sig.algo, algo_name, sizeof(sig.algo) - 1);

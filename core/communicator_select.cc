@@ -176,6 +176,15 @@ void Communicator::select_data_peers() {
 std::string Communicator::undeclared_peer_text(int peer) const {
   const std::string algo =
       call_algo_.empty() ? "the running call" : "algorithm '" + call_algo_ + "'";
+  if (data_peers_.links(rank_, peer))  // opened, left for first use (data_connect.cc)
+    return algo + " posted to rank " + std::to_string(peer) +
+           ", which is not a ring neighbour of rank " + std::to_string(rank_) +
+           ", but it declares CHORUS_ALGO_PEERS_RING: the data endpoints to other ranks are "
+           "connected only for a call whose algorithm declares CHORUS_ALGO_PEERS_ALL. Declare "
+           "CHORUS_ALGO_PEERS_ALL in " +
+           (call_algo_.empty() ? std::string("the algorithm") : "'" + call_algo_ + "'") +
+           " (the peers field of its table; kPeers in an SDK class) if it talks to other ranks, "
+           "or post only to rank-1 and rank+1";
   return algo + " posted to rank " + std::to_string(peer) +
          ", but this communicator has no data endpoint to rank " + std::to_string(peer) + ": " +
          data_peers_why_ + ", so rank " + std::to_string(rank_) + " connects only " +

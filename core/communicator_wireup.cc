@@ -2,8 +2,9 @@
 // data peer (core/data_peers.h) and channel and a notice endpoint to every
 // ring neighbour and data peer (core/notice_relay.h), exchanges their
 // address blobs through the bootstrap, connects them (the tagged
-// point-to-point endpoints too), and sets up the registered staging buffers
-// the algorithms use.
+// point-to-point endpoints too; the data endpoints of a mesh's
+// non-neighbours wait for first use, core/data_connect.cc), and sets up the
+// registered staging buffers the algorithms use.
 
 #include "core/communicator.h"
 #include "core/communicator_internal.h"
@@ -215,6 +216,7 @@ Status Communicator::connect_from(const std::vector<std::vector<std::byte>>& all
     return {CHORUS_ERR_INTERNAL, "rank " + std::to_string(rank_) + ": address table has " +
                                      std::to_string(all.size()) + " entries for " +
                                      std::to_string(size_) + " ranks"};
+  deferred_.assign(endpoints_.size(), {});
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
     size_t pos = 0;
@@ -232,12 +234,20 @@ Status Communicator::connect_from(const std::vector<std::vector<std::byte>>& all
                   "); give every rank the same config file and CHORUS_* variables"};
     for (int c = 0; c < channels && data_peers_.links(rank_, p); ++c) {
       if (!get_bytes(all[size_t(p)], pos, data, n)) return malformed;
-      auto* ep = endpoints_[size_t(p) * size_t(channels) + size_t(c)];
-      int rc = tp_->endpoint_connect(ep, data, n, deadline.remaining_ms());
+      const size_t index = size_t(p) * size_t(channels) + size_t(c);
+      // Connected at the first call that needs it (an empty blob, which no
+      // transport sends, marks "nothing pending": that one connects now).
+      if (n > 0 && defers_data(p)) {
+        deferred_[index].assign(data, data + n);
+        deferred_pending_ = true;
+        continue;
+      }
+      int rc = tp_->endpoint_connect(endpoints_[index], data, n, deadline.remaining_ms());
       if (rc != CHORUS_OK)
         return {rc, "rank " + std::to_string(rank_) + ": connecting to rank " + std::to_string(p) +
                         " (channel " + std::to_string(c) + ") over " + cfg_.transport +
                         " failed: " + tp_->last_error()};
+      data_connected_.fetch_add(1, std::memory_order_relaxed);
     }
   }
   for (int p = 0; p < size_; ++p) {

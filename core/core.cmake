@@ -21,6 +21,7 @@ add_library(chorus_core STATIC
   communicator_lanes.cc
   lane_driver.cc
   communicator_wireup.cc
+  data_connect.cc
   config.cc
   config_entry.cc
   config_keys.cc

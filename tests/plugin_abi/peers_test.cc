@@ -47,8 +47,9 @@ const char* const kCollectives[] = {"all_reduce", "all_gather", "reduce_scatter"
 
 /// Rank r of `size` over tcp, every collective pinned to ring except
 /// all_reduce, pinned to `all_reduce_algo`; the fixture folder on the path.
-chorus::core::Result<chorus::core::Config> ring_config(int r, int size, const std::string& coord,
-                                                       const std::string& all_reduce_algo) {
+chorus::core::Result<chorus::core::Config> ring_config(
+    int r, int size, const std::string& coord, const std::string& all_reduce_algo,
+    const std::string& all_gather_algo = "ring") {
   chorus::core::ConfigInputs in;
   std::vector<std::string> s = {"transport.name=\"tcp\"",
                                 "bootstrap.rank=" + std::to_string(r),
@@ -60,7 +61,10 @@ chorus::core::Result<chorus::core::Config> ring_config(int r, int size, const st
                                 "timeout.collective=30"};
   for (const char* c : kCollectives)
     s.push_back(std::string("algorithm.") + c + "=\"" +
-                (std::string(c) == "all_reduce" ? all_reduce_algo : "ring") + "\"");
+                (std::string(c) == "all_reduce"   ? all_reduce_algo
+                 : std::string(c) == "all_gather" ? all_gather_algo
+                                                  : "ring") +
+                "\"");
   in.api_settings = std::move(s);
   return chorus::core::load_config(in);
 }
@@ -248,4 +252,52 @@ TEST_CASE("a RING plugin that reports the NULL endpoint itself gets the reason i
   for (int r = 0; r < kSize; ++r)
     CHECK_THAT(job.messages[r],
                Catch::Contains("(the algorithm reported: fixture: no endpoint to rank+2)"));
+}
+
+TEST_CASE(
+    "a RING plugin that posts to a non-neighbour of a mesh communicator gets NULL "
+    "before the first mesh call, naming why",
+    "[plugin_abi][peers]") {
+  // all_gather pinned to the mesh: every peer has a data endpoint, opened
+  // and addressed at init, but only the ring neighbours' are connected
+  // (core/data_connect.cc). The stray plugin must not get the others.
+  const std::string coord = "127.0.0.1:" + std::to_string(free_port());
+  std::string errors[kSize], messages[kSize];
+  int codes[kSize] = {};
+  uint64_t opened[kSize] = {}, connected[kSize] = {};
+  auto rank = [&](int r) {
+    auto cfg = ring_config(r, kSize, coord, "v2-ring-stray", "mesh");
+    if (!cfg.is_ok()) {
+      errors[r] = cfg.status().message();
+      return;
+    }
+    auto comm = chorus::core::Communicator::create(std::move(*cfg));
+    if (!comm.is_ok()) {
+      errors[r] = comm.status().message();
+      return;
+    }
+    opened[r] = counter(**comm, "endpoints.data");
+    connected[r] = counter(**comm, "endpoints.data_connected");
+    int64_t v = r;
+    auto st = (*comm)->all_reduce(&v, &v, 1, CHORUS_INT64, CHORUS_SUM);
+    codes[r] = st.code();
+    messages[r] = st.message();
+  };
+  std::vector<std::thread> others;
+  for (int r = 1; r < kSize; ++r) others.emplace_back(rank, r);
+  rank(0);
+  for (auto& t : others) t.join();
+  for (int r = 0; r < kSize; ++r) {
+    INFO("rank " << r);
+    CHECK(errors[r] == "");
+    CHECK(opened[r] == kSize - 1);
+    CHECK(connected[r] == 2);
+    CHECK(codes[r] == CHORUS_ERR_NOT_SUPPORTED);
+    const std::string stray = std::to_string((r + 2) % kSize);
+    CHECK_THAT(messages[r],
+               Catch::Contains("algorithm 'v2-ring-stray' posted to rank " + stray +
+                               ", which is not a ring neighbour of rank " + std::to_string(r)));
+    CHECK_THAT(messages[r], Catch::Contains("declares CHORUS_ALGO_PEERS_RING"));
+    CHECK_THAT(messages[r], Catch::Contains("Declare CHORUS_ALGO_PEERS_ALL in 'v2-ring-stray'"));
+  }
 }

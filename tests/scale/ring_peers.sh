@@ -6,10 +6,14 @@
 # endpoint to each ring neighbour only (so data + notice = 2 x channels + 2
 # from 4 ranks up, whatever N), two point-to-point endpoints per peer, and a
 # checked ring all_reduce; this script adds the file descriptors and that
-# data + notice is the same at 16 and 64 ranks.
+# data + notice is the same at 16 and 64 ranks. The mesh runs (--mesh) check
+# that a communicator whose algorithms declare every peer connects only its
+# ring neighbours' data endpoints until its first mesh call, and every peer
+# from then on (docs/scale.md, "Data endpoints on first use").
 #   ring_peers.sh CHORUSRUN RING_PEERS_CHECK tcp   2, 16 and 64 ranks, fd growth;
-#                                                  16 ranks untagged (every peer)
-#   ring_peers.sh CHORUSRUN RING_PEERS_CHECK shm   16 ranks
+#                                                  16 ranks untagged (every peer);
+#                                                  mesh at 6 ranks
+#   ring_peers.sh CHORUSRUN RING_PEERS_CHECK shm   16 ranks; mesh at 6 ranks
 #
 # The fd bound (tcp): each tcp endpoint is one connected socket. From 16 to
 # 64 ranks a rank gains 48 peers, and per peer exactly two endpoints that
@@ -27,8 +31,10 @@ trap 'rm -f "$out"' EXIT
 fails=0
 run() {  # ranks [extra option] -> the rank-0 "fds" line in $line
   line=""
+  mode=--ring
+  [ "${2:-}" = --mesh ] && mode=""
   if ! env CHORUS_TRANSPORT="$transport" "$chorusrun" -n "$1" --timeout 150 -- \
-      "$check" --ring --channels 2 ${2:+"$2"} >"$out" 2>&1; then
+      "$check" $mode --channels 2 ${2:+"$2"} >"$out" 2>&1; then
     cat "$out"
     echo "FAIL: the $1-rank ring-only job over $transport failed"
     fails=$((fails + 1))
@@ -45,8 +51,10 @@ run() {  # ranks [extra option] -> the rank-0 "fds" line in $line
 }
 if [ "$transport" = shm ]; then
   run 16
+  run 6 --mesh
 else
   run 2
+  run 6 --mesh
   # point_to_point.tagged = false: untagged send/recv needs every peer.
   run 16 --untagged
   run 16 && small=$line

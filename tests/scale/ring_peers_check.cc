@@ -1,17 +1,22 @@
 // One rank of the ring-only scale guard (tests/scale/ring_peers.sh), run
 // under chorusrun:
-//   ring_peers_check [--ring] [--untagged] [--channels C]
+//   ring_peers_check [--ring | --mesh] [--untagged] [--channels C]
 // --ring pins every collective to the ring, whose algorithm declares
 // CHORUS_ALGO_PEERS_RING, so the communicator has data endpoints to rank-1
 // and rank+1 only; without it the configuration is the default (`auto`:
 // ring and mesh, so every peer). --untagged sets point_to_point.tagged =
 // false, whose send/recv posts on data channel 0 to any peer: every peer is
 // connected then, ring or not, and a checked send/recv with the rank half
-// the ring away shows it. On every rank it checks the endpoint
+// the ring away shows it. --mesh pins all_gather to the mesh (which
+// declares every peer) and all_reduce to the ring: the data endpoints to
+// every peer are opened, but only the ring neighbours' are connected until
+// the first mesh all_gather, which connects the rest; the counters are
+// checked before and after it, and its result element by element (untagged:
+// every peer is connected at init). On every rank it checks the endpoint
 // counters against the counts the rule gives, runs a ring all_reduce checked
 // element by element against a closed-form reference, does the same on the
 // two halves of a split, and counts its open file descriptors. Rank 0 prints
-//   ring_peers: ranks N channels C mode ring|default[+untagged] fds rank0 A others min B max C
+//   ring_peers: ranks N channels C mode ring|mesh|default[+untagged] fds rank0 A others min B max C
 //               endpoints data+notice D
 // and every rank prints each failed check as "rN FAIL ...". Exit status 0
 // only when every check passed on this rank.
@@ -20,6 +25,7 @@
 #include <dirent.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -56,18 +62,23 @@ long open_fds() {
 }
 
 /// The endpoint counters of `comm` against what its rule gives; `what` names
-/// the communicator in failures.
+/// the communicator in failures. `all_connected`: the data endpoints to
+/// every data peer are connected by now (else those to the ring neighbours
+/// only, when tagged point-to-point leaves the rest for first use).
 void check_endpoints(const chorus::Communicator& comm, bool ring, bool tagged, int channels,
-                     const std::string& what) {
+                     const std::string& what, bool all_connected = true) {
   auto c = counters(comm);
   const uint64_t n = uint64_t(comm.size());
   const uint64_t others = n - 1;
   ring = ring && tagged;
   // The ring's neighbours rank-1 and rank+1 are one peer at 2 ranks.
-  const uint64_t peers = ring ? std::min<uint64_t>(2, others) : others;
+  const uint64_t neighbours = std::min<uint64_t>(2, others);
+  const uint64_t peers = ring ? neighbours : others;
+  const uint64_t connected = all_connected || !tagged ? peers : neighbours;
   const std::pair<const char*, uint64_t> want[] = {
       {"endpoints.data", peers * uint64_t(channels)},
       {"endpoints.data_peers", peers},
+      {"endpoints.data_connected", connected * uint64_t(channels)},
       // Notice endpoints go to the ring neighbours and the data peers only.
       {"endpoints.notice", peers},
       {"endpoints.point_to_point", tagged ? 2 * others : 0},
@@ -136,21 +147,67 @@ void checked_far_send(chorus::Communicator& comm) {
                          std::to_string(wrong) + " wrong elements");
 }
 
+/// A mesh all_gather of int32 (count per rank, not a multiple of anything
+/// used), every element of every rank's block checked, and counted as one
+/// more ops.all_gather.mesh.
+void checked_mesh_all_gather(chorus::Communicator& comm, const std::string& what) {
+  const size_t count = 4099;
+  const int n = comm.size(), r = comm.rank();
+  std::vector<int32_t> in(count), out(count * size_t(n), -1);
+  for (size_t i = 0; i < count; ++i) in[i] = int32_t(i) * 31 + r * 1000003;
+  const uint64_t before = counters(comm)["ops.all_gather.mesh"];
+  comm.all_gather(in.data(), out.data(), count);
+  size_t wrong = 0, first = out.size();
+  for (int q = 0; q < n; ++q)
+    for (size_t i = 0; i < count; ++i)
+      if (out[size_t(q) * count + i] != int32_t(i) * 31 + q * 1000003) {
+        if (wrong++ == 0) first = size_t(q) * count + i;
+      }
+  expect(wrong == 0, what + ": mesh all_gather: " + std::to_string(wrong) +
+                         " wrong elements, the first at " + std::to_string(first));
+  expect(counters(comm)["ops.all_gather.mesh"] == before + 1,
+         what + ": the all_gather did not run the mesh algorithm");
+}
+
+/// --mesh: ring neighbours only until the first mesh call, every peer after.
+void check_mesh_on_first_use(chorus::Communicator& comm, bool tagged, int channels,
+                             const std::string& what) {
+  check_endpoints(comm, false, tagged, channels, what + " (before any call)", false);
+  checked_all_reduce(comm, what);
+  check_endpoints(comm, false, tagged, channels, what + " (after a ring call)", false);
+  // Timed after a (ring) barrier: the first mesh call connects, the second not.
+  double ms[2];
+  for (int k = 0; k < 2; ++k) {
+    comm.barrier();
+    const auto t0 = std::chrono::steady_clock::now();
+    checked_mesh_all_gather(comm, what + (k ? " (again)" : ""));
+    ms[k] =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (k == 0) check_endpoints(comm, false, tagged, channels, what + " (after a mesh call)", true);
+  }
+  if (comm.rank() == 0)
+    std::printf("ring_peers: %s: first mesh all_gather %.2f ms, second %.2f ms (rank 0)\n",
+                what.c_str(), ms[0], ms[1]);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  bool ring = false, tagged = true;
+  bool ring = false, mesh = false, tagged = true;
   int channels = 1;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--ring") == 0) {
       ring = true;
+    } else if (std::strcmp(argv[i], "--mesh") == 0) {
+      mesh = true;
     } else if (std::strcmp(argv[i], "--untagged") == 0) {
       tagged = false;
     } else if (std::strcmp(argv[i], "--channels") == 0 && i + 1 < argc) {
       channels = std::atoi(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: ring_peers_check [--ring] [--untagged] [--channels C]\n");
+      std::fprintf(stderr,
+                   "usage: ring_peers_check [--ring | --mesh] [--untagged] [--channels C]\n");
       return 2;
     }
   }
@@ -160,6 +217,12 @@ int main(int argc, char** argv) {
     for (const char* c : {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "barrier",
                           "reduce", "gather", "scatter", "all_to_all", "all_to_allv"})
       settings.push_back(std::string("algorithm.") + c + "=\"ring\"");
+  } else if (mesh) {
+    // Every call pinned, so that none but the checked all_gather is a mesh.
+    for (const char* c : {"all_reduce", "reduce_scatter", "broadcast", "barrier", "reduce",
+                          "gather", "scatter", "all_to_all", "all_to_allv"})
+      settings.push_back(std::string("algorithm.") + c + "=\"ring\"");
+    settings.push_back("algorithm.all_gather=\"mesh\"");
   } else {
     settings.push_back("algorithm.all_reduce=\"ring\"");  // checked below; the rest stay auto
   }
@@ -173,15 +236,23 @@ int main(int argc, char** argv) {
     chorus::Communicator comm(&o);
     g_rank = comm.rank();
     const int n = comm.size();
-    check_endpoints(comm, ring, tagged, channels, "world");
-    checked_all_reduce(comm, "world");
+    if (mesh) {
+      check_mesh_on_first_use(comm, tagged, channels, "world");
+    } else {
+      check_endpoints(comm, ring, tagged, channels, "world", false);
+      checked_all_reduce(comm, "world");
+    }
     if (!tagged) checked_far_send(comm);
 
     // Split children follow the same rule: two halves, each a ring.
     if (n >= 4) {
       chorus::Communicator half = comm.split(comm.rank() < n / 2 ? 0 : 1, comm.rank());
-      check_endpoints(half, ring, tagged, channels, "split half");
-      checked_all_reduce(half, "split half");
+      if (mesh) {
+        check_mesh_on_first_use(half, tagged, channels, "split half");
+      } else {
+        check_endpoints(half, ring, tagged, channels, "split half", false);
+        checked_all_reduce(half, "split half");
+      }
     }
     comm.barrier();
 
@@ -194,10 +265,14 @@ int main(int argc, char** argv) {
       auto [lo, hi] = std::minmax_element(all.begin() + (n > 1 ? 1 : 0), all.end());
       std::printf(
           "ring_peers: ranks %d channels %d mode %s%s fds rank0 %lld others min %lld max %lld "
-          "endpoints data+notice %llu\n",
-          n, channels, ring ? "ring" : "default", tagged ? "" : "+untagged",
-          static_cast<long long>(all[0]), static_cast<long long>(*lo), static_cast<long long>(*hi),
-          static_cast<unsigned long long>(data_and_notice(comm)));
+          "endpoints data+notice %llu
+",
+          n, channels,
+          ring   ? "ring"
+          : mesh ? "mesh"
+                 : "default",
+          tagged ? "" : "+untagged", static_cast<long long>(all[0]), static_cast<long long>(*lo),
+          static_cast<long long>(*hi), static_cast<unsigned long long>(data_and_notice(comm)));
     }
     int32_t ok = g_failed == 0 ? 1 : 0;
     comm.all_reduce(&ok, &ok, 1, CHORUS_INT32, CHORUS_MIN);
