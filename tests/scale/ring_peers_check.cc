@@ -265,8 +265,7 @@ int main(int argc, char** argv) {
       auto [lo, hi] = std::minmax_element(all.begin() + (n > 1 ? 1 : 0), all.end());
       std::printf(
           "ring_peers: ranks %d channels %d mode %s%s fds rank0 %lld others min %lld max %lld "
-          "endpoints data+notice %llu
-",
+          "endpoints data+notice %llu\n",
           n, channels,
           ring   ? "ring"
           : mesh ? "mesh"
