@@ -114,7 +114,18 @@ void Communicator::relay_notice(int from, const NoticeWire& w) {
   if (relay_.goodbye || !notice_block_) return;
   void* slot = relay_slot(w.reporter, relay_index(w.kind));
   std::memcpy(slot, &w, sizeof(w));
-  for (int p : {relay_.left, relay_.right}) {
+  // This rank's own notice (flood_lost) goes to every notice peer, as
+  // broadcast_notice would send it: a peer that holds a notice endpoint to
+  // this rank takes that connection's end without a notice as this rank's
+  // own loss (resolve_lost), so the notice must come ahead of it there, not
+  // around the ring. Someone else's notice goes on to the ring neighbours.
+  std::vector<int> targets;
+  if (from < 0 && w.reporter == rank_) {
+    for (int p = 0; p < size_; ++p) targets.push_back(p);
+  } else {
+    targets = {relay_.left, relay_.right};
+  }
+  for (int p : targets) {
     if (p < 0 || p == from || p == w.reporter || !notice_eps_[size_t(p)] ||
         notice_closed_[size_t(p)] || notice_finished_[size_t(p)])
       continue;
