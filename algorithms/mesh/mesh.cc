@@ -41,13 +41,13 @@ bool Mesh::supports(int, int, int) const { return true; }
 /// thresholds apply there.
 constexpr int kMeasuredRanks = 8;
 
-/// Over shared memory the mesh was measured ahead of the ring for large
-/// all_reduce and all_gather up to this many ranks (docs/benchmarks.md,
-/// "Four ranks, 64 KiB to 64 MiB"): every byte costs the same two copies
-/// either way, but the ring first copies the whole all_reduce input into
-/// the output and then forwards each block through every rank in turn, each
-/// hop a wait, while the mesh reads the input where it is and exchanges
-/// with every peer at once.
+/// Over shared memory the mesh's all_reduce was measured ahead of the
+/// ring's up to 64 MiB per rank at this many ranks (1.6-1.8x from 8 MiB;
+/// docs/benchmarks.md, "Four ranks, 64 KiB to 64 MiB"): the ring first
+/// copies the whole input into the output and then forwards each chunk
+/// through every rank in turn, each hop a wait, while the mesh reads the
+/// input where it is and exchanges with every peer at once (its CPU time per
+/// call measured 0.5-0.6 of the ring's).
 constexpr int kSharedMemoryRanks = 4;
 
 int Mesh::preference(const chorus_algo_call_v2_t& call) const {
@@ -73,9 +73,9 @@ int Mesh::preference(const chorus_algo_call_v2_t& call) const {
       return bytes <= (measured ? (64u << 20) : (1u << 20)) ? kMesh : kRing;
     case CHORUS_COLL_ALL_GATHER:
       // The mesh's concurrent streams win up to about 1 MiB per rank; above,
-      // tcp results split between the two. Over shared memory the mesh
-      // stays ahead to 64 MiB per rank (the largest size measured).
-      return bytes <= (memory ? (64u << 20) : (1u << 20)) ? kMesh : kRing;
+      // tcp results split between the two, and so did shm at 4 ranks
+      // (2 MiB per rank: ring ahead; 4-16 MiB: level).
+      return bytes <= (1u << 20) ? kMesh : kRing;
     default:
       // all_reduce: one shot up to one_shot_max, then reduce-scatter +
       // all-gather over the mesh, which beat the ring at 4 MiB (1.4-2.5x)
