@@ -42,7 +42,7 @@ bool Mesh::supports(int, int, int) const { return true; }
 constexpr int kMeasuredRanks = 8;
 
 /// Over shared memory the mesh's all_reduce was measured ahead of the
-/// ring's up to 64 MiB per rank at this many ranks (1.6-1.8x from 8 MiB;
+/// ring's up to 64 MiB per rank at this many ranks (1.7-1.8x from 8 MiB;
 /// docs/benchmarks.md, "Four ranks, 64 KiB to 64 MiB"): the ring first
 /// copies the whole input into the output and then forwards each chunk
 /// through every rank in turn, each hop a wait, while the mesh reads the

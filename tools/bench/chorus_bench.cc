@@ -9,8 +9,9 @@
 // Checking (-c): every rank compares the output of every iteration, warm-up
 // and timed, with the closed-form result (bench_data.h), outside the timed
 // region: a timed iteration is checked after a barrier that follows it, so
-// that no rank's check runs while another rank's timed call does. The verdict is each rank's own exit status: it is never combined
-// with the collective under test, which could hide its own errors.
+// that no rank's check runs while another rank's timed call does. The
+// verdict is each rank's own exit status: it is never combined with the
+// collective under test, which could hide its own errors.
 //
 // Each size runs twice, as nccl-tests does: out-of-place (separate input and
 // output) and in-place (all_reduce with in == out, all_gather with the input
