@@ -8,7 +8,8 @@
 //  - inputs and reference results from tools/bench/bench_data (float32, sum);
 //  - -w untimed warm-up runs, then -n timed runs, each preceded by a barrier;
 //  - per run, the slowest rank's time; the median over the runs is reported;
-//  - busbw with the nccl-tests factors; -c checks every element on every rank.
+//  - busbw with the nccl-tests factors; -c checks every element of every
+//    timed run on every rank, after a barrier that follows the run.
 //
 // Output is chorus-bench's --json line format (one object per size), so
 // bench/compare.sh parses all three programs the same way.
@@ -169,19 +170,25 @@ inline std::uint64_t run_peer_bench(PeerBackend& b, const PeerOptions& o) {
       b.prepare(o.coll, in.data(), out.data(), count);
       b.run(o.coll, in.data(), out.data(), count);
     }
-    std::fill(out.begin(), out.end(), -12345.0f);  // stale data cannot pass the check
     std::vector<double> times(static_cast<std::size_t>(o.iters));
+    std::uint64_t wrong = 0;
     for (int i = 0; i < o.iters; ++i) {
+      // As chorus-bench: with -c every timed run's output is poisoned before
+      // and checked after it, the check behind a barrier so that it runs
+      // inside no rank's timed region.
+      if (o.check) std::fill(out.begin(), out.end(), -12345.0f);
       b.prepare(o.coll, in.data(), out.data(), count);
       b.barrier();
       const auto t0 = std::chrono::steady_clock::now();
       b.run(o.coll, in.data(), out.data(), count);
       times[static_cast<std::size_t>(i)] =
           std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+      if (o.check) {
+        b.barrier();
+        wrong += count_wrong(CHORUS_FLOAT32, out.data(), expect.data(), expect.size() / 4);
+      }
     }
     b.max_doubles(times.data(), times.size());
-    std::uint64_t wrong = 0;
-    if (o.check) wrong = count_wrong(CHORUS_FLOAT32, out.data(), expect.data(), expect.size() / 4);
     wrong = b.sum_u64(wrong);
     total_wrong += wrong;
     const double us = median_of(times);

@@ -17,6 +17,13 @@ int Mesh::comm_init(const chorus_algo_comm_v2_t* comm, Mesh** out) {
   if (!mesh) return comm->fail(comm->core, CHORUS_ERR_SYSTEM, "mesh: out of memory");
   mesh->settings = settings;
   mesh->size = comm->size;
+  bool local = comm->host_count == 1 && comm->peers != nullptr;
+  for (int p = 0; local && p < comm->size; ++p) {
+    if (p == comm->rank) continue;
+    const chorus_tp_caps_t* caps = comm->peers[p].caps;
+    local = caps != nullptr && (caps->flags & CHORUS_TP_CAP_LARGE_POSTS) != 0;
+  }
+  mesh->shared_memory = local;
   *out = mesh;
   return CHORUS_OK;
 }
@@ -34,6 +41,15 @@ bool Mesh::supports(int, int, int) const { return true; }
 /// thresholds apply there.
 constexpr int kMeasuredRanks = 8;
 
+/// Over shared memory the mesh's all_reduce was measured ahead of the
+/// ring's up to 64 MiB per rank at this many ranks (1.7-1.8x from 8 MiB;
+/// docs/benchmarks.md, "Four ranks, 64 KiB to 64 MiB"): the ring first
+/// copies the whole input into the output and then forwards each chunk
+/// through every rank in turn, each hop a wait, while the mesh reads the
+/// input where it is and exchanges with every peer at once (its CPU time per
+/// call measured 0.5-0.6 of the ring's).
+constexpr int kSharedMemoryRanks = 4;
+
 int Mesh::preference(const chorus_algo_call_v2_t& call) const {
   const int collective = call.collective;
   const uint64_t bytes = call.bytes;
@@ -46,6 +62,7 @@ int Mesh::preference(const chorus_algo_call_v2_t& call) const {
   // traffic per link, so it is always the automatic choice for them.
   if (collective >= CHORUS_COLL_REDUCE) return kMesh;
   const bool measured = size <= kMeasuredRanks;
+  const bool memory = shared_memory && size <= kSharedMemoryRanks;
   switch (collective) {
     case CHORUS_COLL_REDUCE_SCATTER:
       // Same (n-1)/n traffic as the ring, but to all peers at once and each
@@ -56,12 +73,15 @@ int Mesh::preference(const chorus_algo_call_v2_t& call) const {
       return bytes <= (measured ? (64u << 20) : (1u << 20)) ? kMesh : kRing;
     case CHORUS_COLL_ALL_GATHER:
       // The mesh's concurrent streams win up to about 1 MiB per rank; above,
-      // tcp results split between the two.
+      // tcp results split between the two, and so did shm at 4 ranks
+      // (2 MiB per rank: ring ahead; 4-16 MiB: level).
       return bytes <= (1u << 20) ? kMesh : kRing;
     default:
       // all_reduce: one shot up to one_shot_max, then reduce-scatter +
       // all-gather over the mesh, which beat the ring at 4 MiB (1.4-2.5x)
-      // and tied it from 256 KiB; the ring wins again at 64 MiB.
+      // and tied it from 256 KiB; the ring wins again at 64 MiB over tcp.
+      // Over shared memory the mesh stays ahead to 64 MiB.
+      if (memory) return bytes <= (64u << 20) ? kMesh : kRing;
       return bytes <= (measured ? (4u << 20) : (64u << 10)) ? kMesh : kRing;
   }
 }

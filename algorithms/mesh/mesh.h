@@ -48,6 +48,11 @@ struct Mesh {
 
   Settings settings;
   int size = 1;
+  /// Every rank is on this host and every peer is served by a transport
+  /// that moves large messages at memory speed on its own
+  /// (CHORUS_TP_CAP_LARGE_POSTS: shared memory). preference() then keeps
+  /// the mesh for larger all_reduce calls.
+  bool shared_memory = false;
   /// The partial results of a two-phase reduce off the root, lent to one
   /// task at a time (mesh_scratch.h); the only part of the state a task
   /// changes, under the cache's own lock.

@@ -44,6 +44,11 @@ expect ring all_reduce 16777216
 expect mesh all_gather 4194304
 expect ring all_gather 16777216
 expect mesh reduce_scatter 16777216
+# Over shared memory (one host, shm for every peer) and up to 4 ranks the
+# mesh keeps all_reduce up to 64 MiB per rank; all_gather's threshold stays.
+expect mesh all_reduce 16777216 CHORUS_TRANSPORT=shm
+expect ring all_gather 16777216 CHORUS_TRANSPORT=shm
+expect ring all_reduce 16777216 CHORUS_TRANSPORT=tcp
 # algorithm.switch_bytes overrides the plugins' thresholds.
 expect mesh all_reduce 16777216 CHORUS_ALGORITHM_SWITCH_BYTES=32M
 expect ring reduce_scatter 16777216 CHORUS_ALGORITHM_SWITCH_BYTES=1M

@@ -12,6 +12,8 @@ constexpr provider::Settings kSettings("shm");
 
 constexpr std::string_view kRingSize =
     "a power of two from 64K to 256M (bytes, or with a K/M suffix)";
+constexpr std::string_view kCmaThreshold =
+    "a byte count from 0 to 1G (bytes, or with a K/M/G suffix)";
 
 }  // namespace
 
@@ -28,12 +30,15 @@ Config Config::parse(const chorus_kv_t* entries, std::size_t count) {
       c.cma = kSettings.parse_bool(kv, "auto, on or off") ? CmaMode::kOn : CmaMode::kOff;
     }
   };
+  const auto cma_threshold = [&](const chorus_kv_t& kv) {
+    c.cma_threshold = kSettings.parse_bytes(kv, 0, std::uint64_t{1} << 30, kCmaThreshold);
+    c.cma_threshold_set = true;
+  };
   kSettings.parse(
       entries, count,
       kSettings.integer("spin_us", c.spin_us, 0, kMaxSpinUs, "an integer from 0 to 1000000"),
       provider::SettingKey{"ring_size", ring_size}, provider::SettingKey{"cma", cma},
-      kSettings.bytes("cma_threshold", c.cma_threshold, 0, std::uint64_t{1} << 30,
-                      "a byte count from 0 to 1G (bytes, or with a K/M/G suffix)"),
+      provider::SettingKey{"cma_threshold", cma_threshold},
       kSettings.integer("peer_check_ms", c.peer_check_ms, 10, 60'000,
                         "an integer from 10 to 60000 (milliseconds)"));
   return c;

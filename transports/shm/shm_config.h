@@ -27,6 +27,16 @@ struct Config {
   /// (docs/shm.md, "Choosing cma_threshold"); above it only the algorithms'
   /// large posts (all_gather) cross, where single copy won at 2 ranks.
   std::uint64_t cma_threshold = std::uint64_t{8} << 20;
+  /// `cma_threshold` came from the configuration. When it did not, a context
+  /// with more ranks than cores uses kOversubscribedCmaThreshold instead.
+  bool cma_threshold_set = false;
+  /// The default threshold on an oversubscribed host: above every post the
+  /// built-in algorithms make (16 MiB), so they never copy by reference
+  /// there. With 4 ranks on 2 cores the ring beat process_vm_readv for
+  /// all_gather's 8 and 16 MiB posts (docs/shm.md, "Choosing
+  /// cma_threshold"): a reader copies alone while its sender waits, and the
+  /// page pinning costs CPU time that the other ranks need.
+  static constexpr std::uint64_t kOversubscribedCmaThreshold = std::uint64_t{32} << 20;
   /// How often, while work is outstanding, a peer's process is checked for
   /// having exited (pidfd); a closed endpoint is seen at once.
   int peer_check_ms = 100;

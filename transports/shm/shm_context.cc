@@ -41,7 +41,14 @@ Context::Context(const chorus_tp_context_info_t& info)
       // A rank pinned to one CPU (mpirun --bind-to core, taskset) is not
       // oversubscribed by that count alone: it yields only when a peer says
       // it is on the same CPU (wait()).
-      oversubscribed_(cores_ > 1 && info.size > cores_) {
+      oversubscribed_(cores_ > 1 && info.size > cores_),
+      cma_threshold_(config().cma_threshold_set || !oversubscribed_
+                         ? config().cma_threshold
+                         : std::max(config().cma_threshold, Config::kOversubscribedCmaThreshold)) {
+  if (cma_threshold_ != config().cma_threshold)
+    log(CHORUS_LOG_DEBUG, "cma_threshold " + std::to_string(cma_threshold_) + " bytes: " +
+                              std::to_string(info.size) + " ranks on " + std::to_string(cores_) +
+                              " cores (set transport.shm.cma_threshold to choose another)");
   if (const int removed = sweep_stale_segments(); removed > 0) {
     log(CHORUS_LOG_INFO,
         "removed " + std::to_string(removed) + " segment(s) left in /dev/shm by exited processes");

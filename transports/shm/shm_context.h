@@ -57,6 +57,11 @@ class Context : public provider::ConfiguredContext<Config> {
   /// debug lines only. Caller thread only.
   void note_cma_refused(const std::string& peer, const std::string& reason);
 
+  /// Messages of at least this many bytes go by reference when CMA is
+  /// usable: `cma_threshold` when configured, else its default, raised to
+  /// Config::kOversubscribedCmaThreshold when ranks outnumber cores.
+  std::uint64_t cma_threshold() const { return cma_threshold_; }
+
  private:
   /// One progress pass over every endpoint; true when anything moved.
   /// `timed` makes it check for exited peers now (otherwise every 64th
@@ -69,6 +74,7 @@ class Context : public provider::ConfiguredContext<Config> {
   /// More ranks than usable cores (and not pinned to one): spin passes yield
   /// the core (the rank we wait for may need it) instead of pausing on it.
   bool oversubscribed_;
+  std::uint64_t cma_threshold_;
   unsigned untimed_passes_ = 0;
   std::vector<std::unique_ptr<Endpoint>> endpoints_;
   std::vector<FutexWatch> watches_;

@@ -332,7 +332,7 @@ bool Endpoint::progress_sends() noexcept {
     SendWr& s = sends_.at(tx_cursor_);
     if (s.mode == 0) {
       s.mode = 1;
-      if (s.len >= cfg.cma_threshold && cfg.cma != CmaMode::kOff && s.len > 0) {
+      if (s.len >= ctx_.cma_threshold() && cfg.cma != CmaMode::kOff && s.len > 0) {
         const std::uint32_t ok = ph->cma_ok.load(std::memory_order_acquire);
         if (ok == 0) {
           s.mode = 0;  // the peer has not connected yet: hold until it says
