@@ -35,7 +35,8 @@ Config Config::parse(const chorus_kv_t* entries, std::size_t count) {
       kSettings.bytes("cma_threshold", c.cma_threshold, 0, std::uint64_t{1} << 30,
                       "a byte count from 0 to 1G (bytes, or with a K/M/G suffix)"),
       kSettings.integer("peer_check_ms", c.peer_check_ms, 10, 60'000,
-                        "an integer from 10 to 60000 (milliseconds)"));
+                        "an integer from 10 to 60000 (milliseconds)"),
+      kSettings.boolean("spread", c.spread));
   return c;
 }
 

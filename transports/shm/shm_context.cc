@@ -41,7 +41,8 @@ Context::Context(const chorus_tp_context_info_t& info)
       // A rank pinned to one CPU (mpirun --bind-to core, taskset) is not
       // oversubscribed by that count alone: it yields only when a peer says
       // it is on the same CPU (wait()).
-      oversubscribed_(cores_ > 1 && info.size > cores_) {
+      oversubscribed_(cores_ > 1 && info.size > cores_),
+      spreader_(cfg_.spread && cores_ > 1 && !oversubscribed_) {
   if (const int removed = sweep_stale_segments(); removed > 0) {
     log(CHORUS_LOG_INFO,
         "removed " + std::to_string(removed) + " segment(s) left in /dev/shm by exited processes");
@@ -141,6 +142,26 @@ int Context::interrupt() noexcept {
   return CHORUS_OK;
 }
 
+int Context::spread_from(int cpu) noexcept {
+  // Of two co-located ranks the higher one moves (both would otherwise move
+  // at once and could land together again); the lower one yields meanwhile.
+  const auto cpu1 = static_cast<std::uint32_t>(cpu) + 1;
+  bool below = false;
+  cpu_set_t taken;
+  CPU_ZERO(&taken);
+  for (const auto& e : endpoints_) {
+    const std::uint32_t p = e->peer_cpu1();
+    if (p == 0) continue;
+    if (p - 1 < CPU_SETSIZE) CPU_SET(p - 1, &taken);
+    if (p == cpu1 && e->peer() < rank()) below = true;
+  }
+  if (!below || !spreader_.step_aside(cpu, taken)) return cpu;
+  const int now = sched_getcpu();
+  log(CHORUS_LOG_DEBUG, "moved from CPU " + std::to_string(cpu) + " to CPU " +
+                            std::to_string(now) + ", away from a peer rank waiting there");
+  return now;
+}
+
 namespace {
 /// What wait() assumes a peer's process_vm_readv copies per microsecond
 /// (4 GB/s, below the 8-10 GB/s measured, so the spin rather outlasts the
@@ -179,7 +200,8 @@ int Context::wait(int timeout_ms) noexcept {
   std::chrono::microseconds spin(cfg_.spin_us);
   std::uint64_t copying = 0;  // bytes peers are reading from us by reference
   if (cfg_.spin_us > 0) {
-    const int cpu = sched_getcpu();  // rseq: no system call with glibc >= 2.35
+    int cpu = sched_getcpu();  // rseq: no system call with glibc >= 2.35
+    if (spreader_.enabled() && cpu >= 0) cpu = spread_from(cpu);
     const std::uint32_t cpu1 = cpu >= 0 ? static_cast<std::uint32_t>(cpu) + 1 : 0;
     // A pinned rank yields when any peer shares its CPU (whichever rank we
     // wait for may wait for that one); otherwise only for the peers we wait on.

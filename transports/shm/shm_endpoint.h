@@ -106,11 +106,13 @@ class Endpoint {
     cpu_published_ = cpu1;
     own_seg_.header()->cpu.store(cpu1, std::memory_order_relaxed);
   }
-  /// Whether the peer last said it waits on `cpu1` (a hint: it may have moved since).
-  bool peer_on_cpu(std::uint32_t cpu1) const noexcept {
-    return connected_ && cpu1 != 0 &&
-           peer_seg_.header()->cpu.load(std::memory_order_relaxed) == cpu1;
+  /// The CPU the peer last said it waits on, + 1 (0: unknown or not
+  /// connected). A hint: it may have moved since.
+  std::uint32_t peer_cpu1() const noexcept {
+    return connected_ ? peer_seg_.header()->cpu.load(std::memory_order_relaxed) : 0;
   }
+  /// Whether the peer last said it waits on `cpu1`.
+  bool peer_on_cpu(std::uint32_t cpu1) const noexcept { return cpu1 != 0 && peer_cpu1() == cpu1; }
 
   /// Bytes of by-reference sends the peer has been told of and not yet
   /// acknowledged: it is copying them, or will as soon as it polls.
