@@ -594,7 +594,7 @@ class Communicator : public CallChecks {
   std::shared_ptr<std::atomic<uint64_t>> request_wait_ns_ =
       std::make_shared<std::atomic<uint64_t>>(0);
   std::atomic<uint64_t> inline_ops_{0}, queued_ops_{0}, waiter_ops_{0};
-  std::atomic<uint64_t>* algo_counter(int collective, const char* algo);
+  std::atomic<uint64_t>* algo_counter(int collective, const Plugin* chosen);
 };
 
 }  // namespace chorus::core
