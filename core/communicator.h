@@ -581,7 +581,7 @@ class Communicator : public CallChecks {
   bool stopping_ = false;
   uint64_t next_seq_ = 0;
   // Operations with a sequence number above this fail (set by cancel()).
-  uint64_t cut_after_ = UINT64_MAX;
+  std::atomic<uint64_t> cut_after_{UINT64_MAX};
   std::string cut_what_;
   std::thread worker_;
 
