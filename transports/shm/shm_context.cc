@@ -147,15 +147,15 @@ int Context::spread_from(int cpu) noexcept {
   // at once and could land together again); the lower one yields meanwhile.
   const auto cpu1 = static_cast<std::uint32_t>(cpu) + 1;
   bool below = false;
+  for (const auto& e : endpoints_) below = below || (e->peer() < rank() && e->peer_on_cpu(cpu1));
+  if (!below) return cpu;
   cpu_set_t taken;
   CPU_ZERO(&taken);
   for (const auto& e : endpoints_) {
     const std::uint32_t p = e->peer_cpu1();
-    if (p == 0) continue;
-    if (p - 1 < CPU_SETSIZE) CPU_SET(p - 1, &taken);
-    if (p == cpu1 && e->peer() < rank()) below = true;
+    if (p != 0 && p - 1 < CPU_SETSIZE) CPU_SET(p - 1, &taken);
   }
-  if (!below || !spreader_.step_aside(cpu, taken)) return cpu;
+  if (!spreader_.step_aside(cpu, taken)) return cpu;
   const int now = sched_getcpu();
   log(CHORUS_LOG_DEBUG, "moved from CPU " + std::to_string(cpu) + " to CPU " +
                             std::to_string(now) + ", away from a peer rank waiting there");

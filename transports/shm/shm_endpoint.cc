@@ -523,9 +523,12 @@ bool Endpoint::peer_exited() const noexcept {
 bool Endpoint::check_peer(Clock::time_point now) noexcept {
   if (failed_) return false;
   SegmentHeader* ph = peer_seg_.header();
+  const bool closed = ph->closed.load(std::memory_order_acquire) != 0;
+  // The common case, on every progress pass: nothing to look at.
+  if (!closed && !(now >= next_peer_check_ && has_work())) return false;
   bool gone = false;
   std::string why;
-  if (ph->closed.load(std::memory_order_acquire) != 0) {
+  if (closed) {
     gone = true;
     why = peer_name() + " closed its endpoint";
   } else if (has_work() && now >= next_peer_check_) {
