@@ -39,7 +39,6 @@ bool CpuSpreader::step_aside(int cpu, const cpu_set_t& taken) noexcept {
     interval_ = kMinInterval;
   }
   last_move_ = now;
-  next_allowed_ = now + interval_;
 
   // The kernel migrates a running thread off a CPU its new mask excludes
   // before sched_setaffinity returns; restoring the old mask leaves it where
@@ -53,6 +52,8 @@ bool CpuSpreader::step_aside(int cpu, const cpu_set_t& taken) noexcept {
     // stays, and we stop touching it.
     enabled_ = false;
   }
+  // Counted from now: the migration itself can take a while on a busy host.
+  next_allowed_ = Clock::now() + interval_;
   return true;
 }
 
