@@ -31,8 +31,10 @@ bool CpuSpreader::step_aside(int cpu, const cpu_set_t& taken) noexcept {
 
   // A move undone soon after (the next wake-up brought the ranks together
   // again) doubles the interval before the next one, so a host that cannot
-  // keep them apart (a CPU quota, other work on every CPU) pays for a move
-  // at most every kMaxInterval; a move that held for a while resets it.
+  // keep them apart pays for a move (some microseconds) at most every
+  // kMaxInterval; a move that held for a while resets it. The cap is short
+  // because every millisecond together costs a context switch per message
+  // (some hundreds of them), against a few microseconds for a move.
   if (last_move_ != Clock::time_point{} && now - last_move_ < 4 * interval_) {
     interval_ = std::min(kMaxInterval, 2 * interval_);
   } else {

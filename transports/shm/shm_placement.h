@@ -44,7 +44,7 @@ class CpuSpreader {
   Clock::time_point last_move_{};
   std::chrono::microseconds interval_{kMinInterval};
   static constexpr std::chrono::microseconds kMinInterval{1000};
-  static constexpr std::chrono::microseconds kMaxInterval{200'000};
+  static constexpr std::chrono::microseconds kMaxInterval{8'000};
 };
 
 }  // namespace chorus::shm
