@@ -263,7 +263,10 @@ int Endpoint::enqueue_send(const void* buf, std::size_t length, std::uint64_t wr
   }
   sends_.push({static_cast<const unsigned char*>(buf), length, wr_id, 0, 0, 0, imm});
   ++sends_unreaped_;
-  if (connected_ && progress_sends()) notify_peer();
+  // The bell is rung at the next poll or wait (progress()), not here: its
+  // locked increment would wait for the frame's cache line to leave the
+  // peer, which polls it; by the next progress pass it mostly has.
+  if (connected_ && progress_sends()) notify_owed_ = true;
   return CHORUS_OK;
 }
 
@@ -283,7 +286,7 @@ int Endpoint::post_recv(void* buf, std::size_t length, std::uint64_t wr_id) noex
   const int fault = ctx_.receive_buffer_check().check(buf, length);
   recvs_.push({static_cast<unsigned char*>(buf), length, wr_id, fault});
   ++recvs_unreaped_;
-  if (connected_ && progress_recvs()) notify_peer();
+  if (connected_ && progress_recvs()) notify_owed_ = true;  // rung as for a send
   return CHORUS_OK;
 }
 
@@ -312,7 +315,10 @@ bool Endpoint::progress(Clock::time_point now) noexcept {
   if (!connected_ || failed_) return false;
   bool moved = progress_recvs();
   moved = progress_sends() || moved;
-  if (moved) notify_peer();
+  if (moved || notify_owed_) {
+    notify_owed_ = false;
+    notify_peer();
+  }
   return check_peer(now) || moved;
 }
 
