@@ -44,9 +44,9 @@ Status check_disjoint(const char* what, const void* in, uint64_t in_bytes, const
   std::ostringstream os;
   os << what << ": input [" << in << ", +" << in_bytes << " bytes) and output [" << out << ", +"
      << out_bytes << " bytes) partly overlap; "
-     << (*allowed == '\0' ? std::string("the buffers must be disjoint")
-                          : "the only overlap allowed is " + std::string(allowed) +
-                                ", else disjoint buffers")
+     << (*allowed == '\0'
+             ? std::string("the buffers must be disjoint")
+             : "the only overlap allowed is " + std::string(allowed) + ", else disjoint buffers")
      << " (docs/architecture.md, Buffers and aliasing)";
   return {CHORUS_ERR_INVALID_ARGUMENT, os.str()};
 }

@@ -19,7 +19,8 @@ std::atomic<uint64_t>* Communicator::algo_counter(int collective, const Plugin* 
   for (int c = 0; c < collective; ++c) at += candidates_[size_t(c)].size();
   const auto& list = candidates_[size_t(collective)];
   for (size_t i = 0; i < list.size(); ++i)
-    if (list[i] == chosen) return at + i < algo_ops_.size() ? algo_ops_[at + i].second.get() : nullptr;
+    if (list[i] == chosen)
+      return at + i < algo_ops_.size() ? algo_ops_[at + i].second.get() : nullptr;
   return nullptr;
 }
 

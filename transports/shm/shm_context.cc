@@ -157,8 +157,8 @@ int Context::spread_from(int cpu) noexcept {
   }
   if (!spreader_.step_aside(cpu, taken)) return cpu;
   const int now = sched_getcpu();
-  log(CHORUS_LOG_DEBUG, "moved from CPU " + std::to_string(cpu) + " to CPU " +
-                            std::to_string(now) + ", away from a peer rank waiting there");
+  log(CHORUS_LOG_DEBUG, "moved from CPU " + std::to_string(cpu) + " to CPU " + std::to_string(now) +
+                            ", away from a peer rank waiting there");
   return now;
 }
 

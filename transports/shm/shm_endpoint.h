@@ -169,7 +169,7 @@ class Endpoint {
   int pidfd_ = -1;
   Clock::time_point next_peer_check_{};
   std::uint32_t cpu_published_ = 0;  // what own_seg_'s `cpu` holds
-  bool notify_owed_ = false;  // a post moved data; the next progress() rings
+  bool notify_owed_ = false;         // a post moved data; the next progress() rings
 
   // Producer side (ring in peer_seg_).
   WrQueue<SendWr> sends_{kMaxOutstanding};
