@@ -134,7 +134,10 @@ int Communicator::env_progress(void* core, chorus_tp_completion_t* out, size_t m
         return env_fail(core, CHORUS_ERR_PEER_LOST, msg.c_str());
       }
     }
-    if (self->call_deadline_.expired()) {
+    // One clock reading serves the deadline check, the wait's timeout and
+    // the wait-time counter (a few tens of ns each on a virtual machine).
+    const auto t0 = std::chrono::steady_clock::now();
+    if (self->call_deadline_.expired(t0)) {
       Status st = self->timeout_status("did not complete within timeout.collective = " +
                                        format_seconds(self->cfg_.timeout_collective_s) + " s");
       return env_fail(core, CHORUS_ERR_TIMEOUT, st.message().c_str());
@@ -147,13 +150,12 @@ int Communicator::env_progress(void* core, chorus_tp_completion_t* out, size_t m
     }
     // Sleep in the transport; wake at least every 200 ms to re-check abort
     // for transports without interrupt().
-    auto t0 = std::chrono::steady_clock::now();
     // A point-to-point request issued meanwhile wakes this wait (submit
     // interrupts a waiting executor) and is taken in by the next poll.
     self->p2p_waiting_.store(true);
     int rc = self->inbox_nonempty_.load()
                  ? CHORUS_OK
-                 : self->tp_->wait(self->ctx_, self->call_deadline_.remaining_ms(200));
+                 : self->tp_->wait(self->ctx_, self->call_deadline_.remaining_ms(200, t0));
     self->p2p_waiting_.store(false);
     add_wait_ns(self->transport_wait_ns_, t0);
     if (rc != CHORUS_OK && rc != CHORUS_ERR_TIMEOUT)

@@ -26,10 +26,14 @@ Status run_blocking(Communicator& c, const char* what, const Status& checked, Bo
     c.count_failed();
     return checked;
   }
-  if (p2p) return c.execute(what, std::move(body), p2p);
+  // execute() returns only once the request is done or was dropped unrun,
+  // so the body can stay on this stack: the std::function then holds one
+  // reference, small enough to be stored without an allocation per call.
+  auto by_ref = [&body](Communicator& x) { return body(x); };
+  if (p2p) return c.execute(what, by_ref, p2p);
   uint64_t order = 0;
   Communicator& lane = c.lane_for_call(order);
-  return lane.execute(what, std::move(body), p2p, order);
+  return lane.execute(what, by_ref, p2p, order);
 }
 
 /// Non-blocking call: argument check on the caller, then queue. `check`

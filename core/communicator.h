@@ -594,7 +594,7 @@ class Communicator : public CallChecks {
   bool stopping_ = false;
   uint64_t next_seq_ = 0;
   // Operations with a sequence number above this fail (set by cancel()).
-  uint64_t cut_after_ = UINT64_MAX;
+  std::atomic<uint64_t> cut_after_{UINT64_MAX};
   std::string cut_what_;
   std::thread worker_;
 
@@ -607,7 +607,7 @@ class Communicator : public CallChecks {
   std::shared_ptr<std::atomic<uint64_t>> request_wait_ns_ =
       std::make_shared<std::atomic<uint64_t>>(0);
   std::atomic<uint64_t> inline_ops_{0}, queued_ops_{0}, waiter_ops_{0};
-  std::atomic<uint64_t>* algo_counter(int collective, const char* algo);
+  std::atomic<uint64_t>* algo_counter(int collective, const Plugin* chosen);
 };
 
 }  // namespace chorus::core

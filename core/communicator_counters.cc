@@ -10,10 +10,17 @@
 
 namespace chorus::core {
 
-std::atomic<uint64_t>* Communicator::algo_counter(int collective, const char* algo) {
-  std::string key = std::string(chorus_collective_name(collective)) + "." + algo;
-  for (auto& [name, value] : algo_ops_)
-    if (name == key) return value.get();
+std::atomic<uint64_t>* Communicator::algo_counter(int collective, const Plugin* chosen) {
+  // algo_ops_ holds one counter per (collective, candidate) in the order of
+  // candidates_ (communicator_wireup.cc), so the position finds it: no name
+  // is built on the per-call path.
+  if (collective < 0 || collective >= CHORUS_COLL_COUNT) return nullptr;
+  size_t at = 0;
+  for (int c = 0; c < collective; ++c) at += candidates_[size_t(c)].size();
+  const auto& list = candidates_[size_t(collective)];
+  for (size_t i = 0; i < list.size(); ++i)
+    if (list[i] == chosen)
+      return at + i < algo_ops_.size() ? algo_ops_[at + i].second.get() : nullptr;
   return nullptr;
 }
 

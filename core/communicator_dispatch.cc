@@ -92,7 +92,7 @@ Status Communicator::run(const chorus_algo_call_v2_t& call_desc, const char* wha
   // disagreement only if every rank sends it its signature.
   begin_signature(sig, collective == CHORUS_COLL_BROADCAST);
 
-  if (auto* counter = algo_counter(collective, algo_name))
+  if (auto* counter = algo_counter(collective, chosen))
     counter->fetch_add(1, std::memory_order_relaxed);
   if (log_enabled(CHORUS_LOG_DEBUG))
     log(CHORUS_LOG_DEBUG, std::string(what) + ": " + std::to_string(bytes) +

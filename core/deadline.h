@@ -49,12 +49,17 @@ class Deadline {
 
   bool is_never() const { return at_ == Clock::time_point::max(); }
   bool expired() const { return !is_never() && Clock::now() >= at_; }
+  /// The same against a clock reading the caller already has.
+  bool expired(Clock::time_point now) const { return !is_never() && now >= at_; }
   Clock::time_point at() const { return at_; }
 
   /// Milliseconds left, clamped to [0, cap]; suitable for poll()/wait() timeouts.
   int remaining_ms(int cap = std::numeric_limits<int>::max()) const {
+    return is_never() ? cap : remaining_ms(cap, Clock::now());
+  }
+  int remaining_ms(int cap, Clock::time_point now) const {
     if (is_never()) return cap;
-    auto left = std::chrono::ceil<std::chrono::milliseconds>(at_ - Clock::now()).count();
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(at_ - now).count();
     return static_cast<int>(std::clamp<long long>(left, 0, cap));
   }
 

@@ -4,6 +4,7 @@
 
 #include "core/status.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -62,7 +63,10 @@ class Request : public std::enable_shared_from_this<Request> {
   std::function<Status(Communicator&)> body_;  // cleared once run, releasing captures
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  State state_ = State::kQueued;
+  /// Written under mu_ only; read without it where a stale kQueued or
+  /// kRunning is harmless (the caller then takes mu_). Once kDone (a
+  /// release store after status_), status_ never changes again.
+  std::atomic<State> state_{State::kQueued};
   Status status_;
   bool has_p2p_ = false;
   int p2p_source_ = -1, p2p_tag_ = -1;

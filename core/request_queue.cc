@@ -34,8 +34,10 @@ bool driver_runs(const LaneFamily* family, const Request& req) {
 }  // namespace
 
 bool Request::wait_for(int timeout_ms) {
+  // A blocking call run on the caller's thread is done by now: no lock.
+  if (state_.load(std::memory_order_acquire) == State::kDone) return true;
   std::unique_lock lock(mu_);
-  auto is_done = [&] { return state_ == State::kDone; };
+  auto is_done = [&] { return state_.load(std::memory_order_relaxed) == State::kDone; };
   if (timeout_ms < 0) {
     cv_.wait(lock, is_done);
     return true;
@@ -43,24 +45,21 @@ bool Request::wait_for(int timeout_ms) {
   return cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), is_done);
 }
 
-bool Request::done() const {
-  std::lock_guard lock(mu_);
-  return state_ == State::kDone;
-}
+bool Request::done() const { return state_.load(std::memory_order_acquire) == State::kDone; }
 
-Request::State Request::state() const {
-  std::lock_guard lock(mu_);
-  return state_;
-}
+Request::State Request::state() const { return state_.load(std::memory_order_acquire); }
 
 Status Request::status() const {
+  // Final once done (finish() stores kDone with release after status_).
+  if (state_.load(std::memory_order_acquire) == State::kDone) return status_;
   std::lock_guard lock(mu_);
   return status_;
 }
 
 bool Request::p2p_status(int& source, int& tag, size_t& count) const {
   std::lock_guard lock(mu_);
-  if (state_ != State::kDone || !has_p2p_ || !status_.is_ok()) return false;
+  if (state_.load(std::memory_order_relaxed) != State::kDone || !has_p2p_ || !status_.is_ok())
+    return false;
   source = p2p_source_, tag = p2p_tag_, count = p2p_count_;
   return true;
 }
@@ -76,16 +75,16 @@ void Request::finish_recv(Status st, int source, int tag, size_t count) {
 
 void Request::set_running() {
   std::lock_guard lock(mu_);
-  state_ = State::kRunning;
+  state_.store(State::kRunning, std::memory_order_relaxed);
 }
 
 void Request::finish(Status st) {
   std::function<Status(Communicator&)> drop;
   {
     std::lock_guard lock(mu_);
-    if (state_ == State::kDone) return;
-    state_ = State::kDone;
+    if (state_.load(std::memory_order_relaxed) == State::kDone) return;
     status_ = std::move(st);
+    state_.store(State::kDone, std::memory_order_release);
     drop.swap(body_);
   }
   cv_.notify_all();
@@ -96,10 +95,14 @@ void Communicator::run_request(Request& req) {
   Status st;
   uint64_t cut;
   std::string cut_what;
-  {
+  // cut_after_ is written under q_mu_ (cancel()) and read here atomically:
+  // the lock only ever ordered this read against a cancel, as the atomic
+  // does. It is taken only to copy the text of a cut that is reported.
+  cut = cut_after_.load(std::memory_order_acquire);
+  if (req.seq() > cut) {
     std::lock_guard lock(q_mu_);
-    cut = cut_after_;
-    if (req.seq() > cut) cut_what = cut_what_;  // copied only when it is reported
+    cut = cut_after_.load(std::memory_order_relaxed);
+    cut_what = cut_what_;
   }
   if (req.seq() > cut) {
     st = {CHORUS_ERR_ABORTED, who() + ": " + req.what() + ": an earlier request (" + cut_what +
@@ -310,9 +313,9 @@ Status Communicator::cancel(const std::shared_ptr<Request>& req) {
                              : "already started; wait for it, or abort the communicator") +
                 "; only a request that has not started can be cancelled"};
   queue_.erase(it);
-  if (req->seq() < cut_after_) {
-    cut_after_ = req->seq();
+  if (req->seq() < cut_after_.load(std::memory_order_relaxed)) {
     cut_what_ = req->what() + " #" + std::to_string(req->seq());
+    cut_after_.store(req->seq(), std::memory_order_release);
   }
   requests_cancelled_.fetch_add(1, std::memory_order_relaxed);
   lock.unlock();

@@ -40,7 +40,8 @@ Config Config::parse(const chorus_kv_t* entries, std::size_t count) {
       provider::SettingKey{"ring_size", ring_size}, provider::SettingKey{"cma", cma},
       provider::SettingKey{"cma_threshold", cma_threshold},
       kSettings.integer("peer_check_ms", c.peer_check_ms, 10, 60'000,
-                        "an integer from 10 to 60000 (milliseconds)"));
+                        "an integer from 10 to 60000 (milliseconds)"),
+      kSettings.boolean("spread", c.spread));
   return c;
 }
 

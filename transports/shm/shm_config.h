@@ -40,6 +40,10 @@ struct Config {
   /// How often, while work is outstanding, a peer's process is checked for
   /// having exited (pidfd); a closed endpoint is seen at once.
   int peer_check_ms = 100;
+  /// Whether a rank that finds a peer waiting on its own CPU moves to
+  /// another usable CPU, when the process may use at least as many CPUs as
+  /// the communicator has ranks (docs/shm.md, "Keeping ranks on separate CPUs").
+  bool spread = true;
 
   static constexpr int kMaxSpinUs = 1'000'000;
   static constexpr std::uint64_t kMinRing = std::uint64_t{64} << 10;

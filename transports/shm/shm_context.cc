@@ -44,7 +44,8 @@ Context::Context(const chorus_tp_context_info_t& info)
       oversubscribed_(cores_ > 1 && info.size > cores_),
       cma_threshold_(config().cma_threshold_set || !oversubscribed_
                          ? config().cma_threshold
-                         : std::max(config().cma_threshold, Config::kOversubscribedCmaThreshold)) {
+                         : std::max(config().cma_threshold, Config::kOversubscribedCmaThreshold)),
+      spreader_(cfg_.spread && cores_ > 1 && !oversubscribed_) {
   if (cma_threshold_ != config().cma_threshold)
     log(CHORUS_LOG_DEBUG, "cma_threshold " + std::to_string(cma_threshold_) + " bytes: " +
                               std::to_string(info.size) + " ranks on " + std::to_string(cores_) +
@@ -148,6 +149,26 @@ int Context::interrupt() noexcept {
   return CHORUS_OK;
 }
 
+int Context::spread_from(int cpu) noexcept {
+  // Of two co-located ranks the higher one moves (both would otherwise move
+  // at once and could land together again); the lower one yields meanwhile.
+  const auto cpu1 = static_cast<std::uint32_t>(cpu) + 1;
+  bool below = false;
+  for (const auto& e : endpoints_) below = below || (e->peer() < rank() && e->peer_on_cpu(cpu1));
+  if (!below) return cpu;
+  cpu_set_t taken;
+  CPU_ZERO(&taken);
+  for (const auto& e : endpoints_) {
+    const std::uint32_t p = e->peer_cpu1();
+    if (p != 0 && p - 1 < CPU_SETSIZE) CPU_SET(p - 1, &taken);
+  }
+  if (!spreader_.step_aside(cpu, taken)) return cpu;
+  const int now = sched_getcpu();
+  log(CHORUS_LOG_DEBUG, "moved from CPU " + std::to_string(cpu) + " to CPU " + std::to_string(now) +
+                            ", away from a peer rank waiting there");
+  return now;
+}
+
 namespace {
 /// What wait() assumes a peer's process_vm_readv copies per microsecond
 /// (4 GB/s, below the 8-10 GB/s measured, so the spin rather outlasts the
@@ -186,7 +207,8 @@ int Context::wait(int timeout_ms) noexcept {
   std::chrono::microseconds spin(cfg_.spin_us);
   std::uint64_t copying = 0;  // bytes peers are reading from us by reference
   if (cfg_.spin_us > 0) {
-    const int cpu = sched_getcpu();  // rseq: no system call with glibc >= 2.35
+    int cpu = sched_getcpu();  // rseq: no system call with glibc >= 2.35
+    if (spreader_.enabled() && cpu >= 0) cpu = spread_from(cpu);
     const std::uint32_t cpu1 = cpu >= 0 ? static_cast<std::uint32_t>(cpu) + 1 : 0;
     // A pinned rank yields when any peer shares its CPU (whichever rank we
     // wait for may wait for that one); otherwise only for the peers we wait on.

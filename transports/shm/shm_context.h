@@ -6,6 +6,7 @@
 #include "shm_config.h"
 #include "shm_endpoint.h"
 #include "shm_futex.h"
+#include "shm_placement.h"
 
 #include <chorus/transport.h>
 #include <chorus/provider/context_base.hpp>
@@ -68,6 +69,9 @@ class Context : public provider::ConfiguredContext<Config> {
   /// pass does).
   bool progress_all(bool timed = false) noexcept;
   void reap(chorus_tp_endpoint_t* ep, std::uint32_t opcode) noexcept;
+  /// wait()'s placement check: when a lower-ranked peer says it waits on
+  /// `cpu`, moves this thread elsewhere (CpuSpreader). The CPU now run on.
+  int spread_from(int cpu) noexcept;
 
   /// CPUs in this process's affinity mask (1 for a pinned rank).
   int cores_;
@@ -75,6 +79,9 @@ class Context : public provider::ConfiguredContext<Config> {
   /// the core (the rank we wait for may need it) instead of pausing on it.
   bool oversubscribed_;
   std::uint64_t cma_threshold_;
+  /// Moves this rank off a CPU a lower-ranked peer waits on (not when
+  /// oversubscribed or pinned to one CPU).
+  CpuSpreader spreader_;
   unsigned untimed_passes_ = 0;
   std::vector<std::unique_ptr<Endpoint>> endpoints_;
   std::vector<FutexWatch> watches_;

@@ -263,7 +263,9 @@ int Endpoint::enqueue_send(const void* buf, std::size_t length, std::uint64_t wr
   }
   sends_.push({static_cast<const unsigned char*>(buf), length, wr_id, 0, 0, 0, imm});
   ++sends_unreaped_;
-  if (connected_ && progress_sends()) notify_peer();
+  // Rung by the next progress(): a locked increment now would wait for the
+  // frame's line to leave the peer polling it (docs/shm.md).
+  if (connected_ && progress_sends()) notify_owed_ = true;
   return CHORUS_OK;
 }
 
@@ -283,7 +285,7 @@ int Endpoint::post_recv(void* buf, std::size_t length, std::uint64_t wr_id) noex
   const int fault = ctx_.receive_buffer_check().check(buf, length);
   recvs_.push({static_cast<unsigned char*>(buf), length, wr_id, fault});
   ++recvs_unreaped_;
-  if (connected_ && progress_recvs()) notify_peer();
+  if (connected_ && progress_recvs()) notify_owed_ = true;  // rung as for a send
   return CHORUS_OK;
 }
 
@@ -302,6 +304,7 @@ void Endpoint::set_sleeping(bool on) noexcept {
 void Endpoint::notify_peer() noexcept {
   SegmentHeader* h = peer_seg_.header();
   if (h == nullptr) return;
+  notify_owed_ = false;  // this ring covers what earlier posts owed
   // Pairs with the sleeper's "sleeping = 1; read bell; check rings": either
   // it sees our frame, or we see its flag and wake it.
   h->bell.fetch_add(1, std::memory_order_seq_cst);
@@ -312,7 +315,7 @@ bool Endpoint::progress(Clock::time_point now) noexcept {
   if (!connected_ || failed_) return false;
   bool moved = progress_recvs();
   moved = progress_sends() || moved;
-  if (moved) notify_peer();
+  if (moved || notify_owed_) notify_peer();
   return check_peer(now) || moved;
 }
 
@@ -523,9 +526,11 @@ bool Endpoint::peer_exited() const noexcept {
 bool Endpoint::check_peer(Clock::time_point now) noexcept {
   if (failed_) return false;
   SegmentHeader* ph = peer_seg_.header();
+  const bool closed = ph->closed.load(std::memory_order_acquire) != 0;
+  if (!closed && !(now >= next_peer_check_ && has_work())) return false;  // the usual case
   bool gone = false;
   std::string why;
-  if (ph->closed.load(std::memory_order_acquire) != 0) {
+  if (closed) {
     gone = true;
     why = peer_name() + " closed its endpoint";
   } else if (has_work() && now >= next_peer_check_) {

@@ -106,11 +106,13 @@ class Endpoint {
     cpu_published_ = cpu1;
     own_seg_.header()->cpu.store(cpu1, std::memory_order_relaxed);
   }
-  /// Whether the peer last said it waits on `cpu1` (a hint: it may have moved since).
-  bool peer_on_cpu(std::uint32_t cpu1) const noexcept {
-    return connected_ && cpu1 != 0 &&
-           peer_seg_.header()->cpu.load(std::memory_order_relaxed) == cpu1;
+  /// The CPU the peer last said it waits on, + 1 (0: unknown or not
+  /// connected). A hint: it may have moved since.
+  std::uint32_t peer_cpu1() const noexcept {
+    return connected_ ? peer_seg_.header()->cpu.load(std::memory_order_relaxed) : 0;
   }
+  /// Whether the peer last said it waits on `cpu1`.
+  bool peer_on_cpu(std::uint32_t cpu1) const noexcept { return cpu1 != 0 && peer_cpu1() == cpu1; }
 
   /// Bytes of by-reference sends the peer has been told of and not yet
   /// acknowledged: it is copying them, or will as soon as it polls.
@@ -167,6 +169,7 @@ class Endpoint {
   int pidfd_ = -1;
   Clock::time_point next_peer_check_{};
   std::uint32_t cpu_published_ = 0;  // what own_seg_'s `cpu` holds
+  bool notify_owed_ = false;         // a post moved data; the next progress() rings
 
   // Producer side (ring in peer_seg_).
   WrQueue<SendWr> sends_{kMaxOutstanding};
