@@ -264,8 +264,10 @@ int Endpoint::enqueue_send(const void* buf, std::size_t length, std::uint64_t wr
   sends_.push({static_cast<const unsigned char*>(buf), length, wr_id, 0, 0, 0, imm});
   ++sends_unreaped_;
   // Rung by the next progress(): a locked increment now would wait for the
-  // frame's line to leave the peer polling it (docs/shm.md).
+  // frame's line to leave the peer polling it (docs/shm.md); at once when the
+  // peer is asleep, not polling.
   if (connected_ && progress_sends()) notify_owed_ = true;
+  ring_if_asleep();
   return CHORUS_OK;
 }
 
@@ -286,6 +288,7 @@ int Endpoint::post_recv(void* buf, std::size_t length, std::uint64_t wr_id) noex
   recvs_.push({static_cast<unsigned char*>(buf), length, wr_id, fault});
   ++recvs_unreaped_;
   if (connected_ && progress_recvs()) notify_owed_ = true;  // rung as for a send
+  ring_if_asleep();
   return CHORUS_OK;
 }
 
@@ -309,6 +312,15 @@ void Endpoint::notify_peer() noexcept {
   // it sees our frame, or we see its flag and wake it.
   h->bell.fetch_add(1, std::memory_order_seq_cst);
   if (h->sleeping.load(std::memory_order_seq_cst) != 0) futex_wake_all(&h->bell, false);
+}
+
+void Endpoint::ring_if_asleep() noexcept {
+  // A sleeping peer is not polling the frame's line, so the ring costs no
+  // wait, and without it the peer would sleep until this rank's next poll or
+  // wait (a program that posts and then computes). If the peer falls asleep
+  // just after this load, the owed ring still comes with that poll or wait.
+  SegmentHeader* h = notify_owed_ ? peer_seg_.header() : nullptr;
+  if (h != nullptr && h->sleeping.load(std::memory_order_relaxed) != 0) notify_peer();
 }
 
 bool Endpoint::progress(Clock::time_point now) noexcept {

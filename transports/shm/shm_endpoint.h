@@ -152,6 +152,7 @@ class Endpoint {
              const std::string& text) noexcept;
   /// Rings the peer's bell (and wakes it if it sleeps).
   void notify_peer() noexcept;
+  void ring_if_asleep() noexcept;  // notify_peer() now if owed and the peer sleeps
   std::string peer_name() const;
 
   Context& ctx_;
