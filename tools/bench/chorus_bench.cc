@@ -209,6 +209,14 @@ int main(int argc, char** argv) {
   opts.settings_count = settings_c.size();
   chorus_comm_t* comm = nullptr;
   if (int rc = chorus_comm_init(&opts, &comm); rc != CHORUS_OK) return fail("init", rc);
+  // Finalized on every way out, a failed call's too: a rank that exits
+  // without it closes its connections unannounced, and the peers still
+  // finishing an earlier call (the barrier before a call this rank refused
+  // at once) would take that for a lost rank.
+  struct Finalize {
+    chorus_comm_t* comm;
+    ~Finalize() { chorus_comm_finalize(comm); }
+  } finalize_on_exit{comm};
   int rank = 0, nranks = 1;
   chorus_comm_rank(comm, &rank);
   chorus_comm_size(comm, &nranks);
@@ -487,6 +495,5 @@ int main(int argc, char** argv) {
   else if (rank == 0 && !o.json)
     std::printf("# Wrong elements: 0 (not checked; pass -c)\n");
   std::fflush(stdout);
-  chorus_comm_finalize(comm);
   return total_wrong == 0 ? 0 : 3;
 }
