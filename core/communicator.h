@@ -9,6 +9,7 @@
 #include "core/bootstrap.h"
 #include "core/call_checks.h"
 #include "core/call_signature.h"
+#include "core/choice_memo.h"
 #include "core/config.h"
 #include "core/data_peers.h"
 #include "core/deadline.h"
@@ -528,6 +529,7 @@ class Communicator : public CallChecks {
   std::array<std::vector<const Plugin*>, CHORUS_COLL_COUNT> candidates_;
   /// Per collective, the size classes whose `auto` choice was logged.
   mutable std::array<std::atomic<uint64_t>, CHORUS_COLL_COUNT> choice_logged_{};
+  ChoiceMemo choice_memo_;  // run()'s last choice per collective; the stream holder's only
   std::vector<chorus_kv_t> no_settings_;
   std::vector<std::vector<chorus_kv_t>> algorithm_kv_;  // parallel to algorithms_
   std::vector<void*> algo_state_;  // parallel to algorithms_: a v2 plugin's comm_init state
