@@ -7,6 +7,7 @@
 #include <chorus/chorus.h>
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -29,6 +30,8 @@ class ChoiceMemo {
     const Plugin* plugin = nullptr;
     size_t index = 0;        // the plugin's position in the algorithm list
     bool supported = false;  // its supports() for the call's (dtype, op)
+    /// The ops.<collective>.<plugin> counter (Communicator::algo_counter).
+    std::atomic<uint64_t>* counter = nullptr;
   };
 
   /// The remembered choice for `call`, or nullptr when this call differs

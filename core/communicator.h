@@ -595,6 +595,9 @@ class Communicator : public CallChecks {
   bool worker_driving_ = false;
   bool stopping_ = false;
   uint64_t next_seq_ = 0;
+  // A finished blocking call's request, run again by the next blocking call
+  // when no one else holds it (execute_request); guarded by q_mu_.
+  std::shared_ptr<Request> spare_request_;
   // Operations with a sequence number above this fail (set by cancel()).
   std::atomic<uint64_t> cut_after_{UINT64_MAX};
   std::string cut_what_;

@@ -54,6 +54,7 @@ Status Communicator::run(const chorus_algo_call_v2_t& call_desc, const char* wha
     if (!choice.plugin || choice.index == algorithms_.size())
       return {CHORUS_ERR_INTERNAL, std::string("no algorithm chosen for ") + what};
     choice.supported = plugin_supports(choice.index, call_desc);
+    choice.counter = algo_counter(collective, choice.plugin);
     choice_memo_.remember(call_desc, choice);
   }
   const Plugin* chosen = choice.plugin;
@@ -104,8 +105,7 @@ Status Communicator::run(const chorus_algo_call_v2_t& call_desc, const char* wha
   // disagreement only if every rank sends it its signature.
   begin_signature(sig, collective == CHORUS_COLL_BROADCAST);
 
-  if (auto* counter = algo_counter(collective, chosen))
-    counter->fetch_add(1, std::memory_order_relaxed);
+  if (choice.counter) choice.counter->fetch_add(1, std::memory_order_relaxed);
   if (log_enabled(CHORUS_LOG_DEBUG))
     log(CHORUS_LOG_DEBUG, std::string(what) + ": " + std::to_string(bytes) +
                               " bytes via algorithm '" + algo_name + "'");
