@@ -163,8 +163,7 @@ class TaskPool {
   /** Keeps `p` (from take()) for the next task, or frees it when one is kept. */
   void give_back(void* p) {
     void* empty = nullptr;
-    if (!slot_.compare_exchange_strong(empty, p, std::memory_order_acq_rel))
-      ::operator delete(p);
+    if (!slot_.compare_exchange_strong(empty, p, std::memory_order_acq_rel)) ::operator delete(p);
   }
 
  private:
@@ -244,8 +243,8 @@ struct Entry {
   static void task_free(chorus_algo_task_v2_t* task) {
     if constexpr (kPooled) {
       if (!task) return;
-      auto* block = reinterpret_cast<Block*>(reinterpret_cast<unsigned char*>(task) -
-                                             offsetof(Block, task));
+      auto* block =
+          reinterpret_cast<Block*>(reinterpret_cast<unsigned char*>(task) - offsetof(Block, task));
       reinterpret_cast<Task*>(task)->~Task();
       block->pool->give_back(block);
     } else {

@@ -12,9 +12,9 @@ using namespace chorus::sdk;
 
 namespace {
 
-int g_alive = 0;          // tasks constructed and not yet destroyed
-int g_constructed = 0;    // every construction
-int g_last_count = -1;    // the call count the last task saw
+int g_alive = 0;        // tasks constructed and not yet destroyed
+int g_constructed = 0;  // every construction
+int g_last_count = -1;  // the call count the last task saw
 
 template <bool kWithPool>
 struct FakeAlgo;
