@@ -41,9 +41,9 @@ int invalid(const std::string& message) {
   return CHORUS_ERR_INVALID_ARGUMENT;
 }
 
-int check_comm(const chorus_comm* comm, const std::string& caller) {
-  if (!comm) return invalid(caller + ": comm is NULL");
-  if (!live(comm)) return invalid(caller + kNotLiveComm);
+int check_comm(const chorus_comm* comm, const char* caller) {
+  if (!comm) return invalid(std::string(caller) + ": comm is NULL");
+  if (!live(comm)) return invalid(std::string(caller) + kNotLiveComm);
   return CHORUS_OK;
 }
 

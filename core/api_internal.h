@@ -84,7 +84,9 @@ int set_error(const Status& st);
 /// INVALID_ARGUMENT with `message` as the last error.
 int invalid(const std::string& message);
 /// The argument error for a NULL or dead communicator handle; OK when live.
-int check_comm(const chorus_comm* comm, const std::string& caller);
+/// `caller` is a C string: the text is built only for an error, so a live
+/// handle costs no allocation.
+int check_comm(const chorus_comm* comm, const char* caller);
 
 /// Runs `body` and converts any escaping exception to a status.
 template <class F>

@@ -9,6 +9,7 @@
 #include "core/bootstrap.h"
 #include "core/call_checks.h"
 #include "core/call_signature.h"
+#include "core/choice_memo.h"
 #include "core/config.h"
 #include "core/data_peers.h"
 #include "core/deadline.h"
@@ -528,6 +529,7 @@ class Communicator : public CallChecks {
   std::array<std::vector<const Plugin*>, CHORUS_COLL_COUNT> candidates_;
   /// Per collective, the size classes whose `auto` choice was logged.
   mutable std::array<std::atomic<uint64_t>, CHORUS_COLL_COUNT> choice_logged_{};
+  ChoiceMemo choice_memo_;  // run()'s last choice per collective; the stream holder's only
   std::vector<chorus_kv_t> no_settings_;
   std::vector<std::vector<chorus_kv_t>> algorithm_kv_;  // parallel to algorithms_
   std::vector<void*> algo_state_;  // parallel to algorithms_: a v2 plugin's comm_init state
@@ -593,6 +595,9 @@ class Communicator : public CallChecks {
   bool worker_driving_ = false;
   bool stopping_ = false;
   uint64_t next_seq_ = 0;
+  // A finished blocking call's request, run again by the next blocking call
+  // when no one else holds it (execute_request); guarded by q_mu_.
+  std::shared_ptr<Request> spare_request_;
   // Operations with a sequence number above this fail (set by cancel()).
   std::atomic<uint64_t> cut_after_{UINT64_MAX};
   std::string cut_what_;

@@ -42,13 +42,26 @@ Status Communicator::run(const chorus_algo_call_v2_t& call_desc, const char* wha
   const int collective = call_desc.collective;
   const uint64_t bytes = call_desc.bytes;
   if (auto st = usable(what); !st.is_ok()) return st;
-  const Plugin* chosen = choose_plugin(call_desc);
-  const size_t index = algorithm_index(chosen);
-  if (!chosen || index == algorithms_.size())
-    return {CHORUS_ERR_INTERNAL, std::string("no algorithm chosen for ") + what};
+  // The same call as the last one of its collective takes the same plugin
+  // (choice_memo.h); with CHORUS_LOG=info every choice goes through
+  // choose_plugin, which logs the first of each size class.
+  ChoiceMemo::Choice choice;
+  if (const auto* memo = choice_memo_.find(call_desc); memo && !log_enabled(CHORUS_LOG_INFO)) {
+    choice = *memo;
+  } else {
+    choice.plugin = choose_plugin(call_desc);
+    choice.index = algorithm_index(choice.plugin);
+    if (!choice.plugin || choice.index == algorithms_.size())
+      return {CHORUS_ERR_INTERNAL, std::string("no algorithm chosen for ") + what};
+    choice.supported = plugin_supports(choice.index, call_desc);
+    choice.counter = algo_counter(collective, choice.plugin);
+    choice_memo_.remember(call_desc, choice);
+  }
+  const Plugin* chosen = choice.plugin;
+  const size_t index = choice.index;
   // A pinned v2 plugin that refuses this (dtype, op): nothing is posted, so
   // every rank (which pinned the same plugin) refuses it alike.
-  if (!plugin_supports(index, call_desc))
+  if (!choice.supported)
     return {CHORUS_ERR_NOT_SUPPORTED,
             who() + ": " + what + ": algorithm '" + chosen->name() + "' does not support " +
                 (call_desc.dtype >= 0 ? std::string(chorus_dtype_name(call_desc.dtype)) : "") +
@@ -92,8 +105,7 @@ Status Communicator::run(const chorus_algo_call_v2_t& call_desc, const char* wha
   // disagreement only if every rank sends it its signature.
   begin_signature(sig, collective == CHORUS_COLL_BROADCAST);
 
-  if (auto* counter = algo_counter(collective, chosen))
-    counter->fetch_add(1, std::memory_order_relaxed);
+  if (choice.counter) choice.counter->fetch_add(1, std::memory_order_relaxed);
   if (log_enabled(CHORUS_LOG_DEBUG))
     log(CHORUS_LOG_DEBUG, std::string(what) + ": " + std::to_string(bytes) +
                               " bytes via algorithm '" + algo_name + "'");

@@ -36,6 +36,12 @@ class Request : public std::enable_shared_from_this<Request> {
           uint64_t order = kNoOrder)
       : seq_(seq), order_(order), what_(std::move(what)), body_(std::move(body)) {}
 
+  /// Makes a finished request new again for another call, keeping its
+  /// allocation. Only for a request whose one reference the caller holds
+  /// (no other thread can reach it), so nothing else reads it meanwhile.
+  void reuse(uint64_t seq, const char* what, std::function<Status(Communicator&)> body,
+             uint64_t order);
+
   /// Blocks until done or `timeout_ms` passes (< 0: no limit). True when done.
   bool wait_for(int timeout_ms);
   /// Never blocks.
@@ -57,9 +63,10 @@ class Request : public std::enable_shared_from_this<Request> {
   /// finish() of a tagged receive, recording what it got.
   void finish_recv(Status st, int source, int tag, size_t count);
 
-  const uint64_t seq_;
-  const uint64_t order_;
-  const std::string what_;
+  // Fixed while anyone but the creator can reach the request (reuse()).
+  uint64_t seq_;
+  uint64_t order_;
+  std::string what_;
   std::function<Status(Communicator&)> body_;  // cleared once run, releasing captures
   mutable std::mutex mu_;
   std::condition_variable cv_;

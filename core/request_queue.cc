@@ -45,6 +45,19 @@ bool Request::wait_for(int timeout_ms) {
   return cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), is_done);
 }
 
+void Request::reuse(uint64_t seq, const char* what, std::function<Status(Communicator&)> body,
+                    uint64_t order) {
+  seq_ = seq;
+  order_ = order;
+  what_ = what;
+  body_ = std::move(body);
+  status_ = Status::ok();
+  has_p2p_ = false;
+  p2p_source_ = p2p_tag_ = -1;
+  p2p_count_ = 0;
+  state_.store(State::kQueued, std::memory_order_relaxed);
+}
+
 bool Request::done() const { return state_.load(std::memory_order_acquire) == State::kDone; }
 
 Request::State Request::state() const { return state_.load(std::memory_order_acquire); }
@@ -143,14 +156,34 @@ void Communicator::run_request(Request& req) {
 
 Status Communicator::execute(const char* what, std::function<Status(Communicator&)> body, bool p2p,
                              uint64_t order) {
-  return execute_request(what, std::move(body), p2p, order)->status();
+  auto req = execute_request(what, std::move(body), p2p, order);
+  Status st = req->status();
+  // Kept for the next blocking call (execute_request), which reuses it only
+  // if by then this is its last reference. Point-to-point requests are
+  // never kept: the tagged engine may hold them past their completion.
+  if (!p2p && req->done()) {
+    std::lock_guard lock(q_mu_);
+    if (!spare_request_) spare_request_ = std::move(req);
+  }
+  return st;
 }
 
 std::shared_ptr<Request> Communicator::execute_request(const char* what,
                                                        std::function<Status(Communicator&)> body,
                                                        bool p2p, uint64_t order) {
   std::unique_lock lock(q_mu_);
-  auto req = std::make_shared<Request>(next_seq_++, what, std::move(body), order);
+  std::shared_ptr<Request> req;
+  // The last blocking call's request, when nothing else holds it any more
+  // (a queue or a lane driver that ran it drops its copy after finish()):
+  // the acquire fence pairs with that drop's release, so the other thread's
+  // last reads of it happen before reuse() writes it.
+  if (!p2p && spare_request_ && spare_request_.use_count() == 1) {
+    std::atomic_thread_fence(std::memory_order_acquire);
+    req = std::move(spare_request_);
+    req->reuse(next_seq_++, what, std::move(body), order);
+  } else {
+    req = std::make_shared<Request>(next_seq_++, what, std::move(body), order);
+  }
   if (stopping_) {
     count_failed();
     req->finish(

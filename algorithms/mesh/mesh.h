@@ -16,7 +16,8 @@
 //
 // Threading: the state is read-only after comm_init (supports and preference
 // may run on any thread, beside tasks), but for a scratch cache with its own
-// lock that lends a buffer to one task at a time; a task owns all its other
+// lock that lends a buffer to one task at a time, and a lock-free pool of
+// one task's memory; a task owns all its other
 // mutable state, so tasks of one or several communicators run at once on one
 // thread or several.
 #pragma once
@@ -57,6 +58,9 @@ struct Mesh {
   /// task at a time (mesh_scratch.h); the only part of the state a task
   /// changes, under the cache's own lock.
   mutable ScratchCache reduce_scratch;
+  /// The last finished task's memory, for the next one (sdk::TaskPool): a
+  /// loop of small calls allocates no task.
+  mutable sdk::TaskPool task_pool;
 
   /// Checks `algorithm.mesh.*`: an unknown key or a bad value fails the
   /// communicator's init, naming the key.

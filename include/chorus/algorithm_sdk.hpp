@@ -15,6 +15,7 @@
  *    of one direction of a lane), SlotPool (a lane's share of the staging
  *    slots), PostedQueue (what a lane awaits, in completion order) and
  *    ScratchPool (scratch memory recycled between a communicator's tasks);
+ *  - TaskPool: a finished task's memory kept for the next task;
  *  - CHORUS_ALGORITHM_EXPORT_V2(Algo): the C table, from a C++ class with
  *    comm_init, supports, preference and a Task type (see docs/plugins.md,
  *    "Algorithm ABI v2", for a whole plugin).
@@ -27,12 +28,14 @@
 
 #include <chorus/algorithm.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <new>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -137,6 +140,52 @@ constexpr uint32_t declared_peers() {
 }
 
 /**
+ * The memory of one finished task, kept in the algorithm's per-communicator
+ * state for the next task, so that a loop of small calls allocates no task.
+ * Entry uses it when `Algo` has a member `mutable TaskPool task_pool;`.
+ * One block is kept; tasks that run at the same time take fresh memory.
+ * Lock-free: post and task_free may run on any thread. Only the memory is
+ * reused: every task is constructed and destroyed as before (its constructor
+ * must not throw).
+ */
+class TaskPool {
+ public:
+  TaskPool() = default;
+  TaskPool(const TaskPool&) = delete;
+  TaskPool& operator=(const TaskPool&) = delete;
+  ~TaskPool() { ::operator delete(slot_.load(std::memory_order_acquire)); }
+
+  /** `bytes` of memory (the same size on every call from one Entry), or NULL. */
+  void* take(size_t bytes) {
+    if (void* p = slot_.exchange(nullptr, std::memory_order_acquire)) return p;
+    return ::operator new(bytes, std::nothrow);
+  }
+  /** Keeps `p` (from take()) for the next task, or frees it when one is kept. */
+  void give_back(void* p) {
+    void* empty = nullptr;
+    if (!slot_.compare_exchange_strong(empty, p, std::memory_order_acq_rel)) ::operator delete(p);
+  }
+
+ private:
+  std::atomic<void*> slot_{nullptr};
+};
+
+namespace detail {
+template <class A, class = void>
+struct HasTaskPool : std::false_type {};
+template <class A>
+struct HasTaskPool<A, std::void_t<decltype(std::declval<const A&>().task_pool.take(size_t(1)))>>
+    : std::true_type {};
+
+/** A pooled task and the pool its memory goes back to. */
+template <class Task>
+struct TaskBlock {
+  TaskPool* pool;
+  alignas(Task) unsigned char task[sizeof(Task)];
+};
+}  // namespace detail
+
+/**
  * The C table's entry points for a C++ algorithm class `Algo`, which has:
  *   static constexpr const char* kName; static constexpr uint32_t kFlags, kCollectives;
  *   optionally static constexpr uint32_t kPeers (CHORUS_ALGO_PEERS_RING when it
@@ -164,9 +213,26 @@ struct Entry {
   static int preference(void* state, const chorus_algo_call_v2_t* call) {
     return static_cast<const Algo*>(state)->preference(*call);
   }
+  using Task = typename Algo::Task;
+  using Block = detail::TaskBlock<Task>;
+  /** Tasks live in pooled blocks (TaskPool) when Algo has a task_pool and
+   * the task needs no more than operator new's alignment. */
+  static constexpr bool kPooled =
+      detail::HasTaskPool<Algo>::value && alignof(Block) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__;
+
   static int post(void* state, const chorus_algo_env_v2_t* env, const chorus_algo_call_v2_t* call,
                   chorus_algo_task_v2_t** out) {
-    auto* t = new (std::nothrow) typename Algo::Task(*static_cast<const Algo*>(state), env, *call);
+    const Algo& algo = *static_cast<const Algo*>(state);
+    Task* t = nullptr;
+    if constexpr (kPooled) {
+      if (void* mem = algo.task_pool.take(sizeof(Block))) {
+        auto* block = static_cast<Block*>(mem);
+        block->pool = &algo.task_pool;
+        t = new (block->task) Task(algo, env, *call);
+      }
+    } else {
+      t = new (std::nothrow) Task(algo, env, *call);
+    }
     *out = reinterpret_cast<chorus_algo_task_v2_t*>(t);
     if (!t) return fail(env, CHORUS_ERR_SYSTEM, std::string(Algo::kName) + ": out of memory");
     return t->start();
@@ -175,7 +241,15 @@ struct Entry {
     return reinterpret_cast<typename Algo::Task*>(task)->progress(c, n);
   }
   static void task_free(chorus_algo_task_v2_t* task) {
-    delete reinterpret_cast<typename Algo::Task*>(task);
+    if constexpr (kPooled) {
+      if (!task) return;
+      auto* block =
+          reinterpret_cast<Block*>(reinterpret_cast<unsigned char*>(task) - offsetof(Block, task));
+      reinterpret_cast<Task*>(task)->~Task();
+      block->pool->give_back(block);
+    } else {
+      delete reinterpret_cast<Task*>(task);
+    }
   }
 };
 
