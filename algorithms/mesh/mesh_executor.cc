@@ -126,6 +126,14 @@ int Executor::advance() {
   bool done = true;
   bool outstanding = false;
   refused_ = false;
+  // all_gather: every send first. A receive post may copy a large message at
+  // once (shm reads a by-reference message inside post_recv); posted after
+  // the sends, it no longer holds back the peers' reads of this rank's block.
+  if (call_.kind == Kind::kAllGather)
+    for (Lane& lane : lanes_)
+      for (Stream& s : lane.streams)
+        if (s.ep)
+          if (int rc = pump_sends(lane, s); rc != CHORUS_OK) return rc;
   for (Lane& lane : lanes_) {
     for (Stream& s : lane.streams) {
       if (!s.ep) continue;
@@ -192,6 +200,12 @@ int Executor::pump(Lane& lane, Stream& s) {
                       std::to_string(lane.id) + " failed: " + tp->last_error());
     ++s.recv_posted;
   }
+  return pump_sends(lane, s);
+}
+
+int Executor::pump_sends(Lane& lane, Stream& s) {
+  const auto* tp = env_->tp;
+  const size_t es = call_.esize;
   while (s.send_posted < s.send_total() && s.send_posted - s.send_done < send_window_) {
     size_t idx = s.send_posted;
     const std::byte* buf;

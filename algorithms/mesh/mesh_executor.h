@@ -113,6 +113,8 @@ class Executor {
   int advance();
   std::byte* cell(const Lane& lane, size_t group, int peer, chorus_tp_mr_t** mr);
   int pump(Lane& lane, Stream& s);
+  /// The sending half of pump().
+  int pump_sends(Lane& lane, Stream& s);
   int complete(const chorus_tp_completion_t& c);
   void try_reduce(Lane& lane);
 

@@ -109,7 +109,21 @@ int Executor::advance() {
 }
 
 int Executor::pump(Lane& lane) {
-  // Receives first, so the peer's sends find a buffer waiting.
+  // Receives first, so the peer's sends find a buffer waiting; except for
+  // plans that land in place (all_gather): there a receive post may copy a
+  // large message at once (shm reads a by-reference message inside
+  // post_recv), so the sends go first and the neighbour can start reading
+  // this rank's block while it copies its own.
+  if (plan_.in_place_posts && !kernel_) {
+    if (int rc = pump_sends(lane); rc != CHORUS_OK) return rc;
+    if (int rc = pump_recvs(lane); rc != CHORUS_OK) return rc;
+    return pump_sends(lane);
+  }
+  if (int rc = pump_recvs(lane); rc != CHORUS_OK) return rc;
+  return pump_sends(lane);
+}
+
+int Executor::pump_recvs(Lane& lane) {
   for (;;) {
     settle(lane.recv_step, lane.recv_piece, false, lane);
     if (!lane.recvs.open()) break;
@@ -138,6 +152,10 @@ int Executor::pump(Lane& lane) {
     ++lane.recvs.posted;
     ++lane.recv_piece;
   }
+  return CHORUS_OK;
+}
+
+int Executor::pump_sends(Lane& lane) {
   for (;;) {
     settle(lane.send_step, lane.send_piece, true, lane);
     if (!lane.sends.open()) break;

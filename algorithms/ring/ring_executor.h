@@ -103,9 +103,11 @@ class Executor {
   Range piece_range(const Lane& lane, int c, size_t k) const;
   /// Advances a (step, piece) cursor past steps with nothing to move in `dir`.
   void settle(int& step, size_t& piece, bool send, const Lane& lane) const;
-  /// Posts the lane's next receives, then its next sends. Sets `again_` when
-  /// the transport refused one for now.
+  /// Posts the lane's next receives and sends (sends first for in-place
+  /// plans). Sets `again_` when the transport refused one for now.
   int pump(Lane& lane);
+  int pump_recvs(Lane& lane);
+  int pump_sends(Lane& lane);
 
   const chorus_algo_env_v2_t* env_;
   Place work_;
