@@ -225,9 +225,15 @@ void Communicator::handle_notice(int peer, const NoticeWire& w, bool sized) {
       return;
     }
     // Each (origin, kind) once: it comes around the ring both ways, and
-    // this rank's own notices come back.
+    // this rank's own notices come back. A lost rank is news only once:
+    // every survivor reports the same loss, and relaying each report would
+    // put O(N) notices on every link, more than the standing receives
+    // (kNoticeRecvSlots); a peer that exits with notices still queued
+    // behind them has its own last notice dropped with its endpoint, and
+    // is then blamed itself.
     if (!relay_.first(origin, w.kind)) return;
-    relay_notice(peer, w);
+    if (w.kind != kNoticePeerLost || !relay_.reported_lost[size_t(w.lost_rank)])
+      relay_notice(peer, w);
   }
   switch (w.kind) {
     case kNoticeFinalized:
