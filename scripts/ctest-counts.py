@@ -4,10 +4,26 @@
 Usage: ctest-counts.py JUNIT_XML REGISTERED LABEL
 Prints one line: "LABEL: R registered, S selected, N run, P passed, K skipped,
 F failed", then the names of skipped tests with ctest's reason and of failed
-tests (so that the end of a CI log names them). Exit status 0.
+tests, each failed one with the lines of its output that say why (those
+starting with FAIL or naming an error, else its last lines), so that the end
+of a CI log, which is often all of it that is kept, names the cause too.
+Exit status 0.
 """
+import re
 import sys
 import xml.etree.ElementTree as ET
+
+WHY = re.compile(r"^\s*(FAIL|\[FAIL|.*(error|failed|Error|assert|Assert|Sanitizer|hung|timed out))")
+
+
+def why_lines(case, most=8, width=300):
+    """The lines of a failed test's output that tell why, shortened."""
+    out = case.find("system-out")
+    text = out.text if out is not None and out.text else ""
+    lines = [l for l in text.splitlines() if l.strip()]
+    picked = [l for l in lines if WHY.match(l)][:most] or lines[-5:]
+    return [l if len(l) <= width else l[:width] + " ..." for l in picked]
+
 
 path, registered, label = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 try:
@@ -29,11 +45,13 @@ for c in cases:
         skipped_names.append(f"{c.get('name')} ({s.get('message') if s is not None else status})")
     else:
         failed += 1
-        failed_names.append(c.get("name"))
+        failed_names.append((c.get("name"), why_lines(c)))
 run = passed + failed
 print(f"{label}: {registered} registered, {selected} selected, {run} run, {passed} passed, "
       f"{skipped} skipped, {failed} failed")
 for n in skipped_names:
     print(f"{label}: skipped: {n}")
-for n in failed_names:
+for n, why in failed_names:
     print(f"{label}: failed: {n}")
+    for line in why:
+        print(f"{label}:     {line}")
