@@ -15,6 +15,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -69,6 +70,55 @@ void launch_one(QueuedCall& call) {
   leader->lead(call.stand_in);
 }
 
+/// Staging buffers of fused calls, kept for the next ones: a fresh buffer
+/// of a few MiB costs a page fault per page on every call, more than the
+/// copies in and out. Process-wide and thread-safe (fused calls of several
+/// lanes or communicators run at once); keeps at most kKeep buffers, each
+/// at most the largest collectives.fusion_bytes in use.
+class StagingPool {
+ public:
+  struct Buffer {
+    std::unique_ptr<std::byte[]> data;
+    size_t size = 0;
+  };
+  Buffer take(size_t bytes) {
+    {
+      std::lock_guard lock(mu_);
+      // The smallest kept buffer that is large enough.
+      auto best = free_.end();
+      for (auto it = free_.begin(); it != free_.end(); ++it)
+        if (it->size >= bytes && (best == free_.end() || it->size < best->size)) best = it;
+      if (best != free_.end()) {
+        Buffer b = std::move(*best);
+        free_.erase(best);
+        return b;
+      }
+    }
+    return {std::make_unique_for_overwrite<std::byte[]>(bytes), bytes};
+  }
+  void give(Buffer b) {
+    std::lock_guard lock(mu_);
+    if (free_.size() < kKeep) {
+      free_.push_back(std::move(b));
+      return;
+    }
+    // Full: keep the larger buffers.
+    auto smallest = std::min_element(free_.begin(), free_.end(),
+                                     [](const Buffer& x, const Buffer& y) { return x.size < y.size; });
+    if (smallest->size < b.size) *smallest = std::move(b);
+  }
+
+ private:
+  static constexpr size_t kKeep = 4;
+  std::mutex mu_;
+  std::vector<Buffer> free_;
+};
+
+StagingPool& staging_pool() {
+  static StagingPool pool;
+  return pool;
+}
+
 /// One element range of a fused all_reduce: where a call's data goes.
 struct Segment {
   const void* in;
@@ -97,21 +147,28 @@ void launch_fused(std::vector<QueuedCall*>& calls, size_t first, size_t n) {
   auto body = [segments = std::move(segments), total, dtype, op, fused_calls,
                digest](Communicator& c) -> Status {
     const size_t esize = chorus_dtype_size(dtype);
-    std::unique_ptr<std::byte[]> staging;
-    if (total > 0) staging = std::make_unique_for_overwrite<std::byte[]>(total * esize);
+    // Back to the pool however the call ends.
+    struct Held {
+      StagingPool::Buffer b;
+      ~Held() {
+        if (b.data) staging_pool().give(std::move(b));
+      }
+    } held;
+    if (total > 0) held.b = staging_pool().take(total * esize);
+    std::byte* staging = held.b.data.get();
     size_t at = 0;
     for (const Segment& s : segments) {
-      if (s.count > 0) std::memcpy(staging.get() + at, s.in, s.count * esize);
+      if (s.count > 0) std::memcpy(staging + at, s.in, s.count * esize);
       at += s.count * esize;
     }
-    Status st = c.all_reduce(staging.get(), staging.get(), total, dtype, op, fused_calls, digest);
+    Status st = c.all_reduce(staging, staging, total, dtype, op, fused_calls, digest);
     if (!st.is_ok())
       return {st.code(), st.message() + " (this all_reduce ran " + std::to_string(fused_calls) +
                              " grouped calls fused at chorus_group_end; each of them fails" +
                              (st.code() == CHORUS_ERR_MISMATCH ? kGroupRule : "") + ")"};
     at = 0;
     for (const Segment& s : segments) {
-      if (s.count > 0) std::memcpy(s.out, staging.get() + at, s.count * esize);
+      if (s.count > 0) std::memcpy(s.out, staging + at, s.count * esize);
       at += s.count * esize;
     }
     return st;
