@@ -386,6 +386,10 @@ void case_mismatch() {
     }
     chorus_request_free(r);
   }
+  // No rank leaves the child before every rank has its result: a rank that
+  // finalized early would make a slower rank's call fail PEER_LOST (rank
+  // gone) before that rank read the mismatch notice.
+  expect_ok(chorus_barrier(g_world), "barrier on the world after the mismatch");
   chorus_comm_finalize(child);
 }
 
