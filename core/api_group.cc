@@ -103,8 +103,9 @@ class StagingPool {
       return;
     }
     // Full: keep the larger buffers.
-    auto smallest = std::min_element(free_.begin(), free_.end(),
-                                     [](const Buffer& x, const Buffer& y) { return x.size < y.size; });
+    auto smallest =
+        std::min_element(free_.begin(), free_.end(),
+                         [](const Buffer& x, const Buffer& y) { return x.size < y.size; });
     if (smallest->size < b.size) *smallest = std::move(b);
   }
 
@@ -263,7 +264,8 @@ CHORUS_API int chorus_group_end(void) {
         std::shared_ptr<Request> leader;
         if (!c.stand_in->leader(comm, leader))
           c.stand_in->finish_unrun(
-              {CHORUS_ERR_SYSTEM, "chorus_group_end: the call could not be issued (out of memory)"});
+              {CHORUS_ERR_SYSTEM,
+               "chorus_group_end: the call could not be issued (out of memory)"});
       }
       throw;
     }

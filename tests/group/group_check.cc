@@ -67,22 +67,37 @@ void expect_text(const std::string& text, const std::string& part, const std::st
 /// exact in every dtype used.
 double get(int dtype, const std::byte* p, size_t i) {
   switch (dtype) {
-    case CHORUS_FLOAT32: return reinterpret_cast<const float*>(p)[i];
-    case CHORUS_FLOAT64: return reinterpret_cast<const double*>(p)[i];
-    case CHORUS_INT32: return reinterpret_cast<const int32_t*>(p)[i];
-    case CHORUS_INT64: return double(reinterpret_cast<const int64_t*>(p)[i]);
-    case CHORUS_UINT8: return reinterpret_cast<const uint8_t*>(p)[i];
+    case CHORUS_FLOAT32:
+      return reinterpret_cast<const float*>(p)[i];
+    case CHORUS_FLOAT64:
+      return reinterpret_cast<const double*>(p)[i];
+    case CHORUS_INT32:
+      return reinterpret_cast<const int32_t*>(p)[i];
+    case CHORUS_INT64:
+      return double(reinterpret_cast<const int64_t*>(p)[i]);
+    case CHORUS_UINT8:
+      return reinterpret_cast<const uint8_t*>(p)[i];
   }
   return -1;
 }
 
 void put(int dtype, std::byte* p, size_t i, double v) {
   switch (dtype) {
-    case CHORUS_FLOAT32: reinterpret_cast<float*>(p)[i] = float(v); break;
-    case CHORUS_FLOAT64: reinterpret_cast<double*>(p)[i] = v; break;
-    case CHORUS_INT32: reinterpret_cast<int32_t*>(p)[i] = int32_t(v); break;
-    case CHORUS_INT64: reinterpret_cast<int64_t*>(p)[i] = int64_t(v); break;
-    case CHORUS_UINT8: reinterpret_cast<uint8_t*>(p)[i] = uint8_t(v); break;
+    case CHORUS_FLOAT32:
+      reinterpret_cast<float*>(p)[i] = float(v);
+      break;
+    case CHORUS_FLOAT64:
+      reinterpret_cast<double*>(p)[i] = v;
+      break;
+    case CHORUS_INT32:
+      reinterpret_cast<int32_t*>(p)[i] = int32_t(v);
+      break;
+    case CHORUS_INT64:
+      reinterpret_cast<int64_t*>(p)[i] = int64_t(v);
+      break;
+    case CHORUS_UINT8:
+      reinterpret_cast<uint8_t*>(p)[i] = uint8_t(v);
+      break;
   }
 }
 
@@ -125,9 +140,8 @@ size_t esize(int dtype) { return chorus_dtype_size(dtype); }
 void post_all_reduce(Call& c, chorus_comm_t* comm, size_t count, int dtype, int op, bool in_place,
                      int salt) {
   c.comm = comm, c.all_reduce = true, c.dtype = dtype, c.op = op, c.count = count;
-  c.what = std::string("all_reduce ") + chorus_dtype_name(dtype) + " " + chorus_op_name(op) +
-           " x" + std::to_string(count) + (in_place ? " in place" : "") + " salt " +
-           std::to_string(salt);
+  c.what = std::string("all_reduce ") + chorus_dtype_name(dtype) + " " + chorus_op_name(op) + " x" +
+           std::to_string(count) + (in_place ? " in place" : "") + " salt " + std::to_string(salt);
   c.out.assign(std::max<size_t>(count, 1) * esize(dtype), std::byte{0xee});
   std::byte* src = c.out.data();
   if (!in_place) {
@@ -175,7 +189,8 @@ void post_ring(Call& c, chorus_comm_t* comm, bool send, size_t count, int salt) 
   c.what = std::string(send ? "isend_tagged" : "irecv_tagged") + " x" + std::to_string(count);
   c.out.assign(count * 4, std::byte{0});
   if (send) {
-    for (size_t i = 0; i < count; ++i) put(CHORUS_INT32, c.out.data(), i, value(g_rank, i, salt, 0));
+    for (size_t i = 0; i < count; ++i)
+      put(CHORUS_INT32, c.out.data(), i, value(g_rank, i, salt, 0));
     expect_ok(chorus_isend_tagged(comm, c.out.data(), count, CHORUS_INT32, right, 9, &c.req),
               "issuing " + c.what);
   } else {
@@ -301,9 +316,8 @@ void case_sizes() {
         [&] {
           for (size_t k = 0; k < n; ++k) {
             const size_t stretch = k / 4;
-            post_all_reduce(calls[k], g_world, kCounts[(k * 5 + n) % 11],
-                            kTypes[stretch % 5], kOps[(stretch + n) % 4], k % 2 == 1,
-                            int(k + n));
+            post_all_reduce(calls[k], g_world, kCounts[(k * 5 + n) % 11], kTypes[stretch % 5],
+                            kOps[(stretch + n) % 4], k % 2 == 1, int(k + n));
           }
         },
         {g_world}, "group of " + std::to_string(n));
@@ -422,7 +436,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::vector<std::pair<std::string, void (*)()>> cases = {
-      {"misuse", case_misuse}, {"sizes", case_sizes}, {"mixed", case_mixed},
+      {"misuse", case_misuse},       {"sizes", case_sizes}, {"mixed", case_mixed},
       {"two_comms", case_two_comms}, {"limit", case_limit}, {"mismatch", case_mismatch}};
   for (const auto& [name, body] : cases) {
     if (!only.empty() && std::find(only.begin(), only.end(), name) == only.end()) continue;

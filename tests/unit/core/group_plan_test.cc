@@ -28,8 +28,7 @@ TEST_CASE("consecutive all_reduces of one dtype and op fuse up to the limit") {
 
 TEST_CASE("a different dtype, op or collective ends a run") {
   CHECK(plan_group_runs({ar(8), ar(8, CHORUS_INT32), ar(8, CHORUS_INT32)}, 100) == Runs{1, 2});
-  CHECK(plan_group_runs({ar(8), ar(8, CHORUS_FLOAT32, CHORUS_MAX), ar(8)}, 100) ==
-        Runs{1, 1, 1});
+  CHECK(plan_group_runs({ar(8), ar(8, CHORUS_FLOAT32, CHORUS_MAX), ar(8)}, 100) == Runs{1, 1, 1});
   CHECK(plan_group_runs({ar(8), ar(8), other(), ar(8), ar(8)}, 100) == Runs{2, 1, 2});
   CHECK(plan_group_runs({other(), other()}, 100) == Runs{1, 1});
 }
