@@ -2,8 +2,10 @@
 # The engine benchmarks of issue #18 (part 7), side by side in one run:
 #  1. 16 non-blocking 64 KiB all_reduces posted back to back and then waited,
 #     against the same 16 run one at a time, at 4 ranks over shm and tcp,
-#     with collectives.lanes 1 and 4 (chorus-engine-bench inflight; the two
-#     modes alternate per iteration);
+#     with collectives.lanes 1 and 4, and the same 16 posted inside
+#     chorus_group_start/chorus_group_end, fused into one all_reduce
+#     (chorus-engine-bench inflight --group; the three modes alternate per
+#     iteration);
 #  2. an isend/irecv ping-pong at 2 ranks: Chorus over shm and tcp (also
 #     with a limited wait, and blocking send/recv), Open MPI over vader and
 #     tcp (mpi-pingpong, the same steps).
@@ -28,7 +30,8 @@ echo "# engine.sh: $(date -u +%FT%TZ), $(nproc) cores, load $(cut -d' ' -f1-3 /p
 for lanes in 1 4; do
   for tp in shm tcp; do
     CHORUS_COLLECTIVES_LANES=$lanes CHORUS_TRANSPORT=$tp timeout 900 "$bin/chorusrun" -n 4 \
-      --timeout 800 -- "$bin/chorus-engine-bench" inflight --bytes 64K -k 16 -n "$iters" -w 3 -c |
+      --timeout 800 -- "$bin/chorus-engine-bench" inflight --bytes 64K -k 16 -n "$iters" -w 3 -c \
+      --group |
       json | sed "s/\"transport\": \"$tp\"/\"transport\": \"$tp\", \"lanes\": $lanes/"
   done
 done

@@ -8,7 +8,10 @@
 //     timed batch; the slowest rank's time counts; medians over the
 //     iterations, both modes interleaved iteration by iteration so that a
 //     noisy neighbour hits both alike. Prints both medians and their ratio
-//     (one-at-a-time / in-flight: above 1 means overlap helps).
+//     (one-at-a-time / in-flight: above 1 means overlap helps). --group adds
+//     a third mode, interleaved with the other two: the same K posts inside
+//     chorus_group_start/chorus_group_end (consecutive all_reduces fuse up
+//     to collectives.fusion_bytes), with its median and ratio.
 //   pingpong: ranks 0 and 1 bounce a message with isend/irecv (posted in
 //     that order and waited), sizes from -b to -e; half the median round
 //     trip is the one-way latency, as osu_latency reports it. Other ranks
@@ -87,6 +90,7 @@ struct Options {
   bool check = false;
   bool blocking = false;
   bool tagged = false;
+  bool group = false;
   int wait_ms = -1;
 };
 
@@ -106,13 +110,16 @@ int run_inflight(chorus_comm_t* comm, int rank, int size, const Options& o) {
       std::fill(out[std::size_t(k)].begin(), out[std::size_t(k)].end(), 0.0f);
     }
   };
-  std::vector<double> one_at_a_time, in_flight;
+  std::vector<double> times[3];  // one at a time, in flight, in flight grouped
   std::vector<chorus_request_t*> reqs(std::size_t(o.ops), nullptr);
   for (int it = 0; it < o.warmup + o.iters; ++it) {
     // Mode 0: blocking, one at a time. Mode 1: all posted, then waited.
-    for (int mode = 0; mode < 2; ++mode) {
+    // Mode 2 (--group): posted inside a group, then waited.
+    for (int mode = 0; mode < (o.group ? 3 : 2); ++mode) {
       if (int rc = chorus_barrier(comm); rc != CHORUS_OK) return fail("barrier", rc);
       const auto t0 = Clock::now();
+      if (mode == 2)
+        if (int rc = chorus_group_start(); rc != CHORUS_OK) return fail("group_start", rc);
       for (int k = 0; k < o.ops; ++k) {
         float* dst = out[std::size_t(k)].data();
         const float* src = in[std::size_t(k)].data();
@@ -122,7 +129,9 @@ int run_inflight(chorus_comm_t* comm, int rank, int size, const Options& o) {
                                                 &reqs[std::size_t(k)]);
         if (rc != CHORUS_OK) return fail(mode == 0 ? "all_reduce" : "iall_reduce", rc);
       }
-      if (mode == 1) {
+      if (mode == 2)
+        if (int rc = chorus_group_end(); rc != CHORUS_OK) return fail("group_end", rc);
+      if (mode >= 1) {
         for (chorus_request_t*& r : reqs) {
           if (int rc = chorus_wait(r, -1); rc != CHORUS_OK) return fail("wait", rc);
           chorus_request_free(r);
@@ -131,18 +140,25 @@ int run_inflight(chorus_comm_t* comm, int rank, int size, const Options& o) {
       }
       double t = seconds_since(t0);
       if (int rc = slowest(comm, t); rc != CHORUS_OK) return fail("all_reduce (timing)", rc);
-      if (it >= o.warmup) (mode == 0 ? one_at_a_time : in_flight).push_back(t);
+      if (it >= o.warmup) times[mode].push_back(t);
       if (o.check) check();
     }
   }
-  const double seq = median(one_at_a_time), par = median(in_flight);
+  const double seq = median(times[0]), par = median(times[1]), grp = median(times[2]);
   if (rank == 0) {
+    std::string grouped;
+    if (o.group) {
+      char text[96];
+      std::snprintf(text, sizeof(text), "\"grouped_us\": %.1f, \"grouped_ratio\": %.3f, ",
+                    grp * 1e6, grp > 0 ? seq / grp : 0.0);
+      grouped = text;
+    }
     std::printf(
         "{\"bench\": \"inflight\", \"ranks\": %d, \"transport\": \"%s\", \"bytes\": %llu, "
         "\"ops\": %d, \"iters\": %d, \"one_at_a_time_us\": %.1f, \"in_flight_us\": %.1f, "
-        "\"ratio\": %.3f, \"checked\": %s}\n",
+        "\"ratio\": %.3f, %s\"checked\": %s}\n",
         size, chorus_comm_transport(comm), static_cast<unsigned long long>(count * sizeof(float)),
-        o.ops, o.iters, seq * 1e6, par * 1e6, par > 0 ? seq / par : 0.0,
+        o.ops, o.iters, seq * 1e6, par * 1e6, par > 0 ? seq / par : 0.0, grouped.c_str(),
         o.check ? "true" : "false");
   }
   if (o.check) {
@@ -253,6 +269,9 @@ int main(int argc, char** argv) {
   app.add_flag("--tagged", o.tagged,
                "pingpong: the tagged calls (chorus_isend_tagged ...; with --blocking, "
                "chorus_send_tagged/recv_tagged)");
+  app.add_flag("--group", o.group,
+               "inflight: also time the K posts inside chorus_group_start/chorus_group_end "
+               "(fused up to collectives.fusion_bytes), interleaved with the other two modes");
   app.add_option("--wait-ms", o.wait_ms,
                  "pingpong: chorus_wait's limit (-1: none; with a limit a queued collective "
                  "stays on the progress thread, a point-to-point request is driven until it)");

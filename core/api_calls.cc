@@ -17,11 +17,24 @@ using chorus::core::Communicator;
 using chorus::core::Request;
 using chorus::core::Status;
 
+/// A blocking call inside a group would wait for itself: refused.
+Status blocking_in_group(const char* what) {
+  return {CHORUS_ERR_INVALID_ARGUMENT,
+          std::string("chorus_") + what +
+              ": a blocking call inside chorus_group_start/chorus_group_end cannot complete "
+              "before the group ends; use the non-blocking chorus_i" +
+              what + " and wait for its request after chorus_group_end"};
+}
+
 /// Blocking call: argument check on the caller, then the operation in issue
 /// order behind every earlier request (a collective: on its lane).
 template <class Body>
 Status run_blocking(Communicator& c, const char* what, const Status& checked, Body body,
                     bool p2p = false) {
+  if (group_open()) {
+    c.count_failed();
+    return blocking_in_group(what);
+  }
   if (!checked.is_ok()) {
     c.count_failed();
     return checked;
@@ -40,7 +53,7 @@ Status run_blocking(Communicator& c, const char* what, const Status& checked, Bo
 /// runs only once `comm` is known to be a live handle.
 template <class Check, class Body>
 int issue(chorus_comm_t* comm, const char* name, const char* what, chorus_request_t** req_out,
-          Check check, Body body, bool p2p = false) {
+          Check check, Body body, bool p2p = false, const FusableAllReduce* fusable = nullptr) {
   return guarded([&] {
     if (int rc = check_comm(comm, name); rc != CHORUS_OK) return rc;
     if (!req_out) {
@@ -50,6 +63,14 @@ int issue(chorus_comm_t* comm, const char* name, const char* what, chorus_reques
     if (const Status checked = check(); !checked.is_ok()) {
       comm->impl->count_failed();
       return set_error(checked);
+    }
+    // Inside a group: queued on this thread until chorus_group_end
+    // (api_group.cc); the handle holds a stand-in.
+    if (group_open()) {
+      auto* handle = new chorus_request{nullptr, nullptr, comm->impl->request_wait_counter()};
+      handle->impl = group_add(comm, what, std::move(body), p2p, fusable);
+      *req_out = live_requests().remember(handle);
+      return int(CHORUS_OK);
     }
     // A collective runs on its lane (collectives.lanes); the handle's waits
     // and cancel go to that lane's stream.
@@ -61,6 +82,18 @@ int issue(chorus_comm_t* comm, const char* name, const char* what, chorus_reques
     return int(CHORUS_OK);
   });
 }
+
+/// A grouped call's request before its group ended: nothing runs it yet,
+/// so a wait would never return.
+bool group_not_ended(const chorus_request& req) {
+  Communicator* comm = nullptr;
+  std::shared_ptr<Request> leader;
+  return req.impl->grouped() && !req.impl->done() && !req.impl->leader(comm, leader);
+}
+constexpr const char* kGroupOpen =
+    ": issued inside chorus_group_start/chorus_group_end, and the group has not ended; call "
+    "chorus_group_end (on the thread that opened the group) before waiting for or testing its "
+    "requests";
 
 }  // namespace
 
@@ -168,9 +201,11 @@ CHORUS_API int chorus_all_to_allv(chorus_comm_t* comm, const void* in, const siz
 
 CHORUS_API int chorus_iall_reduce(chorus_comm_t* comm, const void* in, void* out, size_t count,
                                   int dtype, int op, chorus_request_t** req_out) {
-  return issue(comm, "chorus_iall_reduce", "all_reduce", req_out,
-               CHORUS_CHECK(check_all_reduce(in, out, count, dtype, op)),
-               [=](Communicator& c) { return c.all_reduce(in, out, count, dtype, op); });
+  const FusableAllReduce fusable{in, out, count, dtype, op};
+  return issue(
+      comm, "chorus_iall_reduce", "all_reduce", req_out,
+      CHORUS_CHECK(check_all_reduce(in, out, count, dtype, op)),
+      [=](Communicator& c) { return c.all_reduce(in, out, count, dtype, op); }, false, &fusable);
 }
 
 CHORUS_API int chorus_iall_gather(chorus_comm_t* comm, const void* in, void* out, size_t count,
@@ -276,6 +311,7 @@ CHORUS_API int chorus_test(chorus_request_t* req, int* done_out) {
   return guarded([&] {
     if (!req || !done_out) return invalid("chorus_test: NULL argument");
     if (!live(req)) return invalid(std::string("chorus_test") + kNotLiveRequest);
+    if (group_not_ended(*req)) return invalid("chorus_test: " + req->impl->what() + kGroupOpen);
     if (!req->impl->done()) {
       *done_out = 0;
       return int(CHORUS_OK);
@@ -289,11 +325,16 @@ CHORUS_API int chorus_wait(chorus_request_t* req, int timeout_ms) {
   return guarded([&] {
     if (!req) return invalid("chorus_wait: req is NULL");
     if (!live(req)) return invalid(std::string("chorus_wait") + kNotLiveRequest);
+    if (group_not_ended(*req)) return invalid("chorus_wait: " + req->impl->what() + kGroupOpen);
     auto t0 = std::chrono::steady_clock::now();
     // Waiting for a request that has not started: run it on this thread
     // (bounded by the call's own deadline). A wait with a limit must return
-    // by it: it only drives a point-to-point request, until the limit.
-    if (!req->impl->done()) req->comm->run_if_next(req->impl, timeout_ms);
+    // by it: it only drives a point-to-point request, until the limit. A
+    // grouped call's stand-in: the request that runs it (alone or fused).
+    Communicator* runs_on = req->comm;
+    std::shared_ptr<Request> runner = req->impl;
+    if (req->impl->grouped()) req->impl->leader(runs_on, runner);
+    if (!req->impl->done() && !runner->done()) runs_on->run_if_next(runner, timeout_ms);
     int left = timeout_ms;
     if (timeout_ms >= 0) {
       const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -330,6 +371,12 @@ CHORUS_API int chorus_cancel(chorus_request_t* req) {
   return guarded([&] {
     if (!req) return invalid("chorus_cancel: req is NULL");
     if (!live(req)) return invalid(std::string("chorus_cancel") + kNotLiveRequest);
+    if (req->impl->grouped())
+      return set_error({CHORUS_ERR_NOT_SUPPORTED,
+                        "chorus_cancel: " + req->impl->what() +
+                            " was issued inside chorus_group_start/chorus_group_end; a grouped "
+                            "call cannot be cancelled (it may run fused with others): wait for "
+                            "it, or chorus_comm_abort() the communicator"});
     // A done request may belong to a finalized communicator: do not touch it.
     if (req->impl->done())
       return set_error(
@@ -359,6 +406,10 @@ CHORUS_API int chorus_recv_tagged(chorus_comm_t* comm, void* buf, size_t count, 
                                   int source, int tag, chorus_p2p_status_t* status) {
   return guarded([&] {
     if (int rc = check_comm(comm, "chorus_recv_tagged"); rc != CHORUS_OK) return rc;
+    if (group_open()) {
+      comm->impl->count_failed();
+      return set_error(blocking_in_group("recv_tagged"));
+    }
     const Status checked = comm->impl->check_tagged(false, buf, count, dtype, source, tag);
     if (!checked.is_ok()) {
       comm->impl->count_failed();

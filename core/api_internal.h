@@ -6,6 +6,8 @@
 //                 counters, names
 //   api_calls.cc  the collectives and point-to-point calls, blocking and
 //                 non-blocking, and the request calls
+//   api_group.cc  chorus_group_start / chorus_group_end: grouped calls and
+//                 all_reduce fusion
 #pragma once
 
 #include <chorus/chorus.h>
@@ -13,6 +15,7 @@
 #include "core/communicator.h"
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -27,7 +30,9 @@ struct chorus_comm {
 
 struct chorus_request {
   std::shared_ptr<chorus::core::Request> impl;
-  chorus::core::Communicator* comm;  // only used while impl is not done
+  /// Only used while impl is not done. NULL for a grouped call: its
+  /// stand-in request names the communicator that runs it (Request::leader).
+  chorus::core::Communicator* comm;
   /// The communicator's wait.request_ns, alive even after it is finalized.
   std::shared_ptr<std::atomic<uint64_t>> wait_ns;
 };
@@ -87,6 +92,23 @@ int invalid(const std::string& message);
 /// `caller` is a C string: the text is built only for an error, so a live
 /// handle costs no allocation.
 int check_comm(const chorus_comm* comm, const char* caller);
+
+/// The arguments of a chorus_iall_reduce that a group may fuse.
+struct FusableAllReduce {
+  const void* in = nullptr;
+  void* out = nullptr;
+  size_t count = 0;
+  int dtype = -1;
+  int op = -1;
+};
+/// True while this thread is inside chorus_group_start/end (api_group.cc).
+bool group_open();
+/// Queues a non-blocking call, already checked, in this thread's open
+/// group; returns the stand-in request its handle holds until the group
+/// ends. `ar`: the call is an all_reduce that may fuse.
+std::shared_ptr<Request> group_add(chorus_comm* comm, const char* what,
+                                   std::function<Status(Communicator&)> body, bool p2p,
+                                   const FusableAllReduce* ar);
 
 /// Runs `body` and converts any escaping exception to a status.
 template <class F>

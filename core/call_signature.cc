@@ -5,6 +5,7 @@
 
 #include <chorus/chorus.h>
 
+#include <cstdio>
 #include <cstring>
 
 namespace chorus::core {
@@ -26,7 +27,13 @@ std::string CallSig::describe(bool with_algo, bool with_seq) const {
       s += "count=" + std::to_string(count);
       if (const char* d = chorus_dtype_name(dtype)) s += std::string(", ") + d;
       if (const char* o = chorus_op_name(op)) s += std::string(", ") + o;
-      if (root >= 0) s += ", root=" + std::to_string(root);
+      if (is_fused()) {
+        char digest[16];
+        std::snprintf(digest, sizeof(digest), "%08x", uint32_t(peer));
+        s += ", fused from " + std::to_string(root) + " grouped calls, counts digest " + digest;
+      } else if (root >= 0) {
+        s += ", root=" + std::to_string(root);
+      }
     }
     if (with_algo) {
       s += std::string(call != CHORUS_COLL_BARRIER ? ", " : "") + "algorithm ";
@@ -43,10 +50,11 @@ uint32_t signature_digest(const CallSig& sig) {
   // and the peer differ between the two sides and stay out.
   struct Packed {
     uint64_t seq, count;
-    int32_t call, dtype, op, root;
+    int32_t call, dtype, op, root, fused, pad;
     char algo[sizeof(CallSig::algo)];
   } p{};
-  static_assert(sizeof(Packed) == 48);
+  static_assert(sizeof(Packed) == 56);
+  if (sig.is_fused()) p.fused = sig.peer;
   p.seq = sig.seq;
   p.count = sig.count;
   p.call = sig.call;
@@ -60,10 +68,16 @@ uint32_t signature_digest(const CallSig& sig) {
   return d != 0 ? d : 1;
 }
 
+uint32_t fused_digest(const uint64_t* counts, size_t n) {
+  const uint64_t h = XXH3_64bits(counts, n * sizeof(uint64_t));
+  return uint32_t(h ^ (h >> 32));
+}
+
 bool signatures_agree(const CallSig& mine, const CallSig& theirs) {
   if (mine.is_collective() || theirs.is_collective())
     return mine.call == theirs.call && mine.seq == theirs.seq && mine.count == theirs.count &&
            mine.dtype == theirs.dtype && mine.op == theirs.op && mine.root == theirs.root &&
+           (!mine.is_fused() || mine.peer == theirs.peer) &&
            std::strncmp(mine.algo, theirs.algo, sizeof(mine.algo)) == 0;
   // A send on one side meets a receive of the same size on the other.
   return mine.call != theirs.call && mine.count == theirs.count;

@@ -26,11 +26,16 @@ struct CallSig {
   int32_t call = -1;
   int32_t dtype = -1;  // -1 where the call has none (barrier, send/recv)
   int32_t op = -1;     // -1 where the call has none
-  int32_t root = -1;   // broadcast only
-  int32_t peer = -1;   // send/recv: the other rank
+  int32_t root = -1;   // rooted collectives; a fused all_reduce: how many calls it fused
+  int32_t peer = -1;   // send/recv: the other rank; a fused all_reduce: fused_digest
   char algo[16] = {};  // the algorithm chosen (collectives), NUL-terminated
 
   bool is_collective() const { return call >= 0 && call < kSigSend; }
+  /// An all_reduce that runs several grouped calls as one
+  /// (core/api_group.cc): `root` holds the number of calls, `peer` the
+  /// digest of their element counts in issue order (fused_digest), so ranks
+  /// that fused differently disagree even when the totals are equal.
+  bool is_fused() const { return call == 0 /* CHORUS_COLL_ALL_REDUCE */ && root >= 0; }
   /// A call known only by the digest its data carried (call < 0).
   bool is_unknown() const { return call < 0; }
   /// "all_reduce(count=1024, float32, sum)", "send(4096 bytes to rank 1)".
@@ -44,8 +49,13 @@ static_assert(sizeof(CallSig) == 56);
 /// never 0, which stands for "no collective" (a send or receive).
 uint32_t signature_digest(const CallSig& sig);
 
+/// The 32-bit digest of the element counts of the calls a fused all_reduce
+/// runs, in issue order (CallSig::peer of the fused call).
+uint32_t fused_digest(const uint64_t* counts, size_t n);
+
 /// The two sides of a pair agree when a collective meets the same collective
-/// (sequence, collective, count, dtype, op, root, algorithm all equal) and a
+/// (sequence, collective, count, dtype, op, root, algorithm all equal, and for
+/// a fused all_reduce the digest of its calls' counts) and a
 /// send meets a receive of the same size. `mine` is this rank's side of the
 /// stream, `theirs` the peer's.
 bool signatures_agree(const CallSig& mine, const CallSig& theirs);

@@ -73,8 +73,9 @@ class Communicator : public CallChecks {
 
   // Collectives, executed at once on the calling thread. Only the thread
   // executing this communicator's stream may call them: the host API goes
-  // through execute()/submit().
-  Status all_reduce(const void* in, void* out, size_t count, int dtype, int op);
+  // through execute()/submit(). fused_*: a fused group's shape (api_group.cc).
+  Status all_reduce(const void* in, void* out, size_t count, int dtype, int op,
+                    int32_t fused_calls = -1, uint32_t fused_counts = 0);
   Status all_gather(const void* in, void* out, size_t count, int dtype);
   Status reduce_scatter(const void* in, void* out, size_t count, int dtype, int op);
   Status broadcast(void* buf, size_t count, int dtype, int root);

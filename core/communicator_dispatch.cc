@@ -148,13 +148,17 @@ void Communicator::fill_env_v1(size_t index, chorus_algo_env_v1_t& env) {
   env.progress = &Communicator::env_progress;
 }
 
-Status Communicator::all_reduce(const void* in, void* out, size_t count, int dtype, int op) {
+Status Communicator::all_reduce(const void* in, void* out, size_t count, int dtype, int op,
+                                int32_t fused_calls, uint32_t fused_counts) {
   if (auto st = check_buffer(in, count, 1, dtype, "input"); !st.is_ok()) return st;
   if (auto st = check_buffer(out, count, 1, dtype, "output"); !st.is_ok()) return st;
   if (auto st = check_op(dtype, op); !st.is_ok()) return st;
   uint64_t bytes = uint64_t(count) * chorus_dtype_size(dtype);
   CallSig sig;
   sig.count = count, sig.dtype = dtype, sig.op = op;
+  // A fused all_reduce (core/api_group.cc): how many grouped calls it runs
+  // and fused_digest() of their counts, compared with the peers' (CallSig).
+  if (fused_calls >= 0) sig.root = fused_calls, sig.peer = int32_t(fused_counts);
   return run(make_call(CHORUS_COLL_ALL_REDUCE, bytes, dtype, op, -1, count, in, out), "all_reduce",
              sig, [&](const chorus_algorithm_plugin_v1_t* a, const chorus_algo_env_v1_t* env) {
                return a->all_reduce(env, in, out, count, dtype, op);

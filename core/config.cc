@@ -54,6 +54,7 @@ Result<std::string> env_key(const std::string& var) {
       {"CHORUS_POINT_TO_POINT_TAGGED", "point_to_point.tagged"},
       {"CHORUS_COLLECTIVES_LANES", "collectives.lanes"},
       {"CHORUS_COLLECTIVES_DRIVER", "collectives.driver"},
+      {"CHORUS_COLLECTIVES_FUSION_BYTES", "collectives.fusion_bytes"},
       {"CHORUS_ALGORITHM_CHANNELS", "algorithm.channels"},
       {"CHORUS_ALGORITHM_DETERMINISTIC", "algorithm.deterministic"},
       {"CHORUS_ALGORITHM_SWITCH_BYTES", "algorithm.switch_bytes"},

@@ -52,6 +52,9 @@ struct Config {
   /// collectives.driver: "shared" (true), one thread drives the running
   /// calls of every lane (core/lane_driver.h); "threads", each lane its own.
   bool lane_driver_shared = true;
+  /// collectives.fusion_bytes: the most bytes one fused all_reduce of a
+  /// chorus_group_start/end group packs (core/api_group.cc); 0 never fuses.
+  uint64_t fusion_bytes = 4u << 20;
   /// Internal: this communicator is a lane of another (communicator_lanes.cc)
   /// and runs collectives only, never point-to-point.
   bool is_lane = false;

@@ -364,6 +364,16 @@ Status apply(const Entry& e, Config& cfg) {
       cfg.lane_driver_shared = *v == "shared";
       return Status::ok();
     }
+    if (rest == "fusion_bytes") {
+      auto v = get_size(e);
+      if (!v.is_ok()) return v.status();
+      if (*v > (1ull << 30))
+        return bad(e,
+                   "fusion_bytes must be between 0 (never fuse grouped all_reduces) and 1G: "
+                   "it sizes the staging buffer of one fused call");
+      cfg.fusion_bytes = *v;
+      return Status::ok();
+    }
   } else if (head == "timeout") {
     if (rest == "init") return set_timeout(cfg.timeout_init_s);
     if (rest == "connect") return set_timeout(cfg.timeout_connect_s);

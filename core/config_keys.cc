@@ -46,6 +46,8 @@ constexpr ConfigKey kKeys[] = {
     {"point_to_point.tagged", "true or false", "true", "CHORUS_POINT_TO_POINT_TAGGED"},
     {"collectives.lanes", "an integer from 1 to 16", "1", "CHORUS_COLLECTIVES_LANES"},
     {"collectives.driver", "\"shared\" or \"threads\"", "\"shared\"", "CHORUS_COLLECTIVES_DRIVER"},
+    {"collectives.fusion_bytes", "a size from 0 to 1G, an integer or a string such as \"4M\"",
+     "\"4M\"", "CHORUS_COLLECTIVES_FUSION_BYTES"},
     {"log.level", "one of \"error\", \"warn\", \"info\", \"debug\", \"trace\"", "\"warn\"",
      "CHORUS_LOG, CHORUS_LOG_LEVEL"},
     {"plugin_path", "a folder as a string, or an array of folder strings", "",
@@ -155,6 +157,8 @@ std::vector<EffectiveSetting> effective_settings(const Config& cfg) {
       add(key, std::to_string(cfg.lanes));
     } else if (key == "collectives.driver") {
       add(key, quoted(cfg.lane_driver_shared ? "shared" : "threads"));
+    } else if (key == "collectives.fusion_bytes") {
+      add(key, std::to_string(cfg.fusion_bytes));
     } else if (key == "log.level") {
       add(key, quoted(log_level_name(cfg.log_level)));
     } else if (key == "plugin_path") {

@@ -6,6 +6,7 @@ add_library(chorus_core STATIC
   algorithm_tasks.cc
   api.cc
   api_calls.cc
+  api_group.cc
   auto_address.cc
   auto_context.cc
   auto_endpoint.cc

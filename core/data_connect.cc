@@ -75,9 +75,14 @@ Status Communicator::deferred_connect_failed(Status st) {
   // ending, or in a lost-peer notice of a rank that saw it end. Give those a
   // short grace to arrive: without them every rank would blame the peer it
   // happened to be connecting to, alive or not.
-  if (!notice_peer_.empty() && known_lost_rank() < 0)
+  if (!notice_peer_.empty() && known_lost_rank() < 0 && !mismatch_known_)
     pump_notices(Deadline::after(std::chrono::milliseconds(kLostGraceMs)),
-                 [&] { return known_lost_rank() >= 0; });
+                 [&] { return known_lost_rank() >= 0 || mismatch_known_; });
+  // A rank that found this call mismatched breaks its communicator, closing
+  // its endpoints, and says why in a notice first: that is the cause to
+  // report, as settle_failure does for a call that ran.
+  if (mismatch_known_)
+    return {CHORUS_ERR_MISMATCH, who() + ": " + call_what_ + ": " + mismatch_message()};
   const int lost = known_lost_rank();
   if (lost < 0) return st;
   lost_rank_ = lost;

@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 namespace chorus::core {
 
@@ -56,6 +57,28 @@ class Request : public std::enable_shared_from_this<Request> {
   /// for any other request or before it completed successfully.
   bool p2p_status(int& source, int& tag, size_t& count) const;
 
+  // Grouped calls (core/api_group.cc). A call issued inside
+  // chorus_group_start/end gets a stand-in request at once; at group_end
+  // the call (alone, or fused with others) runs as another request, the
+  // leader, and the stand-in follows it: it completes with the leader's
+  // status, p2p status included, when the leader does.
+
+  /// A stand-in for a call of a group that has not ended yet.
+  static std::shared_ptr<Request> make_grouped(const char* what);
+  /// True for a stand-in from make_grouped.
+  bool grouped() const { return grouped_; }
+  /// Makes `follower` complete with this request's outcome (at once when
+  /// this one is done already). Any thread.
+  void lead(std::shared_ptr<Request> follower);
+  /// Records the leader of a stand-in and the communicator that runs it.
+  void set_leader(Communicator* comm, std::shared_ptr<Request> leader);
+  /// A stand-in's leader and its communicator; false while the group has
+  /// not ended. The communicator may only be used while the leader is not done.
+  bool leader(Communicator*& comm, std::shared_ptr<Request>& leader) const;
+  /// Completes a stand-in whose call never ran (its communicator was
+  /// finalized before group_end).
+  void finish_unrun(Status st) { finish(std::move(st)); }
+
  private:
   friend class Communicator;
   void set_running();
@@ -78,6 +101,12 @@ class Request : public std::enable_shared_from_this<Request> {
   bool has_p2p_ = false;
   int p2p_source_ = -1, p2p_tag_ = -1;
   size_t p2p_count_ = 0;
+  // Grouped calls: set under mu_ (lead, set_leader); followers_ is handed
+  // over and cleared by finish().
+  bool grouped_ = false;
+  std::vector<std::shared_ptr<Request>> followers_;
+  Communicator* leader_comm_ = nullptr;
+  std::shared_ptr<Request> leader_;
 };
 
 }  // namespace chorus::core

@@ -93,14 +93,57 @@ void Request::set_running() {
 
 void Request::finish(Status st) {
   std::function<Status(Communicator&)> drop;
+  std::vector<std::shared_ptr<Request>> followers;
   {
     std::lock_guard lock(mu_);
     if (state_.load(std::memory_order_relaxed) == State::kDone) return;
     status_ = std::move(st);
     state_.store(State::kDone, std::memory_order_release);
     drop.swap(body_);
+    followers.swap(followers_);
   }
   cv_.notify_all();
+  // Fixed now (done): read without the lock.
+  for (auto& f : followers) {
+    if (has_p2p_)
+      f->finish_recv(status_, p2p_source_, p2p_tag_, p2p_count_);
+    else
+      f->finish(status_);
+  }
+}
+
+std::shared_ptr<Request> Request::make_grouped(const char* what) {
+  auto req = std::make_shared<Request>(0, what, nullptr);
+  req->grouped_ = true;
+  return req;
+}
+
+void Request::lead(std::shared_ptr<Request> follower) {
+  {
+    std::lock_guard lock(mu_);
+    if (state_.load(std::memory_order_relaxed) != State::kDone) {
+      followers_.push_back(std::move(follower));
+      return;
+    }
+  }
+  if (has_p2p_)
+    follower->finish_recv(status_, p2p_source_, p2p_tag_, p2p_count_);
+  else
+    follower->finish(status_);
+}
+
+void Request::set_leader(Communicator* comm, std::shared_ptr<Request> leader) {
+  std::lock_guard lock(mu_);
+  leader_comm_ = comm;
+  leader_ = std::move(leader);
+}
+
+bool Request::leader(Communicator*& comm, std::shared_ptr<Request>& leader) const {
+  std::lock_guard lock(mu_);
+  if (!leader_) return false;
+  comm = leader_comm_;
+  leader = leader_;
+  return true;
 }
 
 void Communicator::run_request(Request& req) {

@@ -383,6 +383,47 @@ int chorus_request_free(chorus_request_t* req);
  * chorus_comm_abort() the communicator.
  */
 int chorus_cancel(chorus_request_t* req);
+/* ------------------------------------------------------------------------- */
+/* Grouped calls                                                             */
+/* ------------------------------------------------------------------------- */
+
+/**
+ * Opens a group on the calling thread (as NCCL's ncclGroupStart). Until the
+ * matching chorus_group_end(), the non-blocking calls this thread issues, on
+ * any communicator, are checked and queued but not started: each returns its
+ * request at once. Groups nest; only the outermost chorus_group_end() acts.
+ *
+ * Inside a group, a blocking collective or point-to-point call fails with
+ * CHORUS_ERR_INVALID_ARGUMENT (it could not complete before the group ends),
+ * as do chorus_wait() and chorus_test() on a request of the open group.
+ * A grouped request cannot be cancelled (chorus_cancel() returns
+ * CHORUS_ERR_NOT_SUPPORTED).
+ *
+ * @returns CHORUS_OK. Never blocks.
+ * @note Per thread: calls issued by other threads are not part of the group.
+ */
+int chorus_group_start(void);
+
+/**
+ * Closes the calling thread's innermost group; closing the outermost one
+ * issues its calls, per communicator in issue order. Consecutive
+ * chorus_iall_reduce() calls on one communicator with the same dtype and op
+ * whose sizes add up to at most `collectives.fusion_bytes` run as one
+ * all_reduce over a staging buffer (packed before, unpacked after); every
+ * other call runs as if issued here. Each request completes when the call
+ * (or the fused call) that carries it does, with its status: a fused call
+ * that fails fails every call it carried.
+ *
+ * Every rank must group the same calls in the same order with the same
+ * `collectives.fusion_bytes`; otherwise the calls fail with
+ * CHORUS_ERR_MISMATCH on every rank (with `check.signatures` on).
+ *
+ * @returns CHORUS_OK; CHORUS_ERR_INVALID_ARGUMENT when no group is open on
+ *          this thread; CHORUS_ERR_ABORTED when a grouped call's communicator
+ *          was finalized before the group ended (its requests fail alike).
+ *          Never blocks.
+ */
+int chorus_group_end(void);
 
 /* ------------------------------------------------------------------------- */
 /* Sub-communicators                                                          */

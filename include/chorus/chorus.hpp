@@ -188,6 +188,33 @@ class Request {
   chorus_request_t* req_ = nullptr;
 };
 
+/// Opens a group on the calling thread (chorus_group_start): the
+/// non-blocking calls that follow are queued until the matching group_end().
+inline void group_start() { check(chorus_group_start()); }
+/// Closes this thread's innermost group; the outermost one issues its
+/// calls, fusing consecutive all_reduces (chorus_group_end). Throws
+/// chorus::Error when no group is open.
+inline void group_end() { check(chorus_group_end()); }
+
+/// A group for one scope: started by the constructor, ended by end() (which
+/// throws on failure) or else by the destructor (which cannot report one).
+class Group {
+ public:
+  Group() { group_start(); }
+  ~Group() {
+    if (open_) chorus_group_end();
+  }
+  Group(const Group&) = delete;
+  Group& operator=(const Group&) = delete;
+  void end() {
+    open_ = false;
+    group_end();
+  }
+
+ private:
+  bool open_ = true;
+};
+
 /// Owns a chorus_comm_t; move-only. Calls may come from several threads and
 /// run in issue order (see chorus.h).
 class Communicator {

@@ -4,7 +4,8 @@
 // inputs passed as `const T*`, every element checked on every rank against a
 // reference computed here in double from the same formula. Inputs are small
 // multiples of a power of two, so every partial sum is exact in every type
-// and the reference does not depend on the reduction order.
+// and the reference does not depend on the reduction order. Two all_reduces
+// of each type also run fused, in a chorus::Group.
 #include <chorus/chorus.hpp>
 
 #include <cstdio>
@@ -128,6 +129,19 @@ void run_type(chorus::Communicator& comm, const char* name, bool with_max) {
     out.assign(n, T{});
     comm.iall_reduce(in.data(), out.data(), n).wait();
     expect_equal(out, sum_ref, tag + " iall_reduce sum");
+    {
+      // Two all_reduces in one group (chorus::Group), fused into one call.
+      Array<T> g1(n), g2(n);
+      chorus::Request r1, r2;
+      chorus::Group group;
+      r1 = comm.iall_reduce(in.data(), g1.data(), n);
+      r2 = comm.iall_reduce(in.data(), g2.data(), n);
+      group.end();
+      r2.wait();
+      r1.wait();
+      expect_equal(g1, sum_ref, tag + " grouped iall_reduce sum, first");
+      expect_equal(g2, sum_ref, tag + " grouped iall_reduce sum, second");
+    }
     if (with_max) {
       out.assign(n, T{});
       comm.all_reduce(in.data(), out.data(), n, CHORUS_MAX);

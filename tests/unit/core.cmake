@@ -1,6 +1,6 @@
 add_executable(core_test core/auto_transport_test.cc core/call_signature_test.cc core/config_test.cc
                core/plugin_loader_test.cc core/limits_test.cc core/config_keys_test.cc
-               core/notice_relay_test.cc core/choice_memo_test.cc)
+               core/notice_relay_test.cc core/choice_memo_test.cc core/group_plan_test.cc)
 target_compile_definitions(core_test PRIVATE CHORUS_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 target_link_libraries(core_test PRIVATE chorus_core chorus_catch_main)
 # The auto transport's cases load the shm and tcp plugins.

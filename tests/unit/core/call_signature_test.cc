@@ -93,3 +93,27 @@ TEST_CASE("a stream matches in order, whichever side arrives first") {
   CHECK(a.count == 32);
   CHECK(b.count == 16);
 }
+
+TEST_CASE("fused all_reduces agree only with the same calls fused the same way") {
+  const uint64_t ab[] = {100, 200}, ba[] = {200, 100}, abc[] = {100, 100, 100};
+  auto fused = [](int rank, const uint64_t* counts, size_t n) {
+    auto s = collective(rank, CHORUS_COLL_ALL_REDUCE, 4, 300, CHORUS_INT32, CHORUS_SUM);
+    s.root = int32_t(n);
+    s.peer = int32_t(chorus::core::fused_digest(counts, n));
+    return s;
+  };
+  CHECK(signatures_agree(fused(0, ab, 2), fused(1, ab, 2)));
+  CHECK(chorus::core::signature_digest(fused(0, ab, 2)) ==
+        chorus::core::signature_digest(fused(1, ab, 2)));
+  // Same total, same number of calls, another split.
+  CHECK_FALSE(signatures_agree(fused(0, ab, 2), fused(1, ba, 2)));
+  CHECK(chorus::core::signature_digest(fused(0, ab, 2)) !=
+        chorus::core::signature_digest(fused(1, ba, 2)));
+  CHECK_FALSE(signatures_agree(fused(0, ab, 2), fused(1, abc, 3)));
+  // Fused against one unfused all_reduce of the same total.
+  auto plain = collective(1, CHORUS_COLL_ALL_REDUCE, 4, 300, CHORUS_INT32, CHORUS_SUM);
+  CHECK_FALSE(signatures_agree(fused(0, ab, 2), plain));
+  const std::string text = describe_mismatch(fused(0, ab, 2), plain);
+  CHECK_THAT(text, Catch::Contains("fused from 2 grouped calls"));
+  CHECK_THAT(text, Catch::Contains("rank 1 called all_reduce(count=300, int32, sum)"));
+}

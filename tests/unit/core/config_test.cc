@@ -115,6 +115,23 @@ TEST_CASE("a wrong type and a bad value are errors with the line", "[config]") {
     CHECK_THAT(cfg.status().message(), Catch::Contains("\"shared\""));
     CHECK_THAT(cfg.status().message(), Catch::Contains("\"threads\""));
   }
+  {
+    TempToml f("[collectives]\nfusion_bytes = \"2G\"\n");
+    ConfigInputs in;
+    in.api_config_path = f.path;
+    auto cfg = load_config(in);
+    REQUIRE_FALSE(cfg.is_ok());
+    CHECK_THAT(cfg.status().message(), Catch::Contains(":2: key 'collectives.fusion_bytes'"));
+    CHECK_THAT(cfg.status().message(), Catch::Contains("between 0"));
+  }
+  for (const char* text : {"0", "\"64K\"", "1048576"}) {
+    TempToml f(std::string("[collectives]\nfusion_bytes = ") + text + "\n");
+    ConfigInputs in;
+    in.api_config_path = f.path;
+    auto cfg = load_config(in);
+    REQUIRE(cfg.is_ok());
+    CHECK(cfg->fusion_bytes == (text[0] == '0' ? 0u : text[0] == '"' ? 65536u : 1048576u));
+  }
   for (const char* driver : {"shared", "threads"}) {
     TempToml f(std::string("[collectives]\ndriver = \"") + driver + "\"\n");
     ConfigInputs in;
