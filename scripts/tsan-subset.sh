@@ -34,12 +34,12 @@ cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHORUS_WITH_OFI=OFF \
 # pulls in every transport plugin it is declared to depend on.
 targets=(chorus chorusrun chorus_transport_tcp chorus_transport_shm core_test chorus_algorithm_ring chorus_algorithm_mesh
          bootstrap_test chorus-conformance deadline_check auth_victim
-         nonblocking_check split_check tagged_check lanes_check launcher_test launcher_rank_helper)
+         nonblocking_check split_check tagged_check lanes_check group_check launcher_test launcher_rank_helper)
 cmake --build "$dir" -j"$jobs" --target "${targets[@]}"
 built=$(date +%s)
 
 launcher_sample='every rank gets its own rank|output lines stay whole|the first failure|a rank killed by SIGKILL|ranks that ignore SIGTERM|a timeout stops the job|SIGINT to chorusrun|a second signal to chorusrun|ranks die with chorusrun'
-subset="^(unit\\.(bootstrap|core)|conformance\\.tcp|faults\\.(timeout|abort)\\.n2|security\\.wrong_token\\.n2|embedding\\.(nonblocking|split)\\.n[0-9]+|embedding\\.split\\.auto_transport\\.n4|p2p\\.threads\\.tcp\\.n3|lanes\\.tcp\\.n2\\.l4|launcher\\.($launcher_sample).*)\$"
+subset="^(unit\\.(bootstrap|core)|conformance\\.tcp|faults\\.(timeout|abort)\\.n2|security\\.wrong_token\\.n2|embedding\\.(nonblocking|split)\\.n[0-9]+|embedding\\.split\\.auto_transport\\.n4|p2p\\.threads\\.tcp\\.n3|lanes\\.tcp\\.n2\\.l4|group\\.tcp\\.n4\\.f4194304\\.l2|group\\.shm\\.n3\\.f65536|launcher\\.($launcher_sample).*)\$"
 
 # Reports go to files: ranks run under chorusrun or a shell script, and a
 # report from a process whose exit status nobody checks must still fail the run.
