@@ -11,7 +11,10 @@
 //     (one-at-a-time / in-flight: above 1 means overlap helps). --group adds
 //     a third mode, interleaved with the other two: the same K posts inside
 //     chorus_group_start/chorus_group_end (consecutive all_reduces fuse up
-//     to collectives.fusion_bytes), with its median and ratio.
+//     to collectives.fusion_bytes), with its median and ratio. --bucket
+//     carves the K inputs and the K outputs end to end out of one block
+//     each (a gradient bucket's layout) in every mode; a fused run then
+//     needs no staging copy.
 //   pingpong: ranks 0 and 1 bounce a message with isend/irecv (posted in
 //     that order and waited), sizes from -b to -e; half the median round
 //     trip is the one-way latency, as osu_latency reports it. Other ranks
@@ -91,23 +94,34 @@ struct Options {
   bool blocking = false;
   bool tagged = false;
   bool group = false;
+  bool bucket = false;
   int wait_ms = -1;
 };
 
 int run_inflight(chorus_comm_t* comm, int rank, int size, const Options& o) {
   const std::size_t count = std::max<std::uint64_t>(1, o.bytes / sizeof(float));
-  std::vector<std::vector<float>> in(std::size_t(o.ops)), out(std::size_t(o.ops));
-  for (int k = 0; k < o.ops; ++k) {
-    in[std::size_t(k)].resize(count);
-    out[std::size_t(k)].assign(count, 0.0f);
-    for (std::size_t i = 0; i < count; ++i) in[std::size_t(k)][i] = input(rank, k, i);
+  // K buffers of their own, or (--bucket) K slices end to end of one input
+  // and one output block, as a framework lays out a gradient bucket.
+  const std::size_t k_ops = std::size_t(o.ops);
+  std::vector<std::vector<float>> blocks(o.bucket ? 2 : 2 * k_ops);
+  std::vector<float*> in(k_ops), out(k_ops);
+  for (std::size_t k = 0; k < k_ops; ++k) {
+    if (o.bucket) {
+      if (k == 0) blocks[0].resize(count * k_ops), blocks[1].resize(count * k_ops);
+      in[k] = blocks[0].data() + k * count, out[k] = blocks[1].data() + k * count;
+    } else {
+      blocks[2 * k].resize(count), blocks[2 * k + 1].resize(count);
+      in[k] = blocks[2 * k].data(), out[k] = blocks[2 * k + 1].data();
+    }
+    std::fill(out[k], out[k] + count, 0.0f);
+    for (std::size_t i = 0; i < count; ++i) in[k][i] = input(rank, int(k), i);
   }
   std::uint64_t wrong = 0;
   auto check = [&] {
-    for (int k = 0; k < o.ops; ++k) {
+    for (std::size_t k = 0; k < k_ops; ++k) {
       for (std::size_t i = 0; i < count; ++i)
-        if (out[std::size_t(k)][i] != expected(size, k, i)) ++wrong;
-      std::fill(out[std::size_t(k)].begin(), out[std::size_t(k)].end(), 0.0f);
+        if (out[k][i] != expected(size, int(k), i)) ++wrong;
+      std::fill(out[k], out[k] + count, 0.0f);
     }
   };
   std::vector<double> times[3];  // one at a time, in flight, in flight grouped
@@ -121,8 +135,8 @@ int run_inflight(chorus_comm_t* comm, int rank, int size, const Options& o) {
       if (mode == 2)
         if (int rc = chorus_group_start(); rc != CHORUS_OK) return fail("group_start", rc);
       for (int k = 0; k < o.ops; ++k) {
-        float* dst = out[std::size_t(k)].data();
-        const float* src = in[std::size_t(k)].data();
+        float* dst = out[std::size_t(k)];
+        const float* src = in[std::size_t(k)];
         const int rc = mode == 0
                            ? chorus_all_reduce(comm, src, dst, count, CHORUS_FLOAT32, CHORUS_SUM)
                            : chorus_iall_reduce(comm, src, dst, count, CHORUS_FLOAT32, CHORUS_SUM,
@@ -156,10 +170,10 @@ int run_inflight(chorus_comm_t* comm, int rank, int size, const Options& o) {
     std::printf(
         "{\"bench\": \"inflight\", \"ranks\": %d, \"transport\": \"%s\", \"bytes\": %llu, "
         "\"ops\": %d, \"iters\": %d, \"one_at_a_time_us\": %.1f, \"in_flight_us\": %.1f, "
-        "\"ratio\": %.3f, %s\"checked\": %s}\n",
+        "\"ratio\": %.3f, %s\"bucket\": %s, \"checked\": %s}\n",
         size, chorus_comm_transport(comm), static_cast<unsigned long long>(count * sizeof(float)),
         o.ops, o.iters, seq * 1e6, par * 1e6, par > 0 ? seq / par : 0.0, grouped.c_str(),
-        o.check ? "true" : "false");
+        o.bucket ? "true" : "false", o.check ? "true" : "false");
   }
   if (o.check) {
     std::printf("# rank %d: %llu wrong elements\n", rank, static_cast<unsigned long long>(wrong));
@@ -272,6 +286,9 @@ int main(int argc, char** argv) {
   app.add_flag("--group", o.group,
                "inflight: also time the K posts inside chorus_group_start/chorus_group_end "
                "(fused up to collectives.fusion_bytes), interleaved with the other two modes");
+  app.add_flag("--bucket", o.bucket,
+               "inflight: the K inputs (and the K outputs) are slices end to end of one block, "
+               "as a gradient bucket; a group then fuses them with no copy");
   app.add_option("--wait-ms", o.wait_ms,
                  "pingpong: chorus_wait's limit (-1: none; with a limit a queued collective "
                  "stays on the progress thread, a point-to-point request is driven until it)");

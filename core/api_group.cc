@@ -1,8 +1,9 @@
 // Grouped calls (chorus_group_start / chorus_group_end): the per-thread
 // group that queues the non-blocking calls issued inside it, and what
 // chorus_group_end does with them: per communicator, in issue order, runs of
-// all_reduces that fuse (core/group_plan.h) are packed into one staging
-// buffer and run as one all_reduce through the normal dispatch; every other
+// all_reduces that fuse (core/group_plan.h) run as one all_reduce through
+// the normal dispatch, on the calls' own buffers when those lie end to end
+// and packed into a staging buffer otherwise; every other
 // call is issued as if it were issued there. Each call's request is a
 // stand-in that completes with the outcome of the request that ran it
 // (core/request.h, "Grouped calls").
@@ -127,6 +128,36 @@ struct Segment {
   size_t count;
 };
 
+/// The input and output ranges of a fused run whose calls' buffers lie end
+/// to end, in call order, both for the inputs and for the outputs; the two
+/// ranges are the same (every call in place) or do not overlap. Nulls
+/// otherwise: the run is packed into a staging buffer.
+struct FusedSpan {
+  const void* in = nullptr;
+  void* out = nullptr;
+};
+FusedSpan contiguous_span(const std::vector<Segment>& segments, size_t esize) {
+  // Calls of no elements may carry any pointer: the first with elements
+  // anchors the ranges.
+  auto first = std::find_if(segments.begin(), segments.end(),
+                            [](const Segment& s) { return s.count > 0; });
+  if (first == segments.end()) return {};
+  const auto* in0 = static_cast<const std::byte*>(first->in);
+  auto* out0 = static_cast<std::byte*>(first->out);
+  if (in0 == nullptr || out0 == nullptr) return {};
+  size_t at = 0;
+  for (const Segment& s : segments) {
+    if (s.count > 0 && (static_cast<const std::byte*>(s.in) != in0 + at ||
+                        static_cast<std::byte*>(s.out) != out0 + at))
+      return {};
+    at += s.count * esize;
+  }
+  const bool same = in0 == out0;
+  const bool apart = in0 + at <= out0 || out0 + at <= in0;
+  if (at == 0 || !(same || apart)) return {};
+  return {in0, out0};
+}
+
 /// Runs calls[first, first + n) (all_reduces of one dtype and op on one
 /// communicator) as one all_reduce over a staging buffer.
 void launch_fused(std::vector<QueuedCall*>& calls, size_t first, size_t n) {
@@ -148,6 +179,17 @@ void launch_fused(std::vector<QueuedCall*>& calls, size_t first, size_t n) {
   auto body = [segments = std::move(segments), total, dtype, op, fused_calls,
                digest](Communicator& c) -> Status {
     const size_t esize = chorus_dtype_size(dtype);
+    auto failed = [&](const Status& st) -> Status {
+      return {st.code(), st.message() + " (this all_reduce ran " + std::to_string(fused_calls) +
+                             " grouped calls fused at chorus_group_end; each of them fails" +
+                             (st.code() == CHORUS_ERR_MISMATCH ? kGroupRule : "") + ")"};
+    };
+    // The calls' buffers already lie end to end (a framework's gradient
+    // bucket): the fused call runs on them as they are, with no copy.
+    if (const FusedSpan span = contiguous_span(segments, esize); span.in != nullptr) {
+      Status st = c.all_reduce(span.in, span.out, total, dtype, op, fused_calls, digest);
+      return st.is_ok() ? st : failed(st);
+    }
     // Back to the pool however the call ends.
     struct Held {
       StagingPool::Buffer b;
@@ -163,10 +205,7 @@ void launch_fused(std::vector<QueuedCall*>& calls, size_t first, size_t n) {
       at += s.count * esize;
     }
     Status st = c.all_reduce(staging, staging, total, dtype, op, fused_calls, digest);
-    if (!st.is_ok())
-      return {st.code(), st.message() + " (this all_reduce ran " + std::to_string(fused_calls) +
-                             " grouped calls fused at chorus_group_end; each of them fails" +
-                             (st.code() == CHORUS_ERR_MISMATCH ? kGroupRule : "") + ")"};
+    if (!st.is_ok()) return failed(st);
     at = 0;
     for (const Segment& s : segments) {
       if (s.count > 0) std::memcpy(s.out, staging + at, s.count * esize);

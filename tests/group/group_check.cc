@@ -19,6 +19,9 @@
 //   two_comms  one group over the world and a split child, interleaved
 //   limit      a group of ten all_reduces whose bytes pass the limit
 //              several times (several fused calls)
+//   bucket     sixteen all_reduces carved end to end from one input and one
+//              output block (fused on the blocks, no copy), in place, and
+//              with outputs apart (packed)
 //   mismatch   (on a child communicator, last) rank 0 groups two
 //              all_reduces of 100 and 200 elements, the others of 200 and
 //              100: the same total, another composition. Both calls fail
@@ -373,6 +376,69 @@ void case_limit() {
       {g_world}, "past the byte limit");
 }
 
+void case_bucket() {
+  // The calls' buffers carved end to end out of one input block and one
+  // output block, as a framework's gradient bucket lays them out: the fused
+  // call runs on the blocks themselves (core/api_group.cc). Counts include 0
+  // and odd sizes; out of place, then the same bucket in place, then inputs
+  // end to end but outputs not (packed). Every element of every call is
+  // checked against this file's reference, on every rank.
+  const std::vector<size_t> counts = {7, 0, 1, 333, 64, 0, 1000, 5, 2, 129, 0, 17, 256, 3, 90, 11};
+  size_t total = 0;
+  for (size_t n : counts) total += n;
+  const int dtype = CHORUS_FLOAT32, op = CHORUS_SUM;
+  for (int layout = 0; layout < 3; ++layout) {
+    const bool in_place = layout == 1, packed_out = layout == 2;
+    std::vector<float> in(total + 1), out(total + 1, -1.0f);
+    // layout 2: each call's output is its own vector (not end to end).
+    std::vector<std::vector<float>> own(counts.size());
+    std::vector<chorus_request_t*> reqs(counts.size(), nullptr);
+    std::vector<float*> outs(counts.size());
+    const std::string what = std::string("bucket ") +
+                             (in_place ? "in place" : packed_out ? "outputs apart" : "out of place");
+    const uint64_t before = all_reduces_run(g_world);
+    expect_ok(chorus_group_start(), "group_start " + what);
+    size_t at = 0;
+    for (size_t k = 0; k < counts.size(); ++k) {
+      const int salt = 70 + int(k) + 20 * layout;
+      float* src = (in_place ? out.data() : in.data()) + at;
+      for (size_t i = 0; i < counts[k]; ++i) src[i] = float(value(g_rank, i, salt, op));
+      if (packed_out) {
+        own[k].assign(counts[k] + 1, -1.0f);
+        outs[k] = own[k].data();
+      } else {
+        outs[k] = out.data() + at;
+      }
+      expect_ok(chorus_iall_reduce(g_world, src, outs[k], counts[k], dtype, op, &reqs[k]),
+                "issuing " + what + " call " + std::to_string(k));
+      at += counts[k];
+    }
+    expect_ok(chorus_group_end(), "group_end " + what);
+    for (size_t k = 0; k < counts.size(); ++k) {
+      const bool ok = expect_ok(chorus_wait(reqs[k], -1), "waiting for " + what);
+      chorus_request_free(reqs[k]);
+      if (!ok) continue;
+      ++g_checks;
+      const int salt = 70 + int(k) + 20 * layout;
+      for (size_t i = 0; i < counts[k]; ++i)
+        if (double(outs[k][i]) != reduced(i, salt, op)) {
+          fail(what + ": call " + std::to_string(k) + " element " + std::to_string(i) + " is " +
+               std::to_string(outs[k][i]) + ", expected " + std::to_string(reduced(i, salt, op)));
+          break;
+        }
+    }
+    // Nothing past the bucket was written.
+    ++g_checks;
+    if (!packed_out && out[total] != -1.0f) fail(what + ": the element after the bucket changed");
+    // One fused all_reduce when the bucket fits the limit.
+    ++g_checks;
+    const uint64_t want = g_limit >= total * sizeof(float) ? 1 : 0;
+    const uint64_t ran = all_reduces_run(g_world) - before;
+    if (want == 1 && ran != 1)
+      fail(what + ": ran " + std::to_string(ran) + " all_reduces, expected 1 fused");
+  }
+}
+
 void case_mismatch() {
   chorus_comm_t* child = nullptr;
   if (!expect_ok(chorus_comm_split(g_world, 0, g_rank, &child), "split")) return;
@@ -437,7 +503,8 @@ int main(int argc, char** argv) {
   }
   const std::vector<std::pair<std::string, void (*)()>> cases = {
       {"misuse", case_misuse},       {"sizes", case_sizes}, {"mixed", case_mixed},
-      {"two_comms", case_two_comms}, {"limit", case_limit}, {"mismatch", case_mismatch}};
+      {"two_comms", case_two_comms}, {"limit", case_limit}, {"bucket", case_bucket},
+      {"mismatch", case_mismatch}};
   for (const auto& [name, body] : cases) {
     if (!only.empty() && std::find(only.begin(), only.end(), name) == only.end()) continue;
     g_case = name;
