@@ -118,6 +118,9 @@ int faulty_context_open(const chorus_tp_context_info_t* info, chorus_tp_context_
     }
     // Immediates only when the inner table can carry them, whatever its caps say.
     if (!ctx->inner->has_post_send_imm()) ctx->caps.flags &= ~uint32_t{CHORUS_TP_CAP_IMM_DATA};
+    // Its poll counts every completion as a send or a receive: no polled
+    // connects (and so no connect requests) through it.
+    ctx->caps.flags &= ~uint32_t{CHORUS_TP_CAP_CONNECT_POLL};
     ctx->rank = info->rank;
     ctx->data_channels = inner_info.data_channels;
     ctx->rng.seed(ctx->cfg.seed ^ (0x9E3779B97F4A7C15ull * uint64_t(info->rank + 1)));
