@@ -15,11 +15,20 @@
 //                                     before it receives
 // "First" is made with a barrier (a collective on the ring, which uses no
 // tagged pair): the operation before it is posted, the other after it.
+//
+// Case "lazy_timeout" (tcp, 3 ranks, timeout.collective = 2 s): rank 0
+// sends to rank 2, the first use of that pair, while rank 2 stays out of
+// the library for 3 s. Rank 0 (the lower rank) can only ask rank 2 to
+// dial, and nobody answers in rank 2: the send fails with TIMEOUT, not
+// before the deadline and within it plus 3 s, naming rank 2 and that it was
+// still connecting. Then a fresh pair (0 and 1, receive first) still works.
 #include "tagged_harness.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <set>
+#include <thread>
 #include <string>
 #include <utility>
 #include <vector>
@@ -186,6 +195,52 @@ void case_lazy() {
                             std::to_string(want) + " (the pairs this rank used)");
   // The ring-only collective afterwards still works.
   checked_all_reduce(1000, 7);
+}
+
+void case_lazy_timeout() {
+  constexpr double kTimeoutS = 2;
+  if (g_size != 3) {
+    fail("the lazy_timeout case runs on 3 ranks");
+    return;
+  }
+  g_step = "after init";
+  expect(counter("endpoints.p2p_connected") == 0, "no pair is connected after init");
+  barrier();
+  g_step = "a send to a rank that stays out of the library past the deadline";
+  if (g_rank == 0) {
+    Out o = make_out(CHORUS_INT32, 5, 2, 990, 9900);
+    const auto t0 = std::chrono::steady_clock::now();
+    const int rc = chorus_send_tagged(g_comm, o.buf.data(), o.count, o.dtype, 2, 990);
+    const std::string err = rc == CHORUS_OK ? "" : chorus_last_error();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (expect_rc(rc, CHORUS_ERR_TIMEOUT, send_text(o))) {
+      expect(err.find("rank 2 was still connecting") != std::string::npos,
+             "the TIMEOUT does not say rank 2 was still connecting: " + err);
+      expect(s >= kTimeoutS * 0.9, "TIMEOUT after " + std::to_string(s) + " s, before the deadline");
+      expect(s <= kTimeoutS + 3, "TIMEOUT after " + std::to_string(s) + " s, long past the deadline");
+    }
+  } else {
+    // Rank 2 out of the library until 1 s past rank 0's deadline; rank 1
+    // joins the barrier late enough that nobody waits in it past its own.
+    std::this_thread::sleep_for(std::chrono::milliseconds(g_rank == 2 ? 3000 : 2500));
+  }
+  barrier();
+  g_step = "a fresh pair afterwards, receive first (1 from 0)";
+  {
+    std::vector<In> ins;
+    if (g_rank == 1) ins = post_recvs(0, 80);
+    barrier();
+    std::vector<Out> outs;
+    if (g_rank == 0) outs = post_sends(1, 80, 8000);
+    if (g_rank == 1) finish_recvs(ins, 0, 80, 8000);
+    finish_sends(outs);
+  }
+  barrier();
+  const uint64_t pairs = counter("endpoints.p2p_connected");
+  const uint64_t want = g_rank == 2 ? 0 : 1;
+  expect(pairs == want, "endpoints.p2p_connected is " + std::to_string(pairs) + ", expected " +
+                            std::to_string(want));
+  checked_all_reduce(1000, 9);
 }
 
 }  // namespace chorus::p2p_test
