@@ -176,7 +176,10 @@ int faulty_endpoint_connect(chorus_tp_endpoint_t* ep, const void* peer_address, 
   if (!ep) return null_argument("endpoint_connect");
   return guarded("endpoint_connect", [&]() -> int {
     if (ep->dropped) return set_last_error(CHORUS_ERR_PEER_LOST, ep->drop_reason);
-    int rc = ep->ctx->ops().endpoint_connect(ep->inner, peer_address, length, timeout_ms);
+    // Always blocking (the cap is masked above): 0, an expired deadline,
+    // must not become the inner transport's polled connect.
+    int rc = ep->ctx->ops().endpoint_connect(ep->inner, peer_address, length,
+                                             timeout_ms == 0 ? 1 : timeout_ms);
     return rc == CHORUS_OK ? rc : ep->ctx->forward_error(rc, "endpoint_connect");
   });
 }
