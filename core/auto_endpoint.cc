@@ -109,7 +109,11 @@ int auto_endpoint_connect(chorus_tp_endpoint_t* e, const void* peer_address, siz
   ep->chosen = slot;
   Sub& sub = ctx->subs[slot];
   const std::vector<std::byte>& theirs = slot == kLocal ? blob->local : blob->fabric;
-  int rc = sub.tp->endpoint_connect(ep->sub[slot], theirs.data(), theirs.size(), timeout_ms);
+  // auto's connects always block (it does not declare
+  // CHORUS_TP_CAP_CONNECT_POLL); 0, an expired deadline, must not become a
+  // polled connect of a sub-transport that has the cap.
+  int rc = sub.tp->endpoint_connect(ep->sub[slot], theirs.data(), theirs.size(),
+                                    timeout_ms == 0 ? 1 : timeout_ms);
   if (rc != CHORUS_OK)
     return fail(rc, std::string("endpoint_connect over ") + sub.name +
                         (slot == kLocal ? " (same host)" : " (other host)") + ": " +

@@ -188,6 +188,16 @@ class Communicator : public CallChecks {
   // Data endpoints connected on first use (core/data_connect.cc).
   bool defers_data(int peer) const;
   Status connect_deferred_data();
+  /// endpoint_connect's timeout for a blocking connect by `deadline`: on a
+  /// transport with CHORUS_TP_CAP_CONNECT_POLL, 0 would mean a polled
+  /// connect, so an expired deadline still asks for 1 ms (and fails).
+  int blocking_connect_ms(Deadline deadline) const {
+    const int ms = deadline.remaining_ms();
+    return ms == 0 && (caps_.flags & CHORUS_TP_CAP_CONNECT_POLL) ? 1 : ms;
+  }
+  /// The tagged engine's pairs connect on first use (a transport with
+  /// CHORUS_TP_CAP_CONNECT_POLL), not at init.
+  bool p2p_lazy() const { return (caps_.flags & CHORUS_TP_CAP_CONNECT_POLL) != 0; }
   int known_lost_rank();                      // from the notices so far, or -1; sets lost_via_
   Status deferred_connect_failed(Status st);  // names a lost rank when one is known
   std::string fingerprint() const;
@@ -459,6 +469,7 @@ class Communicator : public CallChecks {
   std::vector<std::vector<std::byte>> deferred_;  // [peer * channels + channel]: peer's blob
   bool deferred_pending_ = false;                 // some data endpoint waits for first use
   std::atomic<uint64_t> data_connected_{0};       // data endpoints connected so far
+  std::atomic<uint64_t> p2p_connected_{0};        // tagged point-to-point pairs connected so far
   std::unordered_map<const chorus_tp_endpoint_t*, int> endpoint_peer_;
   chorus_transport_plugin_v1_t proxy_{};
   std::vector<chorus_tp_endpoint_t*> notice_eps_;  // [peer]; nullptr for self

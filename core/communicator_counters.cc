@@ -57,6 +57,9 @@ std::vector<std::pair<std::string, uint64_t>> Communicator::counters() const {
   out.emplace_back("endpoints.data_connected", data_connected_.load(std::memory_order_relaxed));
   out.emplace_back("endpoints.notice", opened_[1]);
   out.emplace_back("endpoints.point_to_point", opened_[2]);
+  // Tagged point-to-point pairs (two endpoints each) connected so far: all
+  // at init, or on first use over a transport with polled connects.
+  out.emplace_back("endpoints.p2p_connected", p2p_connected_.load(std::memory_order_relaxed));
   for (const auto& [name, peers] : auto_peer_counts_)
     out.emplace_back("transport.auto." + name + "_peers", peers);
   for (int p = 0; p < size_ && peer_counters_; ++p) {

@@ -242,7 +242,7 @@ Status Communicator::connect_from(const std::vector<std::vector<std::byte>>& all
         deferred_pending_ = true;
         continue;
       }
-      int rc = tp_->endpoint_connect(endpoints_[index], data, n, deadline.remaining_ms());
+      int rc = tp_->endpoint_connect(endpoints_[index], data, n, blocking_connect_ms(deadline));
       if (rc != CHORUS_OK)
         return {rc, "rank " + std::to_string(rank_) + ": connecting to rank " + std::to_string(p) +
                         " (channel " + std::to_string(c) + ") over " + cfg_.transport +
@@ -259,7 +259,7 @@ Status Communicator::connect_from(const std::vector<std::vector<std::byte>>& all
     for (size_t i = 0; i < 1 + kept_data_entries(p); ++i)
       if (!get_bytes(all[size_t(p)], pos, data, n)) return malformed_table(p);
     if (!get_bytes(all[size_t(p)], pos, data, n)) return malformed_table(p);
-    int rc = tp_->endpoint_connect(notice_eps_[size_t(p)], data, n, deadline.remaining_ms());
+    int rc = tp_->endpoint_connect(notice_eps_[size_t(p)], data, n, blocking_connect_ms(deadline));
     if (rc != CHORUS_OK)
       return {rc, "rank " + std::to_string(rank_) + ": connecting to rank " + std::to_string(p) +
                       " (notice endpoint) over " + cfg_.transport +
@@ -337,7 +337,13 @@ Status Communicator::connect_p2p(int p, const std::vector<std::byte>& table, siz
     size_t n = 0;
     if (!get_bytes(table, pos, data, n)) return malformed_table(p);
     if (p == rank_) continue;
-    int rc = tp_->endpoint_connect(p2p_->endpoints(k)[size_t(p)], data, n, deadline.remaining_ms());
+    if (p2p_lazy()) {
+      // Connected when an operation (or the peer) first needs the pair.
+      p2p_->defer_connect(p, k, data, n);
+      continue;
+    }
+    int rc = tp_->endpoint_connect(p2p_->endpoints(k)[size_t(p)], data, n,
+                                   blocking_connect_ms(deadline));
     if (rc != CHORUS_OK)
       return {rc, "rank " + std::to_string(rank_) + ": connecting to rank " + std::to_string(p) +
                       " (point-to-point " + (k == 0 ? "control" : "data") + " endpoint) over " +

@@ -35,6 +35,7 @@ add_library(chorus_core STATIC
   proxied_ops.cc
   request_queue.cc
   p2p_engine.cc
+  p2p_engine_connect.cc
   p2p_engine_peers.cc
   p2p_stream.cc
   user_memory.cc

@@ -111,7 +111,7 @@ Status Communicator::connect_deferred_data() {
         return {CHORUS_ERR_ABORTED, who() + ": " + call_what_ + ": aborted while connecting"};
       chorus_tp_endpoint_t* ep = endpoints_[size_t(p) * channels + c];
       const int rc =
-          tp_->endpoint_connect(ep, blob.data(), blob.size(), call_deadline_.remaining_ms());
+          tp_->endpoint_connect(ep, blob.data(), blob.size(), blocking_connect_ms(call_deadline_));
       if (rc != CHORUS_OK) {
         std::string text = who() + ": " + call_what_ + ": connecting to rank " + std::to_string(p) +
                            " (channel " + std::to_string(c) + ") over " + cfg_.transport +

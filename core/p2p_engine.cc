@@ -73,26 +73,31 @@ Status P2pEngine::arm() {
   if (int rc = tp_->mem_register(ctx_, slots_, bytes, CHORUS_MEM_HOST, &slots_mr_); rc != CHORUS_OK)
     return {rc, hooks_.who + ": registering the p2p slots failed: " + tp_->last_error()};
   for (int p = 0; p < size_; ++p) {
-    if (p == rank_) continue;
-    for (int k = 0; k < kSlots; ++k) {
-      std::byte* slot = slots_ + (size_t(p) * kSlots + size_t(k)) * kSlotBytes;
-      if (int rc = tp_->post_recv(eps_[0][size_t(p)], slot, kSlotBytes, slots_mr_,
-                                  wr(kLaneCtrlRecv, uint64_t(k)));
-          rc != CHORUS_OK) {
-        // A pair the transport cannot link (a device matrix with no entry
-        // for it, as a ring-only one) has no point-to-point; the job does,
-        // and a send or receive with that peer fails naming the reason.
-        const std::string why = tp_->last_error();
-        if (hooks_.log)
-          hooks_.log(rc == CHORUS_ERR_INVALID_ARGUMENT ? CHORUS_LOG_DEBUG : CHORUS_LOG_WARN,
-                     "no point-to-point with rank " + std::to_string(p) + ": " + why);
-        break_peer(p, Status(rc, "no point-to-point with rank " + std::to_string(p) + ": " + why));
-        break;
-      }
-      ++peers_[size_t(p)].slots_out;
-    }
+    if (p == rank_ || peers_[size_t(p)].link != Link::kUp) continue;
+    arm_peer(p);
+    if (hooks_.connected && !peers_[size_t(p)].broken) hooks_.connected();
   }
   return Status::ok();
+}
+
+void P2pEngine::arm_peer(int p) {
+  for (int k = 0; k < kSlots; ++k) {
+    std::byte* slot = slots_ + (size_t(p) * kSlots + size_t(k)) * kSlotBytes;
+    if (int rc = tp_->post_recv(eps_[0][size_t(p)], slot, kSlotBytes, slots_mr_,
+                                wr(kLaneCtrlRecv, uint64_t(k)));
+        rc != CHORUS_OK) {
+      // A pair the transport cannot link (a device matrix with no entry
+      // for it, as a ring-only one) has no point-to-point; the job does,
+      // and a send or receive with that peer fails naming the reason.
+      const std::string why = tp_->last_error();
+      if (hooks_.log)
+        hooks_.log(rc == CHORUS_ERR_INVALID_ARGUMENT ? CHORUS_LOG_DEBUG : CHORUS_LOG_WARN,
+                   "no point-to-point with rank " + std::to_string(p) + ": " + why);
+      break_peer(p, Status(rc, "no point-to-point with rank " + std::to_string(p) + ": " + why));
+      break;
+    }
+    ++peers_[size_t(p)].slots_out;
+  }
 }
 
 bool P2pEngine::accepts(const P2pOp& r, int peer, int tag) {
@@ -161,6 +166,7 @@ bool P2pEngine::try_post(int peer, const Post& p) {
 
 void P2pEngine::flush(int peer) {
   Peer& pr = peers_[size_t(peer)];
+  if (pr.link != Link::kUp) return;  // posted once the pair is connected
   while (!pr.broken && !pr.waiting.empty() && try_post(peer, pr.waiting.front()))
     if (!pr.broken) pr.waiting.pop_front();
 }
@@ -170,6 +176,12 @@ void P2pEngine::post(int peer, Post p) {
   if (pr.broken || pr.dying) {
     if (p.lane == 0 && (p.wr_id & 0xffffffff) != kByeIndex)
       free_bufs_.push_back(int(p.wr_id & 0xffffffff));
+    return;
+  }
+  if (pr.link != Link::kUp) {
+    // Queued until the pair is connected; this use starts the connection.
+    pr.waiting.push_back(p);
+    begin_connect(peer);
     return;
   }
   if (pr.waiting.empty() && try_post(peer, p)) return;
@@ -251,6 +263,9 @@ void P2pEngine::start(std::shared_ptr<P2pOp> op) {
     return;
   }
   posted_.push_back(std::move(op));
+  // A receive from one rank connects that pair (the sender may be waiting
+  // to be asked); an any-source receive waits for connect requests instead.
+  if (peer >= 0) begin_connect(peer);
 }
 
 std::string P2pEngine::refusal(const P2pOp& op, int peer, const Header& h) const {
@@ -388,6 +403,12 @@ void P2pEngine::on_completion(const chorus_tp_completion_t& c) {
   auto it = ep_peer_.find(c.endpoint);
   if (it == ep_peer_.end() || it->second < 0) return;  // a closed endpoint's: nothing waits
   const int peer = it->second;
+  if (c.opcode == CHORUS_TP_OP_CONNECT_REQUEST) {
+    // The peer wants this pair (it sends, or answers): connect it, so that
+    // an any-source receive or an unexpected message can come from it.
+    if (!closing_) begin_connect(peer);
+    return;
+  }
   handle_completion(peer, c);
   // The completion made room on the peer's endpoints: post what waited for
   // it now. This runs wherever completions are polled, inside a collective

@@ -2,7 +2,8 @@
 // tag) with any-source and any-tag receives, eager messages up to
 // kEagerBytes and a rendezvous above it, on two endpoints per peer that no
 // collective uses (a control endpoint with standing receive slots and a bulk
-// endpoint for rendezvous data). Operations progress independently of the
+// endpoint for rendezvous data). On a transport with polled connects a
+// pair's endpoints connect on first use (p2p_engine_connect.cc). Operations progress independently of the
 // communicator's ordered stream: the stream's executor registers each one
 // when it is issued and then drives every registered operation, alongside
 // whatever collective runs (docs/embedding.md, "Tagged point-to-point").
@@ -18,6 +19,7 @@
 #include "core/status.h"
 #include "core/user_memory.h"
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -75,6 +77,8 @@ class P2pEngine {
     std::function<Status(const P2pOp&, int peer, uint64_t theirs_bytes)> mismatch;
     /// "rank r" or "rank r of comm id", for messages.
     std::string who;
+    /// A pair's endpoints became connected (counted as endpoints.p2p_connected).
+    std::function<void()> connected;
   };
 
   P2pEngine(const chorus_transport_plugin_v1_t* tp, chorus_tp_context_t* ctx,
@@ -86,8 +90,23 @@ class P2pEngine {
   /// The control ([0]) and bulk ([1]) endpoint of every peer, null for self;
   /// the communicator opens and connects them.
   std::vector<chorus_tp_endpoint_t*>& endpoints(int kind) { return eps_[kind]; }
-  /// Registers the slots and posts the standing receives, once connected.
+  /// Connect `peer`'s endpoints on first use (transport with
+  /// CHORUS_TP_CAP_CONNECT_POLL): keeps the blob of endpoint `kind` for the
+  /// polled connect instead of the communicator connecting it at init.
+  void defer_connect(int peer, int kind, const std::byte* blob, size_t len);
+  /// Registers the slots and posts the standing receives of every peer
+  /// already connected (the others are armed when they connect).
   Status arm();
+  /// Peers whose connection is being set up.
+  bool connecting() const { return connecting_ > 0; }
+  /// Polls the connections being set up, at most every kConnectPollGap:
+  /// called from every poll of a running call (a collective may wait for
+  /// a peer that waits for this rank's tagged message), where progress()
+  /// does not run.
+  void poll_connects();
+  /// `peer` is known to be lost (the notice protocol): a pair not connected
+  /// yet fails what waits for it (a connected one sees its own errors).
+  void peer_lost(int peer, const Status& why);
   /// Whether `ep` is one of this engine's endpoints.
   bool owns(const chorus_tp_endpoint_t* ep) const { return ep_peer_.count(ep) != 0; }
 
@@ -147,7 +166,14 @@ class P2pEngine {
     chorus_tp_mr_t* mr;
     uint64_t wr_id;
   };
+  /// A pair's connection: connected at init (kUp from the start), or on
+  /// first use: kIdle until an operation or the peer's connect request
+  /// needs it, kConnecting while the polled connects run.
+  enum class Link : uint8_t { kUp, kIdle, kConnecting };
   struct Peer {
+    Link link = Link::kUp;
+    std::vector<std::byte> blob[2];  // the peer's addresses, for a deferred connect
+    bool ep_up[2] = {false, false};
     std::deque<Post> waiting;                      // in post order
     std::deque<std::shared_ptr<P2pOp>> eager_out;  // control sends carrying an op, in order
     std::deque<int> ctrl_bufs;                     // send buffers of posted control sends
@@ -171,6 +197,13 @@ class P2pEngine {
   int send_ctrl(int peer, const Header& h, const void* payload, size_t len,
                 std::shared_ptr<P2pOp> op);
   void post(int peer, Post p);
+  /// Starts the pair's connection if it waits for first use.
+  void begin_connect(int peer);
+  /// Polls the pair's connects; once both endpoints are up, arms the pair
+  /// and posts what waited for it.
+  void poll_connect(int peer);
+  /// Posts `peer`'s standing receives on its control endpoint.
+  void arm_peer(int peer);
   bool try_post(int peer, const Post& p);
   /// Posts the peer's waiting posts, in order, until the transport is full.
   void flush(int peer);
@@ -226,6 +259,10 @@ class P2pEngine {
   std::list<std::shared_ptr<P2pOp>> posted_;
   std::list<Unexpected> unexpected_;
   int live_ = 0;             // operations started and not complete
+  int connecting_ = 0;       // peers in Link::kConnecting
+  static constexpr auto kConnectPollGap = std::chrono::microseconds(200);
+  std::chrono::steady_clock::time_point last_connect_poll_{};
+  bool closing_ = false;     // finalize began: no new connections
   uint64_t arrivals_ = 0;    // messages arrived so far
   uint64_t delivering_ = 0;  // the arrival number of the message being delivered
   UserMemory mem_;

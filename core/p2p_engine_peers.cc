@@ -76,6 +76,10 @@ void P2pEngine::break_peer(int peer, const Status& why) {
   if (pr.broken) return;
   pr.broken = true;
   pr.broken_status = why;
+  if (pr.link == Link::kConnecting) {  // abandoned: closing the endpoints ends it
+    pr.link = Link::kIdle;
+    --connecting_;
+  }
   // Nothing may land in caller memory once its operation failed.
   for (int k = 0; k < 2; ++k)
     if (auto*& ep = eps_[k][size_t(peer)]) {
@@ -105,6 +109,8 @@ void P2pEngine::break_peer(int peer, const Status& why) {
 }
 
 void P2pEngine::progress() {
+  if (connecting_ > 0)
+    for (int p = 0; p < size_; ++p) poll_connect(p);
   for (int p = 0; p < size_; ++p) flush(p);
   if (live_ == 0) return;
   // Unmatched receives past their deadline just end; an operation with a
@@ -117,9 +123,18 @@ void P2pEngine::progress() {
     }
     auto op = std::move(*it);
     it = posted_.erase(it);
+    const bool unconnected =
+        op->peer >= 0 && peers_[size_t(op->peer)].link == Link::kConnecting;
     complete(*op, Status(CHORUS_ERR_TIMEOUT,
-                         op_name(*op) + ": no matching message arrived within timeout.collective; "
-                                        "check that the sender sends it with this tag"));
+                         op_name(*op) +
+                             (unconnected
+                                  ? ": rank " + std::to_string(op->peer) +
+                                        " was still connecting (its point-to-point pair was not "
+                                        "set up) at timeout.collective; is it alive and calling "
+                                        "into the communicator?"
+                                  : std::string(": no matching message arrived within "
+                                                "timeout.collective; check that the sender "
+                                                "sends it with this tag"))));
   }
   for (int p = 0; p < size_; ++p) {
     Peer& pr = peers_[size_t(p)];
@@ -130,11 +145,18 @@ void P2pEngine::progress() {
     for (auto& [s, op] : pr.awaiting_cts) check(op);
     for (auto& op : pr.bulk_out) check(op);
     for (auto& op : pr.bulk_in) check(op);
-    if (late)
+    if (late && pr.link == Link::kConnecting) {
+      break_peer(p, Status(CHORUS_ERR_TIMEOUT,
+                           "rank " + std::to_string(p) +
+                               " was still connecting (its point-to-point pair was not set up) "
+                               "at timeout.collective; is rank " + std::to_string(p) +
+                               " alive and calling into the communicator?"));
+    } else if (late) {
       break_peer(
           p, Status(CHORUS_ERR_TIMEOUT, "a point-to-point transfer with rank " + std::to_string(p) +
                                             " did not finish within timeout.collective (is rank " +
                                             std::to_string(p) + " receiving it?)"));
+    }
   }
 }
 
@@ -171,8 +193,11 @@ void P2pEngine::say_bye() {
     std::memcpy(bye_, &h, sizeof(h));
     if (tp_->mem_register(ctx_, bye_, 64, CHORUS_MEM_HOST, &bye_mr_) != CHORUS_OK) return;
   }
+  // Goodbyes only on connected pairs; a pair still connecting is closed
+  // with the endpoints, and no new one starts.
+  closing_ = true;
   for (int p = 0; p < size_; ++p) {
-    if (p == rank_ || peers_[size_t(p)].broken) continue;
+    if (p == rank_ || peers_[size_t(p)].broken || peers_[size_t(p)].link != Link::kUp) continue;
     for (int k = 0; k < kSlots; ++k)
       post(p, Post{0, bye_, kHeaderBytes, bye_mr_, wr(kLaneCtrlSend, kByeIndex)});
   }
@@ -180,11 +205,14 @@ void P2pEngine::say_bye() {
 
 bool P2pEngine::byes_done() const {
   for (int p = 0; p < size_; ++p)
-    if (p != rank_ && !peers_[size_t(p)].broken && peers_[size_t(p)].byes < kSlots) return false;
+    if (p != rank_ && !peers_[size_t(p)].broken && peers_[size_t(p)].link == Link::kUp &&
+        peers_[size_t(p)].byes < kSlots)
+      return false;
   return true;
 }
 
 void P2pEngine::close() {
+  closing_ = true;
   for (int k = 0; k < 2; ++k)
     for (auto*& ep : eps_[k])
       if (ep) {

@@ -149,6 +149,7 @@ void Communicator::make_p2p_engine() {
       op.req->finish_recv(std::move(st), op.src, op.src_tag,
                           size_t(op.got / std::max<size_t>(1, chorus_dtype_size(op.dtype))));
   };
+  hooks.connected = [this] { p2p_connected_.fetch_add(1, std::memory_order_relaxed); };
   p2p_ = std::make_unique<P2pEngine>(tp_, ctx_, caps_, rank_, size_, std::move(hooks));
 }
 
@@ -176,6 +177,19 @@ void Communicator::p2p_step(int wait_ms) {
     }
   }
   answer_signature_requests();
+  if (p2p_->connecting()) {
+    // A rank that died before its pair was connected shows no error on the
+    // pair's endpoints; the notices name it.
+    if (const int lost = known_lost_rank(); lost >= 0)
+      p2p_->peer_lost(lost, Status(CHORUS_ERR_PEER_LOST,
+                                   who() + ": rank " + std::to_string(lost) +
+                                       " is lost (" +
+                                       (lost_via_ >= 0 ? "reported by rank " +
+                                                             std::to_string(lost_via_)
+                                                       : std::string("its notice connection "
+                                                                     "ended")) +
+                                       ") while its point-to-point pair was connecting"));
+  }
   p2p_->progress();
   settle_p2p();
   if (n != 0 || !p2p_ || !p2p_->active()) return;

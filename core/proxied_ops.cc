@@ -100,6 +100,9 @@ int Communicator::proxy_read_error(chorus_tp_context_t* ctx, chorus_tp_error_t* 
 int Communicator::poll_data(chorus_tp_completion_t* out, size_t max) {
   // A point-to-point request issued while this call runs starts now.
   if (inbox_nonempty_.load(std::memory_order_relaxed)) drain_inbox();
+  // Tagged pairs being connected (on first use) finish here too: the peer
+  // this call waits for may itself wait for this rank's tagged message.
+  if (p2p_ && p2p_->connecting()) p2p_->poll_connects();
   for (;;) {
     if (has_pending_error_) return CHORUS_ERR_PENDING;
     int n = tp_->poll(ctx_, out, max);

@@ -14,6 +14,7 @@
 #                              finalize with requests pending
 #   embedding.split.n*         split run on the progress thread, child communicators
 #   p2p.threads.tcp.n3         tagged point-to-point on one thread while another runs
+#   p2p.lazy.tcp.n5            tagged pairs connected on first use (tcp's dial threads)
 #                              all_reduce on the same communicator (the engine driven
 #                              by whichever thread executes the stream)
 #   lanes.tcp.n2.l4            collectives on four lanes at once, each lane its own thread
@@ -39,7 +40,7 @@ cmake --build "$dir" -j"$jobs" --target "${targets[@]}"
 built=$(date +%s)
 
 launcher_sample='every rank gets its own rank|output lines stay whole|the first failure|a rank killed by SIGKILL|ranks that ignore SIGTERM|a timeout stops the job|SIGINT to chorusrun|a second signal to chorusrun|ranks die with chorusrun'
-subset="^(unit\\.(bootstrap|core)|conformance\\.tcp|faults\\.(timeout|abort)\\.n2|security\\.wrong_token\\.n2|embedding\\.(nonblocking|split)\\.n[0-9]+|embedding\\.split\\.auto_transport\\.n4|p2p\\.threads\\.tcp\\.n3|lanes\\.tcp\\.n2\\.l4|group\\.tcp\\.n4\\.f4194304\\.l2|group\\.shm\\.n3\\.f65536|launcher\\.($launcher_sample).*)\$"
+subset="^(unit\\.(bootstrap|core)|conformance\\.tcp|faults\\.(timeout|abort)\\.n2|security\\.wrong_token\\.n2|embedding\\.(nonblocking|split)\\.n[0-9]+|embedding\\.split\\.auto_transport\\.n4|p2p\\.threads\\.tcp\\.n3|p2p\\.lazy\\.tcp\\.n5|lanes\\.tcp\\.n2\\.l4|group\\.tcp\\.n4\\.f4194304\\.l2|group\\.shm\\.n3\\.f65536|launcher\\.($launcher_sample).*)\$"
 
 # Reports go to files: ranks run under chorusrun or a shell script, and a
 # report from a process whose exit status nobody checks must still fail the run.

@@ -477,7 +477,9 @@ typedef struct chorus_counter {
  *    blocking calls waiting for earlier requests
  *  - retries (posts refused with a full queue and retried), errors (failed calls)
  *  - endpoints.data, endpoints.data_peers, endpoints.notice,
- *    endpoints.point_to_point: the endpoints this rank opened at init
+ *    endpoints.point_to_point: the endpoints this rank opened at init;
+ *    endpoints.p2p_connected: tagged point-to-point pairs connected so far
+ *    (over tcp they connect on first use)
  * Any thread, any time while `comm` lives.
  */
 int chorus_comm_counters(const chorus_comm_t* comm, chorus_counter_t* out, size_t max,

@@ -46,6 +46,14 @@ typedef struct chorus_tp_mr chorus_tp_mr_t;             /**< Opaque, owned by th
 typedef enum chorus_tp_opcode {
   CHORUS_TP_SEND = 1,
   CHORUS_TP_RECV = 2,
+  /**
+   * (CHORUS_TP_CAP_CONNECT_POLL) The peer started connecting this endpoint
+   * with a polled endpoint_connect and this side has not called
+   * endpoint_connect on it yet: call it (timeout 0) until it returns OK.
+   * status OK, wr_id 0, byte_len 0, on that endpoint. Reported at most once
+   * per endpoint, and never to a caller that uses only blocking connects.
+   */
+  CHORUS_TP_OP_CONNECT_REQUEST = 3,
 } chorus_tp_opcode_t;
 
 /** Memory kinds for registration. Device kinds arrive as new values. */
@@ -88,6 +96,21 @@ enum {
    * minor: an older core or algorithm ignores the bit.
    */
   CHORUS_TP_CAP_LARGE_POSTS = 1u << 5,
+  /**
+   * endpoint_connect with timeout_ms == 0 is a polled connect: it never
+   * blocks. It starts the pair's connection if that has not started and
+   * returns CHORUS_OK once the endpoint is usable, CHORUS_ERR_AGAIN while it
+   * is still connecting (call again; `wait`/`wait_fd` wake when it may have
+   * finished), or an error (PEER_LOST, UNAVAILABLE, ...) when it cannot
+   * connect. Either side may call it first; the peer then sees a
+   * CHORUS_TP_OP_CONNECT_REQUEST completion on its endpoint. Closing an
+   * endpoint mid-connect is allowed and leaves nothing behind. Connects
+   * with timeout_ms != 0 keep their blocking meaning. Declaring it needs no
+   * newer minor: a core that does not know the bit never calls
+   * endpoint_connect with 0 expecting this, and never sees the new opcode
+   * (docs/transport-abi.md, P10).
+   */
+  CHORUS_TP_CAP_CONNECT_POLL = 1u << 6,
 };
 
 /** Capabilities and limits of an open context. Frozen: append only. */
@@ -203,7 +226,8 @@ typedef struct chorus_transport_plugin_v1 {
    * Mandatory. Connect `ep` to the peer's blob. Blocks until connected or
    * `timeout_ms` passes (CHORUS_ERR_TIMEOUT). Both sides call it; the plugin
    * decides who actively connects, and must not need the peer's thread to
-   * be inside this call at the same time.
+   * be inside this call at the same time. On a context with
+   * CHORUS_TP_CAP_CONNECT_POLL, timeout_ms == 0 polls instead (see the cap).
    */
   int (*endpoint_connect)(chorus_tp_endpoint_t* ep, const void* peer_address, size_t length,
                           int timeout_ms);

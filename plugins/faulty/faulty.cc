@@ -118,6 +118,9 @@ int faulty_context_open(const chorus_tp_context_info_t* info, chorus_tp_context_
     }
     // Immediates only when the inner table can carry them, whatever its caps say.
     if (!ctx->inner->has_post_send_imm()) ctx->caps.flags &= ~uint32_t{CHORUS_TP_CAP_IMM_DATA};
+    // Its poll counts every completion as a send or a receive: no polled
+    // connects (and so no connect requests) through it.
+    ctx->caps.flags &= ~uint32_t{CHORUS_TP_CAP_CONNECT_POLL};
     ctx->rank = info->rank;
     ctx->data_channels = inner_info.data_channels;
     ctx->rng.seed(ctx->cfg.seed ^ (0x9E3779B97F4A7C15ull * uint64_t(info->rank + 1)));
@@ -173,7 +176,10 @@ int faulty_endpoint_connect(chorus_tp_endpoint_t* ep, const void* peer_address, 
   if (!ep) return null_argument("endpoint_connect");
   return guarded("endpoint_connect", [&]() -> int {
     if (ep->dropped) return set_last_error(CHORUS_ERR_PEER_LOST, ep->drop_reason);
-    int rc = ep->ctx->ops().endpoint_connect(ep->inner, peer_address, length, timeout_ms);
+    // Always blocking (the cap is masked above): 0, an expired deadline,
+    // must not become the inner transport's polled connect.
+    int rc = ep->ctx->ops().endpoint_connect(ep->inner, peer_address, length,
+                                             timeout_ms == 0 ? 1 : timeout_ms);
     return rc == CHORUS_OK ? rc : ep->ctx->forward_error(rc, "endpoint_connect");
   });
 }

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <thread>
 
@@ -372,4 +373,88 @@ TEST_CASE("tcp: a corrupt data stream fails that endpoint only", "[tcp][wire]") 
   CHECK(tp().post_recv(ea.ep, &byte, 1, nullptr, 3) == CHORUS_ERR_PEER_LOST);
   CHECK(tp().wait(a.get(), 0) != CHORUS_ERR_INTERNAL);
   ::close(fd);
+}
+
+namespace {
+
+/// A call-me Hello (tcp_wire.h, flag kHelloCallMe = 2): rank 0 asks rank 1
+/// to dial the pair whose endpoint on rank 1 has `target_nonce`; the socket
+/// count is the one rank 1's blob `theirs` states (offset 6).
+std::array<unsigned char, 72> make_call_me(std::uint64_t target_nonce, std::uint64_t sender_nonce,
+                                           const Bytes& theirs) {
+  std::array<unsigned char, 72> hello = make_hello(target_nonce, sender_nonce);
+  std::memcpy(hello.data() + 6, theirs.data() + 6, 2);
+  const std::int32_t rank = 0, peer_rank = 1;
+  const std::uint16_t flags = 2;
+  std::memcpy(hello.data() + 8, &rank, 4);
+  std::memcpy(hello.data() + 12, &peer_rank, 4);
+  std::memcpy(hello.data() + 22, &flags, 2);
+  return hello;
+}
+
+std::size_t open_fds() {
+  std::size_t n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    (void)entry;
+    ++n;
+  }
+  return n;
+}
+
+std::size_t connect_requests(const Context& c) {
+  return static_cast<std::size_t>(
+      std::count_if(c.completions.begin(), c.completions.end(),
+                    [](const auto& x) { return x.opcode == CHORUS_TP_OP_CONNECT_REQUEST; }));
+}
+
+}  // namespace
+
+TEST_CASE("tcp: a call-me must prove the job key like any Hello", "[tcp][connect_poll]") {
+  TCP_ONLY();
+  Context a(0, 2), b(1, 2);
+  REQUIRE((b.caps().flags & CHORUS_TP_CAP_CONNECT_POLL) != 0);
+  Endpoint ea = open_endpoint(a, 1, 0);
+  Endpoint eb = open_endpoint(b, 0, 0);
+  std::uint64_t target = 0, sender = 0;
+  std::memcpy(&target, eb.blob.data() + 40, 8);
+  std::memcpy(&sender, ea.blob.data() + 40, 8);
+  unsigned char ack[8];
+
+  // Another job's key: no Ack, no request.
+  const int stranger = dial(eb.blob);
+  CHECK(handshake(stranger, make_call_me(target, sender, eb.blob), "another-job", ack) == 0);
+  ::close(stranger);
+  // The right key but another endpoint's nonce: refused, no request.
+  const int wrong = dial(eb.blob);
+  REQUIRE(handshake(wrong, make_call_me(target ^ 1, sender, eb.blob), kConformanceJobKey, ack) == 8);
+  std::uint32_t status = 0;
+  std::memcpy(&status, ack + 4, 4);
+  CHECK(status == 1);  // kUnknownEndpoint
+  ::close(wrong);
+  const auto t0 = Clock::now();
+  while (ms_since(t0) < 300) {
+    b.pump();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  CHECK(connect_requests(b) == 0);
+
+  // A genuine one: accepted, and rank 1 is asked to connect that endpoint.
+  const int genuine = dial(eb.blob);
+  REQUIRE(handshake(genuine, make_call_me(target, sender, eb.blob), kConformanceJobKey, ack) == 8);
+  std::memcpy(&status, ack + 4, 4);
+  CHECK(status == 0);
+  ::close(genuine);
+  REQUIRE(pump_until({&b}, [&] { return connect_requests(b) == 1; }, 5000));
+  CHECK(b.completions.back().endpoint == eb.ep);
+}
+
+TEST_CASE("tcp: an endpoint holds no descriptor until it is connected", "[tcp][connect_poll]") {
+  TCP_ONLY();
+  Context a(0, 64);
+  const std::size_t before = open_fds();
+  std::vector<Endpoint> eps;
+  for (int p = 1; p < 64; ++p) eps.push_back(open_endpoint(a, p, 0));
+  CHECK(open_fds() == before);
+  for (auto& e : eps) REQUIRE_OK(tp().endpoint_close(e.ep));
+  CHECK(open_fds() == before);
 }

@@ -25,6 +25,10 @@
 //             a collective that needs the partner is pending: on the same
 //             thread after an iall_reduce, or on another thread during an
 //             all_reduce
+//   lazy      (only when named, 5+ ranks) pairs connected on first use in
+//             every posting order, counted by endpoints.p2p_connected
+//   lazy_timeout (only when named, tcp, 3 ranks, timeout.collective = 2) a
+//             send whose pair cannot connect before its deadline
 //
 // Orders between ranks are made by messages, never by sleeping: "late"
 // means after a barrier, or after taking a marker message the other rank
@@ -57,7 +61,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: tagged_check [--case "
-                   "orders|tags|any|traffic|mismatch|args|threads|behind|behind_threads]... "
+                   "orders|tags|any|traffic|mismatch|args|threads|behind|behind_threads|lazy|lazy_timeout]... "
                    "| --mode timeout|disabled\n");
       return 2;
     }
@@ -82,11 +86,15 @@ int main(int argc, char** argv) {
         {"threads", [&] { case_threads(world); }},
         {"behind", case_behind},
         {"behind_threads", case_behind_threads},
+        {"lazy", case_lazy},
+        {"lazy_timeout", case_lazy_timeout},
     };
     // Not in the default list: the "behind" cases deadlock on the current
     // engine (tagged operations wait in the ordered stream behind a pending
     // collective); their own ctest entries run them (CMakeLists.txt here).
-    const std::vector<std::string> not_by_default = {"behind", "behind_threads"};
+    // "lazy" must be the first tagged traffic of the communicator.
+    const std::vector<std::string> not_by_default = {"behind", "behind_threads", "lazy",
+                                                      "lazy_timeout"};
     if (mode == "timeout") {
       run_case("timeout", case_timeout);
     } else if (mode == "disabled") {

@@ -183,5 +183,7 @@ void case_disabled();                    // tagged_errors.cc
 void case_threads(Communicator& world);  // tagged_threads.cc
 void case_behind();                      // tagged_threads.cc
 void case_behind_threads();              // tagged_threads.cc
+void case_lazy();                        // tagged_lazy.cc
+void case_lazy_timeout();                // tagged_lazy.cc
 
 }  // namespace chorus::p2p_test

@@ -17,7 +17,7 @@
 // element by element against a closed-form reference, does the same on the
 // two halves of a split, and counts its open file descriptors. Rank 0 prints
 //   ring_peers: ranks N channels C mode ring|mesh|default[+untagged] fds rank0 A others min B max C
-//               endpoints data+notice D
+//               endpoints data+notice D p2p_connected P
 // and every rank prints each failed check as "rN FAIL ...". Exit status 0
 // only when every check passed on this rank.
 #include <chorus/chorus.hpp>
@@ -61,6 +61,13 @@ long open_fds() {
   return n - 1;
 }
 
+/// Whether tagged pairs connect on first use: tcp (CHORUS_TRANSPORT is
+/// how chorusrun's callers here choose it).
+bool p2p_lazy() {
+  const char* t = std::getenv("CHORUS_TRANSPORT");
+  return t != nullptr && std::strcmp(t, "tcp") == 0;
+}
+
 /// The endpoint counters of `comm` against what its rule gives; `what` names
 /// the communicator in failures. `all_connected`: the data endpoints to
 /// every data peer are connected by now (else those to the ring neighbours
@@ -82,6 +89,9 @@ void check_endpoints(const chorus::Communicator& comm, bool ring, bool tagged, i
       // Notice endpoints go to the ring neighbours and the data peers only.
       {"endpoints.notice", peers},
       {"endpoints.point_to_point", tagged ? 2 * others : 0},
+      // No tagged operation ran: over tcp (pairs connected on first use) no
+      // pair is connected; a transport that connects them at init has all.
+      {"endpoints.p2p_connected", tagged && !p2p_lazy() ? others : 0},
   };
   for (const auto& [name, value] : want) {
     auto it = c.find(name);
@@ -265,13 +275,14 @@ int main(int argc, char** argv) {
       auto [lo, hi] = std::minmax_element(all.begin() + (n > 1 ? 1 : 0), all.end());
       std::printf(
           "ring_peers: ranks %d channels %d mode %s%s fds rank0 %lld others min %lld max %lld "
-          "endpoints data+notice %llu\n",
+          "endpoints data+notice %llu p2p_connected %llu\n",
           n, channels,
           ring   ? "ring"
           : mesh ? "mesh"
                  : "default",
           tagged ? "" : "+untagged", static_cast<long long>(all[0]), static_cast<long long>(*lo),
-          static_cast<long long>(*hi), static_cast<unsigned long long>(data_and_notice(comm)));
+          static_cast<long long>(*hi), static_cast<unsigned long long>(data_and_notice(comm)),
+          static_cast<unsigned long long>(counters(comm)["endpoints.p2p_connected"]));
     }
     int32_t ok = g_failed == 0 ? 1 : 0;
     comm.all_reduce(&ok, &ok, 1, CHORUS_INT32, CHORUS_MIN);

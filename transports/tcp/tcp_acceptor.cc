@@ -57,13 +57,14 @@ struct Acceptor::Incoming {
 };
 
 Acceptor::Acceptor(const asio::ip::address& bind, const Config& cfg, int rank, int data_channels,
-                   auth::Key key)
+                   auth::Key key, std::function<void()> wake)
     : cfg_(cfg),
       rank_(rank),
       data_channels_(data_channels),
       key_(std::move(key)),
       acceptor_(io_),
-      backoff_(io_) {
+      backoff_(io_),
+      wake_(std::move(wake)) {
   const asio::ip::tcp::endpoint where(bind, 0);
   std::error_code ec;
   acceptor_.open(where.protocol(), ec);
@@ -225,7 +226,8 @@ void Acceptor::on_proof(const std::shared_ptr<Incoming>& in) {
     finish(in);
     return;
   }
-  const wire::AckStatus status = admit(h);
+  const bool call = (h.flags & wire::kHelloCallMe) != 0;
+  const wire::AckStatus status = call ? admit_call(h) : admit(h);
   if (status != wire::AckStatus::kAccepted) {
     log(CHORUS_LOG_WARN, "refused connection from " + in->remote + " claiming " +
                              endpoint_name(h.rank, h.channel, data_channels_) + ": " +
@@ -233,9 +235,11 @@ void Acceptor::on_proof(const std::shared_ptr<Incoming>& in) {
   }
   wire::encode(status, in->ack);
   asio::async_write(in->socket, asio::buffer(in->ack),
-                    [this, in, h, status](std::error_code wec, std::size_t) {
+                    [this, in, h, status, call](std::error_code wec, std::size_t) {
                       in->timer.cancel();
-                      if (status != wire::AckStatus::kAccepted) {
+                      if (status != wire::AckStatus::kAccepted || call) {
+                        // A call-me parks nothing: its request is queued.
+                        if (!wec && call) wake_();
                         finish(in);
                         return;
                       }
@@ -276,6 +280,70 @@ wire::AckStatus Acceptor::admit(const wire::Hello& h) {
   return wire::AckStatus::kAccepted;
 }
 
+wire::AckStatus Acceptor::admit_call(const wire::Hello& h) {
+  std::lock_guard lock(mu_);
+  auto it = callers_.find(h.target_nonce);
+  // Only the lower rank of a pair calls; the Hello names this rank's own
+  // endpoint towards it, as a normal Hello names the acceptor's.
+  if (it == callers_.end() || h.peer_rank != rank_ || h.rank >= rank_ ||
+      it->second.peer_rank != h.rank || it->second.channel != h.channel) {
+    return wire::AckStatus::kUnknownEndpoint;
+  }
+  if (h.sockets != static_cast<std::uint16_t>(cfg_.sockets)) return wire::AckStatus::kMismatch;
+  Caller& c = it->second;
+  if (!c.started && !c.requested) {
+    c.requested = true;
+    request(h.target_nonce);
+  }
+  return wire::AckStatus::kAccepted;
+}
+
+void Acceptor::request(std::uint64_t nonce) {
+  requests_.push_back(nonce);
+  has_requests_.store(true, std::memory_order_release);
+}
+
+std::vector<std::uint64_t> Acceptor::take_requests() {
+  std::lock_guard lock(mu_);
+  has_requests_.store(false, std::memory_order_release);
+  return std::exchange(requests_, {});
+}
+
+void Acceptor::expect_call(std::uint64_t nonce, int peer_rank, int channel) {
+  std::lock_guard lock(mu_);
+  callers_.insert_or_assign(nonce, Caller{peer_rank, channel, false, false});
+}
+
+void Acceptor::mark_started(std::uint64_t nonce) {
+  std::lock_guard lock(mu_);
+  if (auto it = callers_.find(nonce); it != callers_.end()) it->second.started = true;
+}
+
+std::vector<int> Acceptor::try_take(std::uint64_t nonce, std::uint64_t sender_nonce,
+                                    bool& dialing) {
+  std::lock_guard lock(mu_);
+  auto it = expected_.find(nonce);
+  if (it == expected_.end()) {
+    throw Error(CHORUS_ERR_INTERNAL, "endpoint is not registered with the acceptor");
+  }
+  Expected& e = it->second;
+  e.claimed = true;
+  e.sender_known = true;
+  e.sender_nonce = sender_nonce;
+  purge_foreign(e);
+  dialing = false;
+  for (const Slot& s : e.slots) dialing = dialing || s.reserved;
+  if (e.ready != e.sockets) return {};
+  std::vector<int> fds;
+  for (Slot& s : e.slots) {
+    fds.push_back(s.fd);
+    s.fd = -1;
+    s.taken = true;
+  }
+  e.ready = 0;
+  return fds;
+}
+
 void Acceptor::unreserve(const wire::Hello& h) {
   std::lock_guard lock(mu_);
   auto it = expected_.find(h.target_nonce);
@@ -285,6 +353,7 @@ void Acceptor::unreserve(const wire::Hello& h) {
 }
 
 void Acceptor::deliver(const wire::Hello& h, int fd) {
+  bool requested = false;
   {
     std::lock_guard lock(mu_);
     auto it = expected_.find(h.target_nonce);
@@ -293,12 +362,21 @@ void Acceptor::deliver(const wire::Hello& h, int fd) {
       it->second.slots[h.index].fd = fd;
       ++it->second.ready;
       fd = -1;
+      // The peer dials from a polled connect and this side has not asked
+      // for the endpoint: tell the caller it is wanted.
+      if ((h.flags & wire::kHelloPolled) && !it->second.claimed && !it->second.requested) {
+        it->second.requested = true;
+        request(h.target_nonce);
+        requested = true;
+      }
     }
   }
   if (fd >= 0) {
     ::close(fd);  // the endpoint was closed meanwhile
   } else {
     cv_.notify_all();
+    // Also when the caller polls: its connect may now complete.
+    if (h.flags & wire::kHelloPolled || requested) wake_();
   }
 }
 
@@ -314,6 +392,8 @@ void Acceptor::expect(std::uint64_t nonce, int peer_rank, int channel, int socke
 
 void Acceptor::forget(std::uint64_t nonce) {
   std::lock_guard lock(mu_);
+  callers_.erase(nonce);
+  std::erase(requests_, nonce);
   auto it = expected_.find(nonce);
   if (it == expected_.end()) return;
   for (Slot& s : it->second.slots) {
@@ -346,6 +426,7 @@ std::vector<int> Acceptor::take(std::uint64_t nonce, std::uint64_t sender_nonce,
     throw Error(CHORUS_ERR_INTERNAL, "endpoint is not registered with the acceptor");
   }
   Expected& e = it->second;
+  e.claimed = true;
   e.sender_known = true;
   e.sender_nonce = sender_nonce;
   purge_foreign(e);

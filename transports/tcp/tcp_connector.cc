@@ -24,9 +24,14 @@ namespace {
 /// Runs one asynchronous operation on `io` until it completes or the
 /// deadline passes; on the deadline the socket is closed (which aborts the
 /// operation) and asio::error::timed_out is returned.
+/// With a cancel flag, the flag is looked at every kCancelPoll and a set
+/// flag aborts like the deadline (asio::error::operation_aborted).
+constexpr auto kCancelPoll = std::chrono::milliseconds(20);
+
 template <class Start>
 std::error_code run_bounded(asio::io_context& io, asio::ip::tcp::socket& socket,
-                            const Deadline& deadline, Start&& start) {
+                            const Deadline& deadline, const std::atomic<bool>* cancel,
+                            Start&& start) {
   bool done = false;
   std::error_code result;
   start([&](std::error_code ec, auto&&...) {
@@ -35,7 +40,17 @@ std::error_code run_bounded(asio::io_context& io, asio::ip::tcp::socket& socket,
   });
   io.restart();
   while (!done) {
-    if (deadline.is_never()) {
+    if (cancel != nullptr) {
+      io.run_one_for(kCancelPoll);
+      if (done) break;
+      if (cancel->load(std::memory_order_acquire) || deadline.expired()) {
+        std::error_code ignored;
+        socket.close(ignored);
+        io.restart();
+        while (!done) io.run_one();
+        return deadline.expired() ? asio::error::timed_out : asio::error::operation_aborted;
+      }
+    } else if (deadline.is_never()) {
       io.run_one();
     } else if (io.run_one_until(deadline.at()) == 0 && !done && deadline.expired()) {
       std::error_code ignored;
@@ -59,11 +74,31 @@ std::string where(const asio::ip::tcp::endpoint& ep, const wire::Hello& h, int d
 
 int connect_socket(const asio::ip::tcp::endpoint& remote, wire::Hello hello, const Config& cfg,
                    int data_channels, const auth::Key& key, const Deadline& deadline) {
+  return connect_socket(remote, hello, cfg, data_channels, key, deadline, DialControl{});
+}
+
+int connect_socket(const asio::ip::tcp::endpoint& remote, wire::Hello hello, const Config& cfg,
+                   int data_channels, const auth::Key& key, const Deadline& deadline,
+                   const DialControl& control) {
+  const std::atomic<bool>* cancel = control.cancel;
+  const auto cancelled = [&] {
+    if (cancel != nullptr && cancel->load(std::memory_order_acquire))
+      throw Error(CHORUS_ERR_AGAIN, "connecting to " + where(remote, hello, data_channels) +
+                                        " was abandoned (endpoint closed)");
+  };
   asio::io_context io(1);
   asio::ip::tcp::socket socket(io);
   std::string last_error = "no attempt made";
   auto backoff = std::chrono::milliseconds(2);
+  const auto started = Deadline::Clock::now();
   for (;;) {
+    cancelled();
+    if (cancel != nullptr && Deadline::Clock::now() - started > control.refused_limit) {
+      throw Error(CHORUS_ERR_PEER_LOST,
+                  "cannot reach " + where(remote, hello, data_channels) + " for " +
+                      std::to_string(control.refused_limit.count()) + " ms (last attempt: " +
+                      last_error + "); its listener is gone, so the rank has most likely exited");
+    }
     if (deadline.expired()) {
       throw Error(CHORUS_ERR_TIMEOUT, "timed out connecting to " +
                                           where(remote, hello, data_channels) +
@@ -75,9 +110,10 @@ int connect_socket(const asio::ip::tcp::endpoint& remote, wire::Hello hello, con
     ::fcntl(socket.native_handle(), F_SETFD, FD_CLOEXEC);
     // Before connect(): the window scale is fixed by the SYN.
     apply_buffer_sizes(socket.native_handle(), cfg);
-    ec = run_bounded(io, socket, deadline,
+    ec = run_bounded(io, socket, deadline, cancel,
                      [&](auto handler) { socket.async_connect(remote, std::move(handler)); });
     if (!ec) break;
+    cancelled();
     last_error = ec.message();
     std::error_code ignored;
     socket.close(ignored);
@@ -87,19 +123,20 @@ int connect_socket(const asio::ip::tcp::endpoint& remote, wire::Hello hello, con
                                           : std::chrono::duration_cast<std::chrono::milliseconds>(
                                                 deadline.at() - Deadline::Clock::now());
     std::this_thread::sleep_for(std::max(std::chrono::milliseconds(0), std::min(backoff, left)));
+    cancelled();
     backoff = std::min(backoff * 2, std::chrono::milliseconds(100));
   }
 
   hello.connector_nonce = auth::random_nonce();
   wire::HelloBytes hello_bytes;
   wire::encode(hello, hello_bytes);
-  std::error_code ec = run_bounded(io, socket, deadline, [&](auto handler) {
+  std::error_code ec = run_bounded(io, socket, deadline, cancel, [&](auto handler) {
     asio::async_write(socket, asio::buffer(hello_bytes), std::move(handler));
   });
   // The acceptor proves it holds the job key before we prove anything.
   wire::ChallengeBytes challenge_bytes{};
   if (!ec) {
-    ec = run_bounded(io, socket, deadline, [&](auto handler) {
+    ec = run_bounded(io, socket, deadline, cancel, [&](auto handler) {
       asio::async_read(socket, asio::buffer(challenge_bytes), std::move(handler));
     });
   }
@@ -120,16 +157,17 @@ int connect_socket(const asio::ip::tcp::endpoint& remote, wire::Hello hello, con
     }
     wire::encode(wire::Proof{auth::connector_proof(key, hello_bytes, challenge.acceptor_nonce)},
                  proof_bytes);
-    ec = run_bounded(io, socket, deadline, [&](auto handler) {
+    ec = run_bounded(io, socket, deadline, cancel, [&](auto handler) {
       asio::async_write(socket, asio::buffer(proof_bytes), std::move(handler));
     });
   }
   wire::AckBytes ack_bytes{};
   if (!ec) {
-    ec = run_bounded(io, socket, deadline, [&](auto handler) {
+    ec = run_bounded(io, socket, deadline, cancel, [&](auto handler) {
       asio::async_read(socket, asio::buffer(ack_bytes), std::move(handler));
     });
   }
+  cancelled();
   if (ec == asio::error::timed_out) {
     throw Error(CHORUS_ERR_TIMEOUT, "timed out waiting for " + where(remote, hello, data_channels) +
                                         " to answer the handshake");

@@ -123,7 +123,8 @@ Context::Context(const chorus_tp_context_info_t& info)
   }
   to_progress_.reserve(kMaxEvents);
   spare_stages_.reserve(kSpareStages);
-  acceptor_ = std::make_unique<Acceptor>(bind_address, cfg_, rank(), data_channels(), job_key_);
+  acceptor_ = std::make_unique<Acceptor>(bind_address, cfg_, rank(), data_channels(), job_key_,
+                                         [this] { interrupt(); });
   log(CHORUS_LOG_DEBUG, "rank " + std::to_string(rank()) + " listening on " + listen_address() +
                             " (sockets=" + std::to_string(cfg_.sockets) +
                             ", nodelay=" + (cfg_.nodelay ? "true" : "false") +
@@ -163,7 +164,7 @@ chorus_tp_caps_t Context::caps() const {
   caps.max_outstanding_recvs = Endpoint::kMaxOutstanding;
   // No registration, no RMA, host memory only; the data frame header carries
   // an immediate (tcp_wire.h).
-  caps.flags = CHORUS_TP_CAP_IMM_DATA;
+  caps.flags = CHORUS_TP_CAP_IMM_DATA | CHORUS_TP_CAP_CONNECT_POLL;
   caps.max_address_size = static_cast<std::uint32_t>(wire::kMaxBlobSize);
   return caps;
 }
@@ -202,7 +203,11 @@ Endpoint* Context::open_endpoint(int peer_rank, int channel, void* address_out,
   }
   blob.nonce = ep->nonce();
   // Only the lower rank of a pair is connected to; the higher one dials out.
-  if (rank() < peer_rank) acceptor_->expect(ep->nonce(), peer_rank, channel, cfg_.sockets);
+  if (rank() < peer_rank) {
+    acceptor_->expect(ep->nonce(), peer_rank, channel, cfg_.sockets);
+  } else {
+    acceptor_->expect_call(ep->nonce(), peer_rank, channel);  // a polled connect's call-me
+  }
   wire::encode(blob, static_cast<std::byte*>(address_out));
   *address_len = wire::kBlobSize;
   endpoints_.push_back(std::move(ep));
@@ -245,7 +250,18 @@ bool Context::drive(int timeout_ms) {
   return interrupted;
 }
 
+void Context::report_connect_requests() {
+  for (const std::uint64_t nonce : acceptor_->take_requests()) {
+    for (const auto& ep : endpoints_) {
+      if (ep->nonce() != nonce) continue;
+      if (!ep->connect_started()) cq_.push(ep->handle(), CHORUS_TP_OP_CONNECT_REQUEST, 0, 0);
+      break;
+    }
+  }
+}
+
 int Context::poll(chorus_tp_completion_t* out, std::size_t max) {
+  if (acceptor_->has_requests()) report_connect_requests();
   // Hand out what is already queued before asking the kernel for more.
   if (cq_.empty()) drive(0);
   return cq_.poll(out, max, reap);
@@ -254,7 +270,7 @@ int Context::poll(chorus_tp_completion_t* out, std::size_t max) {
 int Context::read_error(chorus_tp_error_t* out) { return cq_.read_error(out, reap); }
 
 int Context::wait(int timeout_ms) {
-  if (!cq_.empty()) return CHORUS_OK;
+  if (!cq_.empty() || acceptor_->has_requests()) return CHORUS_OK;
   const Deadline deadline = Deadline::after_ms(timeout_ms);
   // Each pass is a non-blocking epoll_wait. On an oversubscribed host the
   // pass gives the core away first: the rank we wait for may need it.

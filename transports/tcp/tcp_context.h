@@ -75,6 +75,11 @@ class Context : public provider::ConfiguredContext<Config> {
   /// One epoll_wait (timeout as epoll_wait's) and progress of every endpoint
   /// it names. Returns true when the interrupt eventfd fired.
   bool drive(int timeout_ms);
+  /// Moves the acceptor's connect requests into the completion queue, as
+  /// CHORUS_TP_OP_CONNECT_REQUEST completions of endpoints not yet being
+  /// connected. The acceptor wakes wait()/wait_fd through the interrupt
+  /// eventfd when it queues one.
+  void report_connect_requests();
 
   static constexpr int kMaxEvents = 64;
 

@@ -1,12 +1,11 @@
-// Endpoint (tcp_endpoint.h): connection setup, posting, epoll readiness and
-// the failure model. The byte-moving halves live in tcp_endpoint_send.cc
+// Endpoint (tcp_endpoint.h): attaching connected sockets, posting, epoll
+// readiness and the failure model (connecting is in tcp_endpoint_connect.cc). The byte-moving halves live in tcp_endpoint_send.cc
 // (frames out of the send queue) and tcp_endpoint_receive.cc (frames into
 // posted receives).
 #include "tcp_endpoint.h"
 
 #include <chorus/transport_names.hpp>
 #include "tcp.h"
-#include "tcp_connector.h"
 #include "tcp_context.h"
 #include "tcp_socket_options.h"
 
@@ -30,83 +29,16 @@ Endpoint::Endpoint(Context& ctx, int peer_rank, int channel, std::uint64_t nonce
   }
 }
 
-Endpoint::~Endpoint() { release_sockets(); }
+Endpoint::~Endpoint() {
+  stop_dial();
+  release_sockets();
+}
 
 std::string Endpoint::who() const {
   return endpoint_name(peer_rank_, channel_, ctx_.data_channels());
 }
 
 // ---- connection setup -----------------------------------------------------
-
-void Endpoint::connect(const void* peer_blob, std::size_t length, int timeout_ms) {
-  if (connected_)
-    throw Error(CHORUS_ERR_INVALID_ARGUMENT, "endpoint to " + who() + " is already connected");
-  wire::Blob b;
-  if (!wire::decode(peer_blob, length, b)) {
-    throw Error(CHORUS_ERR_INVALID_ARGUMENT,
-                "the peer address (" + std::to_string(length) +
-                    " bytes) is not a TCP transport address blob of this version");
-  }
-  if (b.rank != peer_rank_ || b.peer_rank != ctx_.rank() || b.channel != channel_) {
-    throw Error(CHORUS_ERR_INVALID_ARGUMENT,
-                "address blob mix-up: it is rank " + std::to_string(b.rank) + "'s endpoint for " +
-                    endpoint_name(b.peer_rank, b.channel, ctx_.data_channels()) +
-                    ", but this is rank " + std::to_string(ctx_.rank()) + "'s endpoint for " +
-                    who());
-  }
-  if (b.sockets != nsockets_) {
-    throw Error(CHORUS_ERR_INVALID_ARGUMENT,
-                "transport.tcp.sockets is " + std::to_string(nsockets_) + " on rank " +
-                    std::to_string(ctx_.rank()) + " but " + std::to_string(b.sockets) +
-                    " on rank " + std::to_string(peer_rank_) +
-                    "; every rank must use the same value");
-  }
-  const Deadline deadline = Deadline::after_ms(timeout_ms);
-  std::vector<int> fds;
-  try {
-    if (ctx_.rank() > peer_rank_) {
-      // Active side: connect to the lower rank's listener.
-      asio::ip::address address;
-      if (b.family == 4) {
-        asio::ip::address_v4::bytes_type v4;
-        std::copy_n(b.address.begin(), v4.size(), v4.begin());
-        address = asio::ip::address_v4(v4);
-      } else {
-        asio::ip::address_v6::bytes_type v6;
-        std::copy_n(b.address.begin(), v6.size(), v6.begin());
-        address = asio::ip::address_v6(v6);
-      }
-      const asio::ip::tcp::endpoint remote(address, b.port);
-      for (int i = 0; i < nsockets_; ++i) {
-        wire::Hello h;
-        h.sockets = static_cast<std::uint16_t>(nsockets_);
-        h.rank = ctx_.rank();
-        h.peer_rank = peer_rank_;
-        h.channel = channel_;
-        h.index = static_cast<std::uint16_t>(i);
-        h.target_nonce = b.nonce;
-        h.sender_nonce = nonce_;
-        fds.push_back(connect_socket(remote, h, ctx_.config(), ctx_.data_channels(), ctx_.job_key(),
-                                     deadline));
-      }
-    } else {
-      // Passive side: the acceptor thread has been collecting them.
-      fds = ctx_.acceptor().take(nonce_, b.nonce, deadline);
-      if (fds.empty()) {
-        throw Error(CHORUS_ERR_TIMEOUT, "timed out after " + std::to_string(timeout_ms) +
-                                            " ms waiting for " + who() + " to connect to " +
-                                            ctx_.listen_address());
-      }
-    }
-    attach(fds);
-  } catch (...) {
-    for (int fd : fds) {
-      if (fd >= 0) ::close(fd);
-    }
-    release_sockets();
-    throw;
-  }
-}
 
 void Endpoint::attach(std::vector<int>& fds) {
   for (int fd : fds) prepare_data_socket(fd, ctx_.config());
@@ -201,6 +133,7 @@ int Endpoint::post_recv(void* buf, std::size_t length, std::uint64_t wr_id) {
 }
 
 void Endpoint::on_reaped(std::uint32_t opcode) {
+  if (opcode == CHORUS_TP_OP_CONNECT_REQUEST) return;  // holds no slot
   if (opcode == CHORUS_TP_SEND) {
     --sends_outstanding_;
   } else {

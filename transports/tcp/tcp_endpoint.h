@@ -10,9 +10,13 @@
 #include <chorus/provider/endpoint_base.hpp>
 #include <chorus/provider/wr_ring.hpp>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace chorus::tcp {
@@ -66,8 +70,14 @@ class Endpoint : public provider::EndpointBase<Context> {
 
   std::uint64_t nonce() const { return nonce_; }
 
-  /// Blocks until every socket is connected or the timeout passes. Throws Error.
-  void connect(const void* peer_blob, std::size_t length, int timeout_ms);
+  /// timeout_ms != 0: blocks until every socket is connected or the timeout
+  /// passes, then CHORUS_OK. timeout_ms == 0: a polled connect
+  /// (CHORUS_TP_CAP_CONNECT_POLL, tcp_endpoint_connect.cc): never blocks,
+  /// CHORUS_OK once connected, CHORUS_ERR_AGAIN while connecting. Throws
+  /// Error for everything else.
+  int connect(const void* peer_blob, std::size_t length, int timeout_ms);
+  /// endpoint_connect was called (so no connect request is due), or it is connected.
+  bool connect_started() const { return connected_ || dial_ != nullptr || claimed_; }
 
   /// A plain send carries immediate 0 in its frame header; post_send_imm
   /// carries `imm` (transport ABI minor 5).
@@ -114,6 +124,26 @@ class Endpoint : public provider::EndpointBase<Context> {
   /// below Linux's MAX_RW_COUNT.
   static constexpr std::uint64_t kMaxIo = std::uint64_t{1} << 30;
 
+  /// The background half of a polled connect: the higher rank's dial of
+  /// every socket, or the lower rank's call-me (tcp_wire.h). The thread
+  /// owns nothing the caller reads before `done` (under `mu`).
+  struct Dial {
+    std::thread thread;
+    std::atomic<bool> cancel{false};
+    std::mutex mu;
+    bool done = false;
+    int status = CHORUS_OK;
+    std::string error;
+    std::vector<int> fds;  // the dialed sockets (higher rank)
+  };
+
+  wire::Blob check_blob(const void* peer_blob, std::size_t length) const;
+  int connect_polled(const wire::Blob& b);
+  /// Starts the background thread: every socket (call_me false) or one
+  /// call-me Hello (true).
+  void start_dial(const wire::Blob& b, bool call_me);
+  /// Abandons and joins the background dial; closes sockets it made.
+  void stop_dial();
   int enqueue_send(const void* buf, std::size_t length, std::uint64_t wr_id, std::uint32_t imm);
   void attach(std::vector<int>& fds);
   void progress_tx();
@@ -142,6 +172,8 @@ class Endpoint : public provider::EndpointBase<Context> {
   const int nsockets_;
   std::vector<Socket> sockets_;
   bool connected_ = false;
+  bool claimed_ = false;  // a polled connect of the lower rank has asked the acceptor
+  std::unique_ptr<Dial> dial_;
 
   // Send queue: the sends posted and not yet completed. Sockets address
   // them by absolute index (Socket::tx_wr).

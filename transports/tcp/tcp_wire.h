@@ -116,7 +116,7 @@ inline Part stripe_part(std::uint64_t length, unsigned stripes, unsigned index) 
 // mutual challenge-response over the job key (tcp_auth.h), then A admits:
 //   C -> A  Hello     (72 B): u32 magic "CHRH" | u16 version | u16 sockets |
 //                     i32 rank | i32 peer_rank | i32 channel | u16 index |
-//                     u16 reserved=0 | u64 target_nonce (from A's blob) |
+//                     u16 flags | u64 target_nonce (from A's blob) |
 //                     u64 sender_nonce (from C's own blob) |
 //                     u8[32] connector_nonce (fresh random)
 //   A -> C  Challenge (72 B): u32 magic "CHRC" | u32 reserved=0 |
@@ -128,6 +128,18 @@ inline Part stripe_part(std::uint64_t length, unsigned stripes, unsigned index) 
 // C checks A's MAC before it proves anything itself; A says nothing about its
 // endpoints (no Ack) to a caller whose proof is wrong. A connection that is
 // malformed, late or fails a check is dropped and logged.
+//
+// Hello flags (0 from a blocking endpoint_connect, so its bytes are what
+// they always were):
+//  - kHelloPolled: the socket comes from a polled connect (transport ABI
+//    CHORUS_TP_CAP_CONNECT_POLL); if A's endpoint has not been claimed by
+//    endpoint_connect yet, A's context reports a connect request for it.
+//  - kHelloCallMe: sent by the LOWER rank of a pair whose polled connect
+//    started first. It names the higher rank's endpoint (target_nonce from
+//    that rank's blob), is authenticated like any Hello, parks nothing and
+//    is closed after the Ack; the higher rank's context reports a connect
+//    request, and its connect then dials as usual. So a pair still ends
+//    with exactly the connection the higher rank dials.
 
 inline constexpr std::uint32_t kHelloMagic = 0x48524843;      // "CHRH"
 inline constexpr std::uint32_t kChallengeMagic = 0x43524843;  // "CHRC"
@@ -148,10 +160,15 @@ using ChallengeBytes = std::array<std::byte, kChallengeSize>;
 using ProofBytes = std::array<std::byte, kProofSize>;
 using AckBytes = std::array<std::byte, kAckSize>;
 
+inline constexpr std::uint16_t kHelloPolled = 1;
+inline constexpr std::uint16_t kHelloCallMe = 2;
+inline constexpr std::uint16_t kHelloKnownFlags = kHelloPolled | kHelloCallMe;
+
 /// rank: the connecting rank; peer_rank: the accepting rank.
 struct Hello : EndpointId {
   std::uint16_t sockets = 1;
   std::uint16_t index = 0;  ///< which of the endpoint's sockets this is
+  std::uint16_t flags = 0;  ///< kHello* bits
   std::uint64_t target_nonce = 0;
   std::uint64_t sender_nonce = 0;
   AuthBytes connector_nonce{};
@@ -159,7 +176,7 @@ struct Hello : EndpointId {
   static constexpr void fields(auto& io, auto& s) {
     io(Expect{kHelloMagic}, Expect{kProtocolVersion}, s.sockets);
     EndpointId::fields(io, s);
-    io(s.index, Zero<2>{}, s.target_nonce, s.sender_nonce, s.connector_nonce);
+    io(s.index, s.flags, s.target_nonce, s.sender_nonce, s.connector_nonce);
   }
 };
 static_assert(provider::wire::size<Hello>() == kHelloSize);
@@ -199,9 +216,10 @@ static_assert(provider::wire::size<Ack>() == kAckSize);
 
 inline void encode(const Hello& h, HelloBytes& out) { provider::wire::encode(h, out.data()); }
 
-/// False on wrong magic, version or reserved bits.
+/// False on wrong magic, version, reserved bits or unknown flags.
 inline bool decode(const HelloBytes& in, Hello& h) {
-  return provider::wire::decode_into(in.data(), in.size(), h);
+  return provider::wire::decode_into(in.data(), in.size(), h) &&
+         (h.flags & ~kHelloKnownFlags) == 0;
 }
 
 inline void encode(const Challenge& c, ChallengeBytes& out) {

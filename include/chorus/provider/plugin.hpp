@@ -39,7 +39,8 @@ void copy_text(std::string_view text, char* buf, std::size_t len);
 ///    without them registration is a no-op for host memory and other kinds
 ///    are NOT_SUPPORTED.
 ///  - optional `static void connect(ep*, address, length, timeout_ms)`;
-///    without it `ep->connect(address, length, timeout_ms)`.
+///    without it `ep->connect(address, length, timeout_ms)`, which may
+///    return an int status (CHORUS_ERR_AGAIN from a polled connect).
 /// The context object has caps(), open_endpoint(peer, channel, address_out,
 /// address_len) returning an endpoint with handle(), poll, read_error, wait
 /// and interrupt (statuses as in the ABI); an endpoint has context() with
@@ -131,9 +132,14 @@ class TransportPlugin {
   static int endpoint_connect(chorus_tp_endpoint_t* ep, const void* peer_address, size_t length,
                               int timeout_ms) {
     if (ep == nullptr || peer_address == nullptr) return null_argument("endpoint_connect");
-    return guarded("endpoint_connect", [&] {
+    return guarded("endpoint_connect", [&]() -> int {
       if constexpr (requires { Impl::connect(endpoint(ep), peer_address, length, timeout_ms); }) {
         Impl::connect(endpoint(ep), peer_address, length, timeout_ms);
+      } else if constexpr (std::is_same_v<decltype(endpoint(ep)->connect(peer_address, length,
+                                                                         timeout_ms)),
+                                          int>) {
+        // A status of its own: a polled connect's AGAIN (CHORUS_TP_CAP_CONNECT_POLL).
+        return endpoint(ep)->connect(peer_address, length, timeout_ms);
       } else {
         endpoint(ep)->connect(peer_address, length, timeout_ms);
       }
