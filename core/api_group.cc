@@ -139,8 +139,8 @@ struct FusedSpan {
 FusedSpan contiguous_span(const std::vector<Segment>& segments, size_t esize) {
   // Calls of no elements may carry any pointer: the first with elements
   // anchors the ranges.
-  auto first = std::find_if(segments.begin(), segments.end(),
-                            [](const Segment& s) { return s.count > 0; });
+  auto first =
+      std::find_if(segments.begin(), segments.end(), [](const Segment& s) { return s.count > 0; });
   if (first == segments.end()) return {};
   const auto* in0 = static_cast<const std::byte*>(first->in);
   auto* out0 = static_cast<std::byte*>(first->out);

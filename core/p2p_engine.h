@@ -3,10 +3,11 @@
 // kEagerBytes and a rendezvous above it, on two endpoints per peer that no
 // collective uses (a control endpoint with standing receive slots and a bulk
 // endpoint for rendezvous data). On a transport with polled connects a
-// pair's endpoints connect on first use (p2p_engine_connect.cc). Operations progress independently of the
-// communicator's ordered stream: the stream's executor registers each one
-// when it is issued and then drives every registered operation, alongside
-// whatever collective runs (docs/embedding.md, "Tagged point-to-point").
+// pair's endpoints connect on first use (p2p_engine_connect.cc).
+// Operations progress independently of the communicator's ordered stream:
+// the stream's executor registers each one when it is issued and then
+// drives every registered operation, alongside whatever collective runs
+// (docs/embedding.md, "Tagged point-to-point").
 //
 // Threading: only the thread executing the communicator's stream touches an
 // engine (the communicator serialises); the requests it completes are

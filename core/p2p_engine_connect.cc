@@ -28,8 +28,8 @@ void P2pEngine::begin_connect(int peer) {
   pr.link = Link::kConnecting;
   ++connecting_;
   if (hooks_.log)
-    hooks_.log(CHORUS_LOG_DEBUG,
-               hooks_.who + ": connecting the point-to-point pair with rank " + std::to_string(peer));
+    hooks_.log(CHORUS_LOG_DEBUG, hooks_.who + ": connecting the point-to-point pair with rank " +
+                                     std::to_string(peer));
   poll_connect(peer);
 }
 
@@ -57,8 +57,8 @@ void P2pEngine::poll_connect(int peer) {
   pr.blob[0] = {};
   pr.blob[1] = {};
   if (hooks_.log)
-    hooks_.log(CHORUS_LOG_DEBUG,
-               hooks_.who + ": point-to-point pair with rank " + std::to_string(peer) + " connected");
+    hooks_.log(CHORUS_LOG_DEBUG, hooks_.who + ": point-to-point pair with rank " +
+                                     std::to_string(peer) + " connected");
   arm_peer(peer);
   if (pr.broken) return;
   if (hooks_.connected) hooks_.connected();

@@ -123,18 +123,17 @@ void P2pEngine::progress() {
     }
     auto op = std::move(*it);
     it = posted_.erase(it);
-    const bool unconnected =
-        op->peer >= 0 && peers_[size_t(op->peer)].link == Link::kConnecting;
-    complete(*op, Status(CHORUS_ERR_TIMEOUT,
-                         op_name(*op) +
-                             (unconnected
-                                  ? ": rank " + std::to_string(op->peer) +
-                                        " was still connecting (its point-to-point pair was not "
-                                        "set up) at timeout.collective; is it alive and calling "
-                                        "into the communicator?"
-                                  : std::string(": no matching message arrived within "
-                                                "timeout.collective; check that the sender "
-                                                "sends it with this tag"))));
+    const bool unconnected = op->peer >= 0 && peers_[size_t(op->peer)].link == Link::kConnecting;
+    complete(*op,
+             Status(CHORUS_ERR_TIMEOUT,
+                    op_name(*op) +
+                        (unconnected ? ": rank " + std::to_string(op->peer) +
+                                           " was still connecting (its point-to-point pair was not "
+                                           "set up) at timeout.collective; is it alive and calling "
+                                           "into the communicator?"
+                                     : std::string(": no matching message arrived within "
+                                                   "timeout.collective; check that the sender "
+                                                   "sends it with this tag"))));
   }
   for (int p = 0; p < size_; ++p) {
     Peer& pr = peers_[size_t(p)];
@@ -149,8 +148,8 @@ void P2pEngine::progress() {
       break_peer(p, Status(CHORUS_ERR_TIMEOUT,
                            "rank " + std::to_string(p) +
                                " was still connecting (its point-to-point pair was not set up) "
-                               "at timeout.collective; is rank " + std::to_string(p) +
-                               " alive and calling into the communicator?"));
+                               "at timeout.collective; is rank " +
+                               std::to_string(p) + " alive and calling into the communicator?"));
     } else if (late) {
       break_peer(
           p, Status(CHORUS_ERR_TIMEOUT, "a point-to-point transfer with rank " + std::to_string(p) +

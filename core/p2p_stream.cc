@@ -181,14 +181,13 @@ void Communicator::p2p_step(int wait_ms) {
     // A rank that died before its pair was connected shows no error on the
     // pair's endpoints; the notices name it.
     if (const int lost = known_lost_rank(); lost >= 0)
-      p2p_->peer_lost(lost, Status(CHORUS_ERR_PEER_LOST,
-                                   who() + ": rank " + std::to_string(lost) +
-                                       " is lost (" +
-                                       (lost_via_ >= 0 ? "reported by rank " +
-                                                             std::to_string(lost_via_)
-                                                       : std::string("its notice connection "
-                                                                     "ended")) +
-                                       ") while its point-to-point pair was connecting"));
+      p2p_->peer_lost(lost,
+                      Status(CHORUS_ERR_PEER_LOST,
+                             who() + ": rank " + std::to_string(lost) + " is lost (" +
+                                 (lost_via_ >= 0 ? "reported by rank " + std::to_string(lost_via_)
+                                                 : std::string("its notice connection "
+                                                               "ended")) +
+                                 ") while its point-to-point pair was connecting"));
   }
   p2p_->progress();
   settle_p2p();

@@ -426,7 +426,8 @@ TEST_CASE("tcp: a call-me must prove the job key like any Hello", "[tcp][connect
   ::close(stranger);
   // The right key but another endpoint's nonce: refused, no request.
   const int wrong = dial(eb.blob);
-  REQUIRE(handshake(wrong, make_call_me(target ^ 1, sender, eb.blob), kConformanceJobKey, ack) == 8);
+  REQUIRE(handshake(wrong, make_call_me(target ^ 1, sender, eb.blob), kConformanceJobKey, ack) ==
+          8);
   std::uint32_t status = 0;
   std::memcpy(&status, ack + 4, 4);
   CHECK(status == 1);  // kUnknownEndpoint
@@ -444,7 +445,8 @@ TEST_CASE("tcp: a call-me must prove the job key like any Hello", "[tcp][connect
   std::memcpy(&status, ack + 4, 4);
   CHECK(status == 0);
   ::close(genuine);
-  REQUIRE(pump_until({&b}, [&] { return connect_requests(b) == 1; }, 5000));
+  REQUIRE(pump_until(
+      {&b}, [&] { return connect_requests(b) == 1; }, 5000));
   CHECK(b.completions.back().endpoint == eb.ep);
 }
 

@@ -87,7 +87,8 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(call_delay_ms));
     std::vector<int32_t> msg(100, rank);
     const auto t0 = std::chrono::steady_clock::now();
-    const int rc = chorus_send_tagged(comm.handle(), msg.data(), msg.size(), CHORUS_INT32, victim, 7);
+    const int rc =
+        chorus_send_tagged(comm.handle(), msg.data(), msg.size(), CHORUS_INT32, victim, 7);
     const std::string message = rc == CHORUS_OK ? "" : chorus_last_error();
     const long long ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)

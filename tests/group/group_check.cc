@@ -394,8 +394,9 @@ void case_bucket() {
     std::vector<std::vector<float>> own(counts.size());
     std::vector<chorus_request_t*> reqs(counts.size(), nullptr);
     std::vector<float*> outs(counts.size());
-    const std::string what = std::string("bucket ") +
-                             (in_place ? "in place" : packed_out ? "outputs apart" : "out of place");
+    const std::string what = std::string("bucket ") + (in_place     ? "in place"
+                                                       : packed_out ? "outputs apart"
+                                                                    : "out of place");
     const uint64_t before = all_reduces_run(g_world);
     expect_ok(chorus_group_start(), "group_start " + what);
     size_t at = 0;

@@ -61,7 +61,8 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: tagged_check [--case "
-                   "orders|tags|any|traffic|mismatch|args|threads|behind|behind_threads|lazy|lazy_timeout]... "
+                   "orders|tags|any|traffic|mismatch|args|threads|behind|behind_threads|lazy|lazy_"
+                   "timeout]... "
                    "| --mode timeout|disabled\n");
       return 2;
     }
@@ -94,7 +95,7 @@ int main(int argc, char** argv) {
     // collective); their own ctest entries run them (CMakeLists.txt here).
     // "lazy" must be the first tagged traffic of the communicator.
     const std::vector<std::string> not_by_default = {"behind", "behind_threads", "lazy",
-                                                      "lazy_timeout"};
+                                                     "lazy_timeout"};
     if (mode == "timeout") {
       run_case("timeout", case_timeout);
     } else if (mode == "disabled") {

@@ -28,8 +28,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <set>
-#include <thread>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -48,7 +48,7 @@ uint64_t counter(const char* name) {
   return 0;
 }
 
-constexpr size_t kEagerCount = 300;     // float32: 1200 bytes, eager
+constexpr size_t kEagerCount = 300;         // float32: 1200 bytes, eager
 constexpr size_t kRendezvousCount = 20011;  // int64: 160088 bytes, rendezvous
 
 /// Sends eager then rendezvous messages to `peer` (tags `tag`, `tag` + 1).
@@ -93,9 +93,9 @@ void case_lazy() {
   expect(counter("endpoints.point_to_point") == uint64_t(2 * (g_size - 1)),
          "endpoints.point_to_point is 2 x (size - 1)");
   const uint64_t at_init = counter("endpoints.p2p_connected");
-  expect(at_init == (lazy ? 0 : uint64_t(g_size - 1)),
-         "endpoints.p2p_connected after init is " + std::to_string(at_init) + ", expected " +
-             std::to_string(lazy ? 0 : g_size - 1));
+  expect(at_init == (lazy ? 0 : uint64_t(g_size - 1)), "endpoints.p2p_connected after init is " +
+                                                           std::to_string(at_init) + ", expected " +
+                                                           std::to_string(lazy ? 0 : g_size - 1));
   std::set<int> used;  // the peers this rank exchanges tagged messages with
   const auto note = [&](int a, int b) {
     if (r == a) used.insert(b);
@@ -216,8 +216,10 @@ void case_lazy_timeout() {
     if (expect_rc(rc, CHORUS_ERR_TIMEOUT, send_text(o))) {
       expect(err.find("rank 2 was still connecting") != std::string::npos,
              "the TIMEOUT does not say rank 2 was still connecting: " + err);
-      expect(s >= kTimeoutS * 0.9, "TIMEOUT after " + std::to_string(s) + " s, before the deadline");
-      expect(s <= kTimeoutS + 3, "TIMEOUT after " + std::to_string(s) + " s, long past the deadline");
+      expect(s >= kTimeoutS * 0.9,
+             "TIMEOUT after " + std::to_string(s) + " s, before the deadline");
+      expect(s <= kTimeoutS + 3,
+             "TIMEOUT after " + std::to_string(s) + " s, long past the deadline");
     }
   } else {
     // Rank 2 out of the library until 1 s past rank 0's deadline; rank 1

@@ -1,7 +1,7 @@
 // Endpoint (tcp_endpoint.h): attaching connected sockets, posting, epoll
-// readiness and the failure model (connecting is in tcp_endpoint_connect.cc). The byte-moving halves live in tcp_endpoint_send.cc
-// (frames out of the send queue) and tcp_endpoint_receive.cc (frames into
-// posted receives).
+// readiness and the failure model (connecting is in tcp_endpoint_connect.cc). The byte-moving
+// halves live in tcp_endpoint_send.cc (frames out of the send queue) and tcp_endpoint_receive.cc
+// (frames into posted receives).
 #include "tcp_endpoint.h"
 
 #include <chorus/transport_names.hpp>

@@ -164,8 +164,7 @@ int Endpoint::connect_polled(const wire::Blob& b) {
   std::string error;
   {
     std::lock_guard lock(dial_->mu);
-    if (!dial_->done)
-      return set_last_error(CHORUS_ERR_AGAIN, "still connecting to " + who());
+    if (!dial_->done) return set_last_error(CHORUS_ERR_AGAIN, "still connecting to " + who());
     status = dial_->status;
     error = dial_->error;
     fds = std::move(dial_->fds);

@@ -218,8 +218,7 @@ inline void encode(const Hello& h, HelloBytes& out) { provider::wire::encode(h, 
 
 /// False on wrong magic, version, reserved bits or unknown flags.
 inline bool decode(const HelloBytes& in, Hello& h) {
-  return provider::wire::decode_into(in.data(), in.size(), h) &&
-         (h.flags & ~kHelloKnownFlags) == 0;
+  return provider::wire::decode_into(in.data(), in.size(), h) && (h.flags & ~kHelloKnownFlags) == 0;
 }
 
 inline void encode(const Challenge& c, ChallengeBytes& out) {
