@@ -319,9 +319,7 @@ void Acceptor::mark_started(std::uint64_t nonce) {
   if (auto it = callers_.find(nonce); it != callers_.end()) it->second.started = true;
 }
 
-std::vector<int> Acceptor::try_take(std::uint64_t nonce, std::uint64_t sender_nonce,
-                                    bool& dialing) {
-  std::lock_guard lock(mu_);
+Acceptor::Expected& Acceptor::claim(std::uint64_t nonce, std::uint64_t sender_nonce) {
   auto it = expected_.find(nonce);
   if (it == expected_.end()) {
     throw Error(CHORUS_ERR_INTERNAL, "endpoint is not registered with the acceptor");
@@ -331,6 +329,13 @@ std::vector<int> Acceptor::try_take(std::uint64_t nonce, std::uint64_t sender_no
   e.sender_known = true;
   e.sender_nonce = sender_nonce;
   purge_foreign(e);
+  return e;
+}
+
+std::vector<int> Acceptor::try_take(std::uint64_t nonce, std::uint64_t sender_nonce,
+                                    bool& dialing) {
+  std::lock_guard lock(mu_);
+  Expected& e = claim(nonce, sender_nonce);
   dialing = false;
   for (const Slot& s : e.slots) dialing = dialing || s.reserved;
   if (e.ready != e.sockets) return {};
@@ -421,15 +426,7 @@ void Acceptor::purge_foreign(Expected& e) {
 std::vector<int> Acceptor::take(std::uint64_t nonce, std::uint64_t sender_nonce,
                                 const Deadline& deadline) {
   std::unique_lock lock(mu_);
-  auto it = expected_.find(nonce);
-  if (it == expected_.end()) {
-    throw Error(CHORUS_ERR_INTERNAL, "endpoint is not registered with the acceptor");
-  }
-  Expected& e = it->second;
-  e.claimed = true;
-  e.sender_known = true;
-  e.sender_nonce = sender_nonce;
-  purge_foreign(e);
+  Expected& e = claim(nonce, sender_nonce);
   auto complete = [&] {
     purge_foreign(e);
     return e.ready == e.sockets;

@@ -123,6 +123,9 @@ class Acceptor {
   wire::AckStatus admit_call(const wire::Hello& h);
   void request(std::uint64_t nonce);  // requires mu_
   void purge_foreign(Expected& e);  // requires mu_
+  /// The endpoint's entry, claimed by its connect from the peer's
+  /// `sender_nonce` (sockets of other senders dropped); requires mu_.
+  Expected& claim(std::uint64_t nonce, std::uint64_t sender_nonce);
 
   static constexpr std::size_t kMaxHandshakesInFlight = 256;
   static constexpr auto kHandshakeTimeout = std::chrono::seconds(10);

@@ -146,6 +146,9 @@ class Endpoint : public provider::EndpointBase<Context> {
   void stop_dial();
   int enqueue_send(const void* buf, std::size_t length, std::uint64_t wr_id, std::uint32_t imm);
   void attach(std::vector<int>& fds);
+  /// attach(), or on failure closes `fds` and the endpoint's sockets, and
+  /// rethrows.
+  void attach_or_close(std::vector<int>& fds);
   void progress_tx();
   void write_socket(Socket& s);
   void consume_written(Socket& s, std::uint64_t n);

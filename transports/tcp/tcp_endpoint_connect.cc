@@ -129,14 +129,7 @@ int Endpoint::connect_polled(const wire::Blob& b) {
     std::vector<int> fds = ctx_.acceptor().try_take(nonce_, b.nonce, dialing);
     if (!fds.empty()) {
       stop_dial();  // a call-me still under way is no longer needed
-      try {
-        attach(fds);
-      } catch (...) {
-        for (int fd : fds)
-          if (fd >= 0) ::close(fd);
-        release_sockets();
-        throw;
-      }
+      attach_or_close(fds);
       return CHORUS_OK;
     }
     if (dial_ == nullptr) {
@@ -171,6 +164,11 @@ int Endpoint::connect_polled(const wire::Blob& b) {
   }
   stop_dial();
   if (status != CHORUS_OK) throw Error(status, error);
+  attach_or_close(fds);
+  return CHORUS_OK;
+}
+
+void Endpoint::attach_or_close(std::vector<int>& fds) {
   try {
     attach(fds);
   } catch (...) {
@@ -179,7 +177,6 @@ int Endpoint::connect_polled(const wire::Blob& b) {
     release_sockets();
     throw;
   }
-  return CHORUS_OK;
 }
 
 void Endpoint::start_dial(const wire::Blob& b, bool call_me) {
