@@ -119,6 +119,8 @@ int Bootstrap::size() const { return impl_->size(); }
 
 std::uint64_t Bootstrap::bytes_sent() const { return impl_->bytes_sent(); }
 
+void Bootstrap::close_links() { impl_->close_links(); }
+
 Status Bootstrap::all_gather(std::span<const std::byte> mine,
                              std::vector<std::vector<std::byte>>& all, Deadline deadline) {
   return fenced(impl_.get(), "all_gather", [&] {

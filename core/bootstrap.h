@@ -140,6 +140,14 @@ class Bootstrap {
   /// connections (joining included). May be read from any thread.
   std::uint64_t bytes_sent() const;
 
+  /// Once the job's last side-channel collective is done (the
+  /// communicator's init barrier): closes this rank's connections to the
+  /// other ranks (rank 0: one per rank; any other rank: rank 0's and its ring
+  /// links), so that no rank's descriptors grow with the job. Rank 0 keeps
+  /// its port and goes on refusing late callers. Every later collective
+  /// fails at once with CHORUS_ERR_INTERNAL. Never blocks on the network.
+  void close_links();
+
  private:
   class Impl;
   explicit Bootstrap(std::unique_ptr<Impl> impl);

@@ -271,6 +271,21 @@ class Bootstrap::Impl {
   std::uint64_t bytes_sent() const { return bytes_sent_.load(std::memory_order_relaxed); }
   Status collective(frame::Op op, int root, std::span<const std::byte> mine,
                     std::vector<Bytes>& out, Deadline deadline);
+  /// Bootstrap::close_links: every connection to another rank closed, their
+  /// handlers drained, and every later collective refused.
+  void close_links() {
+    for (auto* list : {&peers_, &pending_, &links_}) {
+      for (const ConnPtr& c : *list) close(c.get());
+      list->clear();
+    }
+    close(coord_.get());
+    coord_.reset();
+    drain();
+    if (failed_.is_ok())
+      failed_ = error(CHORUS_ERR_INTERNAL,
+                      "the side channel's connections were closed once the communicator was up; "
+                      "it takes no more collectives");
+  }
   /// The filter the next all_gathers apply to each complete blob (null: none).
   void set_gather_filter(const BlobFilter* keep) { gather_filter_ = keep; }
 

@@ -100,6 +100,9 @@ Status Communicator::init(Config config, std::unique_ptr<SideChannel> host_chann
   if (auto st = bootstrap_->barrier(deadline); !st.is_ok())
     return st.with_context("rank " + std::to_string(rank_) + ": init barrier");
   if (auto st = open_lanes(); !st.is_ok()) return st;
+  // Nothing uses the side channel from here on: its sockets (one per rank on
+  // rank 0) would only keep descriptors that grow with the job.
+  bootstrap_->close_links();
   CHORUS_LOGF(CHORUS_LOG_INFO, rank_,
               "comm " << id_ << ": communicator ready: " << size_ << " ranks, transport "
                       << cfg_.transport << ", " << cfg_.channels << " channel(s), config "

@@ -42,6 +42,9 @@ class SideChannel {
   /// Bytes this rank has sent through the channel so far; 0 when the host
   /// carries it. May be read from any thread.
   virtual std::uint64_t bytes_sent() const { return 0; }
+  /// The communicator is up and takes nothing more from the side channel:
+  /// it may give back what it holds (Bootstrap::close_links).
+  virtual void close_links() {}
 };
 
 /// Chorus's own side channel.
@@ -59,6 +62,7 @@ class BootstrapSideChannel final : public SideChannel {
   }
   Status barrier(Deadline deadline) override { return bootstrap_->barrier(deadline); }
   std::uint64_t bytes_sent() const override { return bootstrap_->bytes_sent(); }
+  void close_links() override { bootstrap_->close_links(); }
 
  private:
   std::unique_ptr<Bootstrap> bootstrap_;
