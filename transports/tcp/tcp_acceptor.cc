@@ -319,6 +319,17 @@ void Acceptor::mark_started(std::uint64_t nonce) {
   if (auto it = callers_.find(nonce); it != callers_.end()) it->second.started = true;
 }
 
+std::vector<int> Acceptor::hand_over(Expected& e) {
+  std::vector<int> fds;
+  for (Slot& s : e.slots) {
+    fds.push_back(s.fd);
+    s.fd = -1;
+    s.taken = true;
+  }
+  e.ready = 0;
+  return fds;
+}
+
 Acceptor::Expected& Acceptor::claim(std::uint64_t nonce, std::uint64_t sender_nonce) {
   auto it = expected_.find(nonce);
   if (it == expected_.end()) {
@@ -339,14 +350,7 @@ std::vector<int> Acceptor::try_take(std::uint64_t nonce, std::uint64_t sender_no
   dialing = false;
   for (const Slot& s : e.slots) dialing = dialing || s.reserved;
   if (e.ready != e.sockets) return {};
-  std::vector<int> fds;
-  for (Slot& s : e.slots) {
-    fds.push_back(s.fd);
-    s.fd = -1;
-    s.taken = true;
-  }
-  e.ready = 0;
-  return fds;
+  return hand_over(e);
 }
 
 void Acceptor::unreserve(const wire::Hello& h) {
@@ -436,14 +440,7 @@ std::vector<int> Acceptor::take(std::uint64_t nonce, std::uint64_t sender_nonce,
   } else if (!cv_.wait_until(lock, deadline.at(), complete)) {
     return {};
   }
-  std::vector<int> fds;
-  for (Slot& s : e.slots) {
-    fds.push_back(s.fd);
-    s.fd = -1;
-    s.taken = true;
-  }
-  e.ready = 0;
-  return fds;
+  return hand_over(e);
 }
 
 }  // namespace chorus::tcp

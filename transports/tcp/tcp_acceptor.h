@@ -126,6 +126,8 @@ class Acceptor {
   /// The endpoint's entry, claimed by its connect from the peer's
   /// `sender_nonce` (sockets of other senders dropped); requires mu_.
   Expected& claim(std::uint64_t nonce, std::uint64_t sender_nonce);
+  /// Every parked socket of a complete endpoint, taken; requires mu_.
+  std::vector<int> hand_over(Expected& e);
 
   static constexpr std::size_t kMaxHandshakesInFlight = 256;
   static constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
