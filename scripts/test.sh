@@ -105,7 +105,7 @@ if [ "${CHORUS_TEST_SKIP_SANITIZERS:-0}" != 1 ]; then
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 LSAN_OPTIONS=use_tls=0 \
       UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
       timed "asan tests" ctest_counted asan build-asan -j2 --timeout 900 -LE full \
-        -R '^(unit\.|jaccl\.|plugin_abi|conformance\.(tcp|shm)|launcher\.|matrix\.(ring|mesh)\.n[23]$|bench\.check\.n3\.|embedding\.(nonblocking|split)|security\.(intrusion|wrong_token)|mismatch\.|p2p\.|lanes\.)' ||
+        -R '^(unit\.|jaccl\.|plugin_abi|conformance\.(tcp|shm)|launcher\.|matrix\.(ring|mesh)\.n[23]$|bench\.check\.n3\.|embedding\.(nonblocking|split)|security\.(intrusion|wrong_token)|mismatch\.|p2p\.|lanes\.|group\.)' ||
       status=1
   else
     echo "asan: build failed" | tee -a "$summary"
