@@ -78,6 +78,8 @@ class Request : public std::enable_shared_from_this<Request> {
   /// Completes a stand-in whose call never ran (its communicator was
   /// finalized before group_end).
   void finish_unrun(Status st) { finish(std::move(st)); }
+  /// Completes `follower` with this (done) request's status and p2p status.
+  void pass_outcome(Request& follower) const;
 
  private:
   friend class Communicator;

@@ -104,12 +104,14 @@ void Request::finish(Status st) {
   }
   cv_.notify_all();
   // Fixed now (done): read without the lock.
-  for (auto& f : followers) {
-    if (has_p2p_)
-      f->finish_recv(status_, p2p_source_, p2p_tag_, p2p_count_);
-    else
-      f->finish(status_);
-  }
+  for (auto& f : followers) pass_outcome(*f);
+}
+
+void Request::pass_outcome(Request& follower) const {
+  if (has_p2p_)
+    follower.finish_recv(status_, p2p_source_, p2p_tag_, p2p_count_);
+  else
+    follower.finish(status_);
 }
 
 std::shared_ptr<Request> Request::make_grouped(const char* what) {
@@ -126,10 +128,7 @@ void Request::lead(std::shared_ptr<Request> follower) {
       return;
     }
   }
-  if (has_p2p_)
-    follower->finish_recv(status_, p2p_source_, p2p_tag_, p2p_count_);
-  else
-    follower->finish(status_);
+  pass_outcome(*follower);
 }
 
 void Request::set_leader(Communicator* comm, std::shared_ptr<Request> leader) {
