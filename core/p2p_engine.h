@@ -259,8 +259,8 @@ class P2pEngine {
   // Receives not yet matched, in post order; messages not yet received.
   std::list<std::shared_ptr<P2pOp>> posted_;
   std::list<Unexpected> unexpected_;
-  int live_ = 0;             // operations started and not complete
-  int connecting_ = 0;       // peers in Link::kConnecting
+  int live_ = 0;        // operations started and not complete
+  int connecting_ = 0;  // peers in Link::kConnecting
   static constexpr auto kConnectPollGap = std::chrono::microseconds(200);
   std::chrono::steady_clock::time_point last_connect_poll_{};
   bool closing_ = false;     // finalize began: no new connections

@@ -122,7 +122,7 @@ class Acceptor {
   void deliver(const wire::Hello& h, int fd);
   wire::AckStatus admit_call(const wire::Hello& h);
   void request(std::uint64_t nonce);  // requires mu_
-  void purge_foreign(Expected& e);  // requires mu_
+  void purge_foreign(Expected& e);    // requires mu_
   /// The endpoint's entry, claimed by its connect from the peer's
   /// `sender_nonce` (sockets of other senders dropped); requires mu_.
   Expected& claim(std::uint64_t nonce, std::uint64_t sender_nonce);
