@@ -64,27 +64,27 @@ Status Communicator::arm_notices() {
         rc != CHORUS_OK)
       return {rc, who() + ": registering the notice buffers failed: " + tp_->last_error()};
   }
-  for (int p = 0; p < size_; ++p) {
-    if (!notice_eps_[size_t(p)]) continue;
-    int rc = CHORUS_OK;
-    for (int k = 0; k < kNoticeRecvSlots && rc == CHORUS_OK; ++k)
-      rc = tp_->post_recv(notice_eps_[size_t(p)], notice_slot(p, k), kNoticeBytes, notice_mr_,
-                          kNoticeWrId + (uint64_t(p) << 8) + uint64_t(k));
-    if (rc != CHORUS_OK) {
-      // Notices are best effort: a pair the transport cannot link (a
-      // device matrix with no entry for it) or any other refusal only
-      // costs the better blame message and the signature check for this
-      // peer, not the job.
-      log(rc == CHORUS_ERR_INVALID_ARGUMENT ? CHORUS_LOG_DEBUG : CHORUS_LOG_WARN,
-          "no notices (peer loss, call signatures) with rank " + std::to_string(p) + ": " +
-              tp_->last_error());
-      auto* ep = notice_eps_[size_t(p)];
-      notice_peer_.erase(ep);
-      tp_->endpoint_close(ep);
-      notice_eps_[size_t(p)] = nullptr;
-    }
-  }
+  for (int p = 0; p < size_; ++p)
+    if (notice_eps_[size_t(p)]) arm_notice_peer(p);
   return Status::ok();
+}
+
+void Communicator::arm_notice_peer(int p) {
+  int rc = CHORUS_OK;
+  for (int k = 0; k < kNoticeRecvSlots && rc == CHORUS_OK; ++k)
+    rc = tp_->post_recv(notice_eps_[size_t(p)], notice_slot(p, k), kNoticeBytes, notice_mr_,
+                        kNoticeWrId + (uint64_t(p) << 8) + uint64_t(k));
+  if (rc == CHORUS_OK) return;
+  // Notices are best effort: a pair the transport cannot link (a device
+  // matrix with no entry for it) or any other refusal only costs the better
+  // blame message and the signature check for this peer, not the job.
+  log(rc == CHORUS_ERR_INVALID_ARGUMENT ? CHORUS_LOG_DEBUG : CHORUS_LOG_WARN,
+      "no notices (peer loss, call signatures) with rank " + std::to_string(p) + ": " +
+          tp_->last_error());
+  auto* ep = notice_eps_[size_t(p)];
+  notice_peer_.erase(ep);
+  tp_->endpoint_close(ep);
+  notice_eps_[size_t(p)] = nullptr;
 }
 
 void* Communicator::notice_slot(int peer, int k) const {
