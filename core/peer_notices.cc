@@ -390,6 +390,28 @@ void Communicator::resolve_lost(int peer) {
   if (reported >= 0 && reported != peer && reported != rank_) {
     lost_rank_ = reported;
     lost_via_ = peer;
+    return;
+  }
+  // On a mesh whose notice endpoints were deferred (core/data_connect.cc),
+  // a peer that failed its first mesh call before connecting them had no
+  // notice link to this rank: it left saying why only to its ring
+  // neighbours, and its endpoints' close arrives here first. The rank the
+  // others report lost is then the cause, not the peer; give their word a
+  // short grace (this is the failure path only).
+  if (reported >= 0 || notice_idle_.empty() || notice_timeout_[size_t(peer)] || mismatch_known_)
+    return;
+  auto other = [&] {
+    for (int q = 0; q < size_; ++q)
+      if (q != rank_ && q != peer && notice_lost_[size_t(q)] >= 0 &&
+          notice_lost_[size_t(q)] != rank_)
+        return q;
+    return -1;
+  };
+  pump_notices(Deadline::after(std::chrono::milliseconds(call_deadline_.remaining_ms(kNoticeGraceMs))),
+               [&] { return other() >= 0 || mismatch_known_; });
+  if (const int q = other(); q >= 0) {
+    lost_rank_ = notice_lost_[size_t(q)];
+    lost_via_ = q;
   }
 }
 
