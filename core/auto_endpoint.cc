@@ -130,9 +130,9 @@ int auto_endpoint_connect(chorus_tp_endpoint_t* e, const void* peer_address, siz
   if (first && ep->requested >= 0 && ep->requested != slot)
     return fail(CHORUS_ERR_INTERNAL,
                 "endpoint_connect: rank " + std::to_string(ep->peer) + " asked to connect over " +
-                    ctx->subs[ep->requested].name + " but this rank chose " +
-                    ctx->subs[slot].name + " for the pair (host identity '" + ctx->host_id +
-                    "', the peer's '" + blob->host_id + "'); this is a bug in auto");
+                    ctx->subs[ep->requested].name + " but this rank chose " + ctx->subs[slot].name +
+                    " for the pair (host identity '" + ctx->host_id + "', the peer's '" +
+                    blob->host_id + "'); this is a bug in auto");
   if (first) {
     int ignored = CHORUS_OK;
     ctx->close_sub_endpoint(*ep, 1 - slot, ignored);
@@ -143,12 +143,15 @@ int auto_endpoint_connect(chorus_tp_endpoint_t* e, const void* peer_address, siz
   // Not polled: 0, an expired deadline, must not become a polled connect of
   // a sub-transport that has the cap.
   int rc = sub.tp->endpoint_connect(ep->sub[slot], theirs.data(), theirs.size(),
-                                    polled ? 0 : timeout_ms == 0 ? 1 : timeout_ms);
+                                    polled            ? 0
+                                    : timeout_ms == 0 ? 1
+                                                      : timeout_ms);
   if (polled && rc == CHORUS_ERR_AGAIN) return rc;
   if (rc != CHORUS_OK)
-    return fail(rc, std::string(polled ? "polled endpoint_connect over " : "endpoint_connect over ") +
-                        sub.name + (slot == kLocal ? " (same host)" : " (other host)") + ": " +
-                        sub.tp->last_error());
+    return fail(rc,
+                std::string(polled ? "polled endpoint_connect over " : "endpoint_connect over ") +
+                    sub.name + (slot == kLocal ? " (same host)" : " (other host)") + ": " +
+                    sub.tp->last_error());
   ep->up = true;
   log_host(CHORUS_LOG_DEBUG,
            "auto: rank " + std::to_string(ctx->rank) + " -> rank " + std::to_string(ep->peer) +

@@ -25,8 +25,9 @@ bool cap_expected() {
   do {                                                                                   \
     if (!has_cap(ctx)) {                                                                 \
       if (cap_expected())                                                                \
-        FAIL("the transport does not declare CHORUS_TP_CAP_CONNECT_POLL, which this run " \
-             "expects (CHORUS_CONFORMANCE_EXPECT_CONNECT_POLL=1)");                      \
+        FAIL(                                                                            \
+            "the transport does not declare CHORUS_TP_CAP_CONNECT_POLL, which this run " \
+            "expects (CHORUS_CONFORMANCE_EXPECT_CONNECT_POLL=1)");                       \
       WARN("not run: the transport does not declare CHORUS_TP_CAP_CONNECT_POLL");        \
       return;                                                                            \
     }                                                                                    \

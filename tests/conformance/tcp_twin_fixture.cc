@@ -26,10 +26,9 @@ chorus_transport_plugin_v1_t twin_of_tcp() {
   chorus_transport_plugin_v1_t table{};
   // Never closed: the copied ops point into it for the life of the process.
   void* tcp = ::dlopen(CHORUS_TCP_PLUGIN_FILE, RTLD_NOW | RTLD_LOCAL);
-  const auto* inner =
-      tcp ? static_cast<const chorus_transport_plugin_v1_t*>(
-                ::dlsym(tcp, "chorus_transport_plugin_v1"))
-          : nullptr;
+  const auto* inner = tcp ? static_cast<const chorus_transport_plugin_v1_t*>(
+                                ::dlsym(tcp, "chorus_transport_plugin_v1"))
+                          : nullptr;
   if (inner == nullptr) {
     // The loader then rejects this plugin for its empty table; say why.
     std::fprintf(stderr, "tcptwin fixture: cannot use %s: %s\n", CHORUS_TCP_PLUGIN_FILE,
