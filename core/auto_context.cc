@@ -157,12 +157,12 @@ int auto_context_open(const chorus_tp_context_info_t* info, chorus_tp_context_t*
   // Immediates, like the other caps, only when both sub-transports have them
   // (auto_post_send_imm forwards per endpoint; the core asks per peer,
   // auto_transport_peer_imm).
-  // A polled connect is not forwarded (auto chooses the sub-transport at
-  // connect time, and its poll does not pass connect requests on): the
-  // core connects auto's endpoints eagerly.
+  // Polled connects (P10) likewise: auto_endpoint_connect forwards one to
+  // the sub-endpoint it chooses, and auto_poll passes the sub-contexts'
+  // connect requests on, so the cap holds when every sub-transport in use
+  // has it (the fabric alone when there is no local one).
   ctx->caps.flags = ((a.flags | b.flags) & CHORUS_TP_CAP_NEEDS_REGISTRATION) |
-                    (a.flags & b.flags & ~uint32_t(CHORUS_TP_CAP_NEEDS_REGISTRATION)) &
-                        ~uint32_t(CHORUS_TP_CAP_CONNECT_POLL);
+                    (a.flags & b.flags & ~uint32_t(CHORUS_TP_CAP_NEEDS_REGISTRATION));
   uint64_t address = auto_blob_overhead() +
                      (ctx->has_local() ? (a.max_address_size ? a.max_address_size : 1024) : 0) +
                      (b.max_address_size ? b.max_address_size : 1024);

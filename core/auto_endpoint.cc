@@ -1,8 +1,10 @@
 // The composite's endpoints and data path: endpoint_open opens a
 // sub-endpoint in both sub-contexts and writes one blob with this rank's
 // host identity; endpoint_connect chooses the sub-transport for the peer from
-// the two identities (auto_use_local) and closes the other sub-endpoint;
-// then posts, poll (merging both sub-contexts' completions) and read_error.
+// the two identities (auto_use_local), closes the other sub-endpoint and
+// connects the chosen one, blocking or, when every sub-transport in use has
+// CHORUS_TP_CAP_CONNECT_POLL, polled (P10); then posts, poll (merging both
+// sub-contexts' completions and passing connect requests on) and read_error.
 #include "core/auto_internal.h"
 
 #include <chorus/transport_names.hpp>
@@ -77,16 +79,37 @@ int auto_endpoint_open(chorus_tp_context_t* c, int peer_rank, int channel, void*
   return CHORUS_OK;
 }
 
+namespace {
+
+/// The slot a pair uses. Both ranks compute it from the same facts and reach
+/// the same answer without a round trip: host identities compare equal from
+/// either side, and the local sub-transport is used only when both
+/// endpoints have a local half (an endpoint without one sends an empty
+/// local address). So a connect request can only come over the slot this
+/// side will choose too.
+int choose_slot(const AutoContext& ctx, const AutoEndpoint& ep, const AutoBlob& theirs) {
+  return auto_use_local(ctx.host_id, theirs.host_id) && !theirs.local.empty() &&
+                 ep.sub[kLocal] != nullptr
+             ? kLocal
+             : kFabric;
+}
+
+}  // namespace
+
 int auto_endpoint_connect(chorus_tp_endpoint_t* e, const void* peer_address, size_t length,
                           int timeout_ms) {
   if (!e || (!peer_address && length > 0))
     return fail(CHORUS_ERR_INVALID_ARGUMENT, "endpoint_connect: NULL argument");
   AutoEndpoint* ep = from(e);
   AutoContext* ctx = ep->owner;
-  if (ep->chosen >= 0)
+  // A polled connect (P10) exists only when every sub-transport in use has
+  // it; otherwise 0, an expired deadline, stays a (short) blocking connect.
+  const bool polled = timeout_ms == 0 && (ctx->caps.flags & CHORUS_TP_CAP_CONNECT_POLL);
+  if (polled && ep->up) return CHORUS_OK;
+  if (ep->chosen >= 0 && !polled)
     return fail(CHORUS_ERR_INVALID_ARGUMENT, "endpoint_connect: the endpoint to rank " +
                                                  std::to_string(ep->peer) +
-                                                 " is already connected");
+                                                 " is already connected or connecting");
   auto blob = auto_blob_decode({static_cast<const std::byte*>(peer_address), length});
   if (!blob.is_ok())
     return fail(CHORUS_ERR_INVALID_ARGUMENT, "endpoint_connect: rank " + std::to_string(ep->peer) +
@@ -100,24 +123,36 @@ int auto_endpoint_connect(chorus_tp_endpoint_t* e, const void* peer_address, siz
                     "', this rank with '" + ctx->subs[kLocal].name + "' and '" +
                     ctx->subs[kFabric].name +
                     "'; give every rank the same transport.auto settings");
-  const int slot = auto_use_local(ctx->host_id, blob->host_id) && !blob->local.empty() &&
-                           ep->sub[kLocal] != nullptr
-                       ? kLocal
-                       : kFabric;
-  int ignored = CHORUS_OK;
-  ctx->close_sub_endpoint(*ep, 1 - slot, ignored);
-  ep->chosen = slot;
+  // Repeated polled connects keep going to the sub-endpoint the first one
+  // chose; the other one is closed then.
+  const bool first = ep->chosen < 0;
+  const int slot = first ? choose_slot(*ctx, *ep, *blob) : ep->chosen;
+  if (first && ep->requested >= 0 && ep->requested != slot)
+    return fail(CHORUS_ERR_INTERNAL,
+                "endpoint_connect: rank " + std::to_string(ep->peer) + " asked to connect over " +
+                    ctx->subs[ep->requested].name + " but this rank chose " + ctx->subs[slot].name +
+                    " for the pair (host identity '" + ctx->host_id + "', the peer's '" +
+                    blob->host_id + "'); this is a bug in auto");
+  if (first) {
+    int ignored = CHORUS_OK;
+    ctx->close_sub_endpoint(*ep, 1 - slot, ignored);
+    ep->chosen = slot;
+  }
   Sub& sub = ctx->subs[slot];
   const std::vector<std::byte>& theirs = slot == kLocal ? blob->local : blob->fabric;
-  // auto's connects always block (it does not declare
-  // CHORUS_TP_CAP_CONNECT_POLL); 0, an expired deadline, must not become a
-  // polled connect of a sub-transport that has the cap.
+  // Not polled: 0, an expired deadline, must not become a polled connect of
+  // a sub-transport that has the cap.
   int rc = sub.tp->endpoint_connect(ep->sub[slot], theirs.data(), theirs.size(),
-                                    timeout_ms == 0 ? 1 : timeout_ms);
+                                    polled            ? 0
+                                    : timeout_ms == 0 ? 1
+                                                      : timeout_ms);
+  if (polled && rc == CHORUS_ERR_AGAIN) return rc;
   if (rc != CHORUS_OK)
-    return fail(rc, std::string("endpoint_connect over ") + sub.name +
-                        (slot == kLocal ? " (same host)" : " (other host)") + ": " +
-                        sub.tp->last_error());
+    return fail(rc,
+                std::string(polled ? "polled endpoint_connect over " : "endpoint_connect over ") +
+                    sub.name + (slot == kLocal ? " (same host)" : " (other host)") + ": " +
+                    sub.tp->last_error());
+  ep->up = true;
   log_host(CHORUS_LOG_DEBUG,
            "auto: rank " + std::to_string(ctx->rank) + " -> rank " + std::to_string(ep->peer) +
                " " + channel_name(ep->channel, ctx->data_channels) + " over " + sub.name);
@@ -147,6 +182,18 @@ int connected(chorus_tp_endpoint_t* e, const char* what, AutoEndpoint*& ep) {
   if (!ep->sub[ep->chosen])
     return fail(CHORUS_ERR_INVALID_ARGUMENT, std::string(what) + ": the endpoint is closed");
   return CHORUS_OK;
+}
+
+/// Whether a connect request that sub-context `slot` raised on `outer` goes
+/// on to the core (P10): once per composite endpoint, and not once its own
+/// endpoint_connect has run (the request is then already answered). An
+/// endpoint closed meanwhile has no composite endpoint any more.
+bool pass_request(int slot, chorus_tp_endpoint_t* outer) {
+  if (!outer) return false;
+  AutoEndpoint* ep = from(outer);
+  if (ep->chosen >= 0 || ep->requested >= 0) return false;
+  ep->requested = slot;
+  return true;
 }
 
 }  // namespace
@@ -215,9 +262,15 @@ int auto_poll(chorus_tp_context_t* c, chorus_tp_completion_t* out, size_t max) {
       if (n > 0) break;
       return sub.pass_on(got, "poll");
     }
-    for (size_t i = n; i < n + size_t(got); ++i)
-      out[i].endpoint = ctx->outer(slot, out[i].endpoint);
-    n += size_t(got);
+    size_t kept = n;
+    for (size_t i = n; i < n + size_t(got); ++i) {
+      chorus_tp_completion_t done = out[i];
+      done.endpoint = ctx->outer(slot, done.endpoint);
+      if (done.opcode == CHORUS_TP_OP_CONNECT_REQUEST && !pass_request(slot, done.endpoint))
+        continue;
+      out[kept++] = done;
+    }
+    n = kept;
   }
   if (n == 0 && ctx->pending_error >= 0) return CHORUS_ERR_PENDING;
   return int(n);

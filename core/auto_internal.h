@@ -179,12 +179,17 @@ class FdWait {
 
 struct AutoContext;
 
+/// Until endpoint_connect chooses a slot both sub-endpoints stay open; a
+/// connect request can only arrive on the one the peer chose, which is the
+/// one this side will choose (the choice is symmetric: auto_endpoint.cc).
 struct AutoEndpoint {
   AutoContext* owner = nullptr;
   int peer = -1;
   int channel = 0;
   chorus_tp_endpoint_t* sub[2] = {nullptr, nullptr};
-  int chosen = -1;  // slot in use once connected
+  int chosen = -1;     // slot chosen by the first endpoint_connect, blocking or polled
+  bool up = false;     // the chosen sub-endpoint's connect returned OK
+  int requested = -1;  // slot whose CONNECT_REQUEST was passed on (at most one)
 };
 
 struct AutoMr {

@@ -2,9 +2,12 @@
 // timeout 0 never blocks; either side may call it first, and the other side
 // learns of it through a CHORUS_TP_OP_CONNECT_REQUEST completion. A
 // transport without the cap skips these cases (with a warning), as for
-// every optional cap.
+// every optional cap, unless the run says it must have the cap
+// (CHORUS_CONFORMANCE_EXPECT_CONNECT_POLL=1): then its absence fails.
 #include "support.h"
 
+#include <cstdlib>
+#include <cstring>
 #include <thread>
 
 using namespace chorus::conformance;
@@ -13,12 +16,21 @@ namespace {
 
 bool has_cap(const Context& c) { return (c.caps().flags & CHORUS_TP_CAP_CONNECT_POLL) != 0; }
 
-#define CONFORMANCE_NEEDS_CONNECT_POLL(ctx)                                       \
-  do {                                                                            \
-    if (!has_cap(ctx)) {                                                          \
-      WARN("not run: the transport does not declare CHORUS_TP_CAP_CONNECT_POLL"); \
-      return;                                                                     \
-    }                                                                             \
+bool cap_expected() {
+  const char* v = std::getenv("CHORUS_CONFORMANCE_EXPECT_CONNECT_POLL");
+  return v != nullptr && std::strcmp(v, "1") == 0;
+}
+
+#define CONFORMANCE_NEEDS_CONNECT_POLL(ctx)                                              \
+  do {                                                                                   \
+    if (!has_cap(ctx)) {                                                                 \
+      if (cap_expected())                                                                \
+        FAIL(                                                                            \
+            "the transport does not declare CHORUS_TP_CAP_CONNECT_POLL, which this run " \
+            "expects (CHORUS_CONFORMANCE_EXPECT_CONNECT_POLL=1)");                       \
+      WARN("not run: the transport does not declare CHORUS_TP_CAP_CONNECT_POLL");        \
+      return;                                                                            \
+    }                                                                                    \
   } while (0)
 
 /// Connect requests seen so far on `ep` (and checks their fields).

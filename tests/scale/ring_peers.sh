@@ -15,6 +15,10 @@
 #                                                  16 ranks untagged (every peer);
 #                                                  mesh at 6 ranks
 #   ring_peers.sh CHORUSRUN RING_PEERS_CHECK shm   16 ranks; mesh at 6 ranks
+#   ring_peers.sh CHORUSRUN RING_PEERS_CHECK auto  as tcp; the caller's
+#                                                  environment picks auto's
+#                                                  sub-transports and sets
+#                                                  TAGGED_LAZY_EXPECT
 #
 # The fd bound (tcp): each tcp endpoint is one connected socket, and an
 # endpoint that is opened but not connected holds none. A ring-only rank

@@ -61,9 +61,11 @@ long open_fds() {
   return n - 1;
 }
 
-/// Whether tagged pairs connect on first use: tcp (CHORUS_TRANSPORT is
-/// how chorusrun's callers here choose it).
+/// Whether tagged pairs connect on first use: as the run says
+/// (TAGGED_LAZY_EXPECT=1 or 0: auto, whose sub-transports decide it), else
+/// tcp (CHORUS_TRANSPORT is how chorusrun's callers here choose it).
 bool p2p_lazy() {
+  if (const char* e = std::getenv("TAGGED_LAZY_EXPECT")) return std::strcmp(e, "1") == 0;
   const char* t = std::getenv("CHORUS_TRANSPORT");
   return t != nullptr && std::strcmp(t, "tcp") == 0;
 }
