@@ -1,5 +1,5 @@
 // Case "lazy": tagged pairs connected on first use (a transport with
-// CHORUS_TP_CAP_CONNECT_POLL, i.e. tcp). It must be the first thing the
+// CHORUS_TP_CAP_CONNECT_POLL: tcp and shm). It must be the first thing the
 // communicator does with tagged operations: it checks that no pair is
 // connected after init (endpoints.p2p_connected = 0), then uses pairs in
 // every posting order, each pair for the first time, and checks afterwards
@@ -87,7 +87,9 @@ void case_lazy() {
     return;
   }
   const char* transport = std::getenv("CHORUS_TRANSPORT");
-  const bool lazy = transport != nullptr && std::string(transport) == "tcp";
+  // The transports that declare CHORUS_TP_CAP_CONNECT_POLL.
+  const bool lazy =
+      transport != nullptr && (std::string(transport) == "tcp" || std::string(transport) == "shm");
   const int r = g_rank;
   g_step = "after init";
   expect(counter("endpoints.point_to_point") == uint64_t(2 * (g_size - 1)),
