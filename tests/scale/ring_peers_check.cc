@@ -61,11 +61,12 @@ long open_fds() {
   return n - 1;
 }
 
-/// Whether tagged pairs connect on first use: tcp (CHORUS_TRANSPORT is
-/// how chorusrun's callers here choose it).
+/// Whether tagged pairs connect on first use: tcp and shm, which declare
+/// CHORUS_TP_CAP_CONNECT_POLL (CHORUS_TRANSPORT is how chorusrun's callers
+/// here choose it).
 bool p2p_lazy() {
   const char* t = std::getenv("CHORUS_TRANSPORT");
-  return t != nullptr && std::strcmp(t, "tcp") == 0;
+  return t != nullptr && (std::strcmp(t, "tcp") == 0 || std::strcmp(t, "shm") == 0);
 }
 
 /// The endpoint counters of `comm` against what its rule gives; `what` names

@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
+#include <new>
 
 namespace chorus::shm {
 
@@ -173,7 +174,11 @@ int Endpoint::enqueue_send(const void* buf, std::size_t length, std::uint64_t wr
     return set_last_error(CHORUS_ERR_AGAIN, "post_send: " + std::to_string(kMaxOutstanding) +
                                                 " sends outstanding to " + peer_name());
   }
-  sends_.push({static_cast<const unsigned char*>(buf), length, wr_id, 0, 0, 0, imm});
+  try {
+    sends_.push({static_cast<const unsigned char*>(buf), length, wr_id, 0, 0, 0, imm});
+  } catch (const std::bad_alloc&) {  // the queue's first push allocates it
+    return set_last_error(CHORUS_ERR_SYSTEM, "post_send: out of memory for the send queue");
+  }
   ++sends_unreaped_;
   // Rung by the next progress(): a locked increment now would wait for the
   // frame's line to leave the peer polling it (docs/shm.md); at once when the
@@ -197,7 +202,11 @@ int Endpoint::post_recv(void* buf, std::size_t length, std::uint64_t wr_id) noex
   // ring (memcpy) never meets a bad pointer; a reused buffer costs no
   // system call (ReceiveBufferCheck).
   const int fault = ctx_.receive_buffer_check().check(buf, length);
-  recvs_.push({static_cast<unsigned char*>(buf), length, wr_id, fault});
+  try {
+    recvs_.push({static_cast<unsigned char*>(buf), length, wr_id, fault});
+  } catch (const std::bad_alloc&) {  // the queue's first push allocates it
+    return set_last_error(CHORUS_ERR_SYSTEM, "post_recv: out of memory for the receive queue");
+  }
   ++recvs_unreaped_;
   if (connected_ && progress_recvs()) notify_owed_ = true;  // rung as for a send
   ring_if_asleep();

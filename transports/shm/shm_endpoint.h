@@ -21,17 +21,24 @@ using Clock = std::chrono::steady_clock;
 int cma_read(int pid, void* dst, std::uint64_t addr, std::uint64_t len);
 
 /// Fixed-capacity FIFO addressed by absolute indices (head_index() ..
-/// tail_index()); never allocates after construction.
+/// tail_index()). Its slots are allocated by the first push, never after:
+/// an endpoint that is opened and never used (most of the tagged engine's,
+/// which connect on first use) costs no memory for them (2 x 1024 slots,
+/// about 90 KiB an endpoint).
 template <class T>
 class WrQueue {
  public:
-  explicit WrQueue(std::size_t capacity_pow2) : slots_(capacity_pow2), mask_(capacity_pow2 - 1) {}
+  explicit WrQueue(std::size_t capacity_pow2) : mask_(capacity_pow2 - 1) {}
   bool empty() const { return head_ == tail_; }
   std::uint64_t head_index() const { return head_; }
   std::uint64_t tail_index() const { return tail_; }
   T& front() { return slots_[head_ & mask_]; }
   T& at(std::uint64_t index) { return slots_[index & mask_]; }
-  void push(const T& v) { slots_[tail_++ & mask_] = v; }
+  /// May throw std::bad_alloc on the first call only.
+  void push(const T& v) {
+    if (slots_.empty()) slots_.resize(mask_ + 1);
+    slots_[tail_++ & mask_] = v;
+  }
   void pop() { ++head_; }
 
  private:
