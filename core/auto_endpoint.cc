@@ -9,6 +9,7 @@
 
 #include <chorus/transport_names.hpp>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -137,6 +138,7 @@ int auto_endpoint_connect(chorus_tp_endpoint_t* e, const void* peer_address, siz
     int ignored = CHORUS_OK;
     ctx->close_sub_endpoint(*ep, 1 - slot, ignored);
     ep->chosen = slot;
+    ++ctx->subs[slot].chosen;
   }
   Sub& sub = ctx->subs[slot];
   const std::vector<std::byte>& theirs = slot == kLocal ? blob->local : blob->fabric;
@@ -250,6 +252,16 @@ int auto_poll(chorus_tp_context_t* c, chorus_tp_completion_t* out, size_t max) {
     // endpoint's completions are dropped): skip its poll, which for tcp is a
     // system call, on every poll of a job that has no peer over it.
     if (!sub.ctx || sub.endpoints == 0) continue;
+    // Endpoints no connect chose yet (tagged pairs waiting for their first
+    // use, P10) can only raise a connect request: a sub-context holding
+    // nothing else is polled at most once a millisecond, so a job whose
+    // peers all share its host does not pay the fabric's poll (for tcp a
+    // system call) on every poll. A request waits that much longer.
+    if (sub.chosen == 0) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now < sub.idle_poll_due) continue;
+      sub.idle_poll_due = now + std::chrono::milliseconds(1);
+    }
     int got = sub.tp->poll(sub.ctx, out + n, max - n);
     if (got == CHORUS_ERR_PENDING) {
       ctx->pending_error = slot;

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -66,6 +67,8 @@ struct Sub {
   chorus_tp_caps_t caps{};
   std::string name;
   size_t endpoints = 0;  // sub-endpoints open in this context
+  size_t chosen = 0;     // of those, the ones a connect chose (connecting or connected)
+  std::chrono::steady_clock::time_point idle_poll_due{};  // auto_poll: see there
 
   bool can_interrupt() const {
     return has_op(tp, offsetof(chorus_transport_plugin_v1_t, interrupt),
@@ -227,6 +230,7 @@ struct AutoContext {
       first_rc = subs[slot].pass_on(rc, "endpoint_close");
     ep.sub[slot] = nullptr;
     --subs[slot].endpoints;
+    if (ep.chosen == slot) --subs[slot].chosen;
   }
 
   /// False when the local sub-transport could not be loaded or could not open

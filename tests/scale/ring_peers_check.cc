@@ -63,11 +63,12 @@ long open_fds() {
 
 /// Whether tagged pairs connect on first use: as the run says
 /// (TAGGED_LAZY_EXPECT=1 or 0: auto, whose sub-transports decide it), else
-/// tcp (CHORUS_TRANSPORT is how chorusrun's callers here choose it).
+/// tcp and shm, which declare CHORUS_TP_CAP_CONNECT_POLL (CHORUS_TRANSPORT
+/// is how chorusrun's callers here choose it).
 bool p2p_lazy() {
   if (const char* e = std::getenv("TAGGED_LAZY_EXPECT")) return std::strcmp(e, "1") == 0;
   const char* t = std::getenv("CHORUS_TRANSPORT");
-  return t != nullptr && std::strcmp(t, "tcp") == 0;
+  return t != nullptr && (std::strcmp(t, "tcp") == 0 || std::strcmp(t, "shm") == 0);
 }
 
 /// The endpoint counters of `comm` against what its rule gives; `what` names

@@ -45,7 +45,8 @@ Context::Context(const chorus_tp_context_info_t& info)
       cma_threshold_(config().cma_threshold_set || !oversubscribed_
                          ? config().cma_threshold
                          : std::max(config().cma_threshold, Config::kOversubscribedCmaThreshold)),
-      spreader_(cfg_.spread && cores_ > 1 && !oversubscribed_) {
+      spreader_(cfg_.spread && cores_ > 1 && !oversubscribed_),
+      arena_(info.rank) {
   if (cma_threshold_ != config().cma_threshold)
     log(CHORUS_LOG_DEBUG, "cma_threshold " + std::to_string(cma_threshold_) + " bytes: " +
                               std::to_string(info.size) + " ranks on " + std::to_string(cores_) +
@@ -89,7 +90,9 @@ chorus_tp_caps_t Context::caps() const {
   // the two sides copy concurrently: either way it pipelines itself, so one
   // large post is cheapest. Declared whatever `cma` says, so that every rank
   // of a job declares it alike (the algorithms cut transfers by it).
-  c.flags = CHORUS_TP_CAP_IMM_DATA | CHORUS_TP_CAP_LARGE_POSTS;
+  // Polled connects complete at once (the peer's segment exists from its
+  // endpoint_open on); the request bell tells the peer (shm_arena.h).
+  c.flags = CHORUS_TP_CAP_IMM_DATA | CHORUS_TP_CAP_LARGE_POSTS | CHORUS_TP_CAP_CONNECT_POLL;
   c.max_address_size = sizeof(Blob);
   return c;
 }
@@ -130,7 +133,21 @@ bool Context::progress_all(bool timed) noexcept {
   if (timed || (++untimed_passes_ & 63) == 0) now = Clock::now();
   bool moved = false;
   for (const auto& e : endpoints_) moved = e->progress(now) || moved;
+  take_connect_requests();
+  // Closed endpoints' ranges whose peer may since have let go.
+  if (now != Clock::time_point::min() && arena_.pending_ranges() > 0) arena_.sweep();
   return moved;
+}
+
+void Context::take_connect_requests() noexcept {
+  // A peer sets `connect_request` in the segment before it rings the bell
+  // (acquire pairs with its increment): a scan after seeing the new value
+  // finds every request the bell counted.
+  const std::uint32_t bell = arena_.header()->request_bell.load(std::memory_order_acquire);
+  if (bell == requests_seen_) return;
+  requests_seen_ = bell;
+  for (const auto& e : endpoints_)
+    if (e->take_connect_request()) cq_.push(e->handle(), CHORUS_TP_OP_CONNECT_REQUEST, 0, 0);
 }
 
 int Context::poll(chorus_tp_completion_t* out, std::size_t max) noexcept {
@@ -263,6 +280,11 @@ int Context::wait(int timeout_ms) noexcept {
     watches_.clear();
     sleepers_.clear();
     watches_.push_back({&interrupt_word_, interrupt_word_.load(std::memory_order_seq_cst), true});
+    // Peers' polled connects ring the arena's request bell.
+    ArenaHeader* arena = arena_.header();
+    arena->sleeping.store(1, std::memory_order_seq_cst);
+    watches_.push_back(
+        {&arena->request_bell, arena->request_bell.load(std::memory_order_seq_cst), false});
     bool truncated = false;
     for (const auto& e : endpoints_) {
       if (!e->watchable()) continue;
@@ -286,6 +308,7 @@ int Context::wait(int timeout_ms) noexcept {
       futex_wait_any(watches_, until);
     }
     for (Endpoint* e : sleepers_) e->set_sleeping(false);
+    arena->sleeping.store(0, std::memory_order_relaxed);
     if (done) return CHORUS_OK;
     progress_all(true);
     if (ready()) return CHORUS_OK;

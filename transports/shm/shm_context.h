@@ -3,6 +3,7 @@
 #pragma once
 
 #include "shm.h"
+#include "shm_arena.h"
 #include "shm_config.h"
 #include "shm_endpoint.h"
 #include "shm_futex.h"
@@ -63,11 +64,17 @@ class Context : public provider::ConfiguredContext<Config> {
   /// Config::kOversubscribedCmaThreshold when ranks outnumber cores.
   std::uint64_t cma_threshold() const { return cma_threshold_; }
 
+  /// The memory file that holds every endpoint's segment.
+  Arena& arena() { return arena_; }
+
  private:
   /// One progress pass over every endpoint; true when anything moved.
   /// `timed` makes it check for exited peers now (otherwise every 64th
   /// pass does).
   bool progress_all(bool timed = false) noexcept;
+  /// Queues a connect request for each endpoint a peer's polled connect
+  /// asks for; scans the endpoints only when the request bell moved.
+  void take_connect_requests() noexcept;
   void reap(chorus_tp_endpoint_t* ep, std::uint32_t opcode) noexcept;
   /// wait()'s placement check: when a lower-ranked peer says it waits on
   /// `cpu`, moves this thread elsewhere (CpuSpreader). The CPU now run on.
@@ -83,6 +90,9 @@ class Context : public provider::ConfiguredContext<Config> {
   /// oversubscribed or pinned to one CPU).
   CpuSpreader spreader_;
   unsigned untimed_passes_ = 0;
+  /// Declared before endpoints_: it outlives their segments.
+  Arena arena_;
+  std::uint32_t requests_seen_ = 0;  // the request bell's value at the last scan
   std::vector<std::unique_ptr<Endpoint>> endpoints_;
   std::vector<FutexWatch> watches_;
   std::vector<Endpoint*> sleepers_;

@@ -7,7 +7,6 @@
 
 #include <poll.h>
 #include <signal.h>
-#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -16,6 +15,7 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
+#include <new>
 
 namespace chorus::shm {
 
@@ -109,7 +109,8 @@ void write_frame(unsigned char* ring, std::uint64_t cap, std::uint64_t salt, std
   stamp_at(ring, cap, pos).store(pos ^ salt, std::memory_order_release);
 }
 
-/// Copies `len` bytes from `addr` in process `pid` into `dst`. Returns 0 or an errno.
+}  // namespace
+
 int cma_read(int pid, void* dst, std::uint64_t addr, std::uint64_t len) {
   std::uint64_t done = 0;
   while (done < len) {
@@ -127,19 +128,15 @@ int cma_read(int pid, void* dst, std::uint64_t addr, std::uint64_t len) {
   return 0;
 }
 
-int pidfd_open(int pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
-
-}  // namespace
-
 Endpoint::Endpoint(Context& ctx, int peer, int channel)
     : ctx_(ctx), peer_(peer), channel_(channel), nonce_(random_u64()), probe_word_(nonce_) {
-  own_seg_ = Segment::create(nonce_, ctx.rank(), peer, channel, ctx.config().ring_size,
+  own_seg_ = Segment::create(ctx.arena(), nonce_, ctx.rank(), peer, channel, ctx.config().ring_size,
                              reinterpret_cast<std::uintptr_t>(&probe_word_));
 }
 
 Endpoint::~Endpoint() {
-  // The peer sees the flag (and its bell) and fails its posts. Our segment's
-  // name is removed by the Segment destructor unless the peer did already.
+  // The peer sees the flag (and its bell) and fails its posts. The Segment
+  // destructors unmap both segments and return ours to the arena.
   if (SegmentHeader* h = own_seg_.header()) h->closed.store(1, std::memory_order_seq_cst);
   if (connected_) notify_peer();
   if (pidfd_ >= 0) ::close(pidfd_);
@@ -150,95 +147,11 @@ std::string Endpoint::peer_name() const {
          (peer_pid_ > 0 ? ", pid " + std::to_string(peer_pid_) : std::string()) + ")";
 }
 
-Blob Endpoint::blob() const {
-  const HostIdentity& id = HostIdentity::local();
-  Blob b{};
-  b.magic = kBlobMagic;
-  b.version = kLayoutVersion;
-  b.size = sizeof(Blob);
-  b.rank = ctx_.rank();
-  b.peer = peer_;
-  b.channel = channel_;
-  b.pid = own_seg_.header()->owner_pid;
-  b.nonce = nonce_;
-  b.pid_ns = id.pid_ns;
-  b.shm_dev = id.shm_dev;
-  std::memcpy(b.boot_id, id.boot_id, sizeof b.boot_id);
-  std::snprintf(b.name, sizeof b.name, "%s", own_seg_.name().c_str());
-  return b;
-}
-
-void Endpoint::connect(const void* peer_blob, std::size_t length) {
-  if (connected_) {
-    throw Error(CHORUS_ERR_INVALID_ARGUMENT,
-                "endpoint to " + peer_name() + " is already connected");
-  }
-  if (length != sizeof(Blob)) {
-    throw Error(CHORUS_ERR_INVALID_ARGUMENT,
-                "address of " + std::to_string(length) + " bytes for " + peer_name() +
-                    " is not a shm address (those are " + std::to_string(sizeof(Blob)) +
-                    " bytes); do both ranks use transport 'shm'?");
-  }
-  Blob b;
-  std::memcpy(&b, peer_blob, sizeof b);
-  const std::string fd_dir = "/proc/" + std::to_string(b.pid) + "/fd/";
-  const bool named = std::memchr(b.name, '\0', sizeof b.name) != nullptr &&
-                     std::strncmp(b.name, fd_dir.c_str(), fd_dir.size()) == 0;
-  if (b.magic != kBlobMagic || b.version != kLayoutVersion || b.size != sizeof(Blob) || !named) {
-    throw Error(CHORUS_ERR_INVALID_ARGUMENT,
-                "the address given for " + peer_name() +
-                    " is not a shm address (bad magic, version or segment name)");
-  }
-  if (b.rank != peer_ || b.peer != ctx_.rank() || b.channel != channel_) {
-    throw Error(CHORUS_ERR_INVALID_ARGUMENT,
-                "the address given for " + peer_name() + " belongs to rank " +
-                    std::to_string(b.rank) + "'s endpoint to " +
-                    endpoint_name(b.peer, b.channel, ctx_.data_channels()) +
-                    ", not to this endpoint (rank " + std::to_string(ctx_.rank()) + ")");
-  }
-  const HostIdentity& id = HostIdentity::local();
-  if (std::memcmp(b.boot_id, id.boot_id, sizeof b.boot_id) != 0) {
-    throw Error(CHORUS_ERR_UNAVAILABLE,
-                peer_name() +
-                    " runs on another host (its boot id differs); the shm transport "
-                    "connects ranks of one host only: use tcp or a fabric across hosts");
-  }
-  if (b.pid_ns != id.pid_ns || b.shm_dev != id.shm_dev) {
-    throw Error(CHORUS_ERR_UNAVAILABLE,
-                peer_name() +
-                    " is on this host but in another container (different pid "
-                    "namespace or /dev/shm); run the ranks in one container or use tcp");
-  }
-  Segment seg = Segment::attach(b);
-  const int pidfd = pidfd_open(b.pid);
-  if (pidfd < 0 && errno == ESRCH) {
-    throw Error(CHORUS_ERR_PEER_LOST,
-                peer_name() + " has exited (pid " + std::to_string(b.pid) + " no longer exists)");
-  }
-  // Cross-memory attach: can this process read the peer's memory? The
-  // peer's segment says where its probe word is; finding the peer's nonce
-  // there proves it. The answer goes into our segment, where the peer's
-  // sends look for it.
-  std::uint32_t cma = 2;
-  if (ctx_.config().cma != CmaMode::kOff) {
-    std::uint64_t probe = 0;
-    const int err = cma_read(b.pid, &probe, seg.header()->probe_addr, sizeof probe);
-    if (err == 0 && probe == b.nonce) {
-      cma = 1;
-    } else if (ctx_.config().cma == CmaMode::kOn) {
-      if (pidfd >= 0) ::close(pidfd);
-      throw Error(CHORUS_ERR_UNAVAILABLE,
-                  "transport.shm.cma = on, but process_vm_readv from " + peer_name() +
-                      " failed: " + (err != 0 ? errno_text(err) : std::string("wrong data")) +
-                      " (ptrace permission: same user and kernel.yama.ptrace_scope = 0, or "
-                      "CAP_SYS_PTRACE); set cma = auto to copy through the ring instead");
-    } else {
-      ctx_.note_cma_refused(peer_name(), err != 0 ? errno_text(err) : std::string("wrong data"));
-    }
-  }
-  peer_pid_ = b.pid;
+void Endpoint::bind_peer(Segment seg, int pid, int pidfd, std::uint32_t cma) noexcept {
+  peer_pid_ = pid;
   pidfd_ = pidfd;
   peer_seg_ = std::move(seg);
+  own_seg_.set_peer_pid(pid);
   tx_cap_ = peer_seg_.header()->ring_capacity;
   tx_frag_max_ = tx_cap_ / 4 - sizeof(FrameHeader);
   tx_head_ = 0;  // a ring is new with its segment: the first frame goes at 0
@@ -261,7 +174,11 @@ int Endpoint::enqueue_send(const void* buf, std::size_t length, std::uint64_t wr
     return set_last_error(CHORUS_ERR_AGAIN, "post_send: " + std::to_string(kMaxOutstanding) +
                                                 " sends outstanding to " + peer_name());
   }
-  sends_.push({static_cast<const unsigned char*>(buf), length, wr_id, 0, 0, 0, imm});
+  try {
+    sends_.push({static_cast<const unsigned char*>(buf), length, wr_id, 0, 0, 0, imm});
+  } catch (const std::bad_alloc&) {  // the queue's first push allocates it
+    return set_last_error(CHORUS_ERR_SYSTEM, "post_send: out of memory for the send queue");
+  }
   ++sends_unreaped_;
   // Rung by the next progress(): a locked increment now would wait for the
   // frame's line to leave the peer polling it (docs/shm.md); at once when the
@@ -285,7 +202,11 @@ int Endpoint::post_recv(void* buf, std::size_t length, std::uint64_t wr_id) noex
   // ring (memcpy) never meets a bad pointer; a reused buffer costs no
   // system call (ReceiveBufferCheck).
   const int fault = ctx_.receive_buffer_check().check(buf, length);
-  recvs_.push({static_cast<unsigned char*>(buf), length, wr_id, fault});
+  try {
+    recvs_.push({static_cast<unsigned char*>(buf), length, wr_id, fault});
+  } catch (const std::bad_alloc&) {  // the queue's first push allocates it
+    return set_last_error(CHORUS_ERR_SYSTEM, "post_recv: out of memory for the receive queue");
+  }
   ++recvs_unreaped_;
   if (connected_ && progress_recvs()) notify_owed_ = true;  // rung as for a send
   ring_if_asleep();
@@ -295,9 +216,9 @@ int Endpoint::post_recv(void* buf, std::size_t length, std::uint64_t wr_id) noex
 void Endpoint::reaped(std::uint32_t opcode) noexcept {
   if (opcode == CHORUS_TP_SEND) {
     --sends_unreaped_;
-  } else {
+  } else if (opcode == CHORUS_TP_RECV) {
     --recvs_unreaped_;
-  }
+  }  // a connect request holds no slot
 }
 
 void Endpoint::set_sleeping(bool on) noexcept {

@@ -16,18 +16,29 @@ namespace chorus::shm {
 class Context;
 using Clock = std::chrono::steady_clock;
 
+/// Copies `len` bytes from `addr` in process `pid` into `dst` with
+/// process_vm_readv. Returns 0 or an errno.
+int cma_read(int pid, void* dst, std::uint64_t addr, std::uint64_t len);
+
 /// Fixed-capacity FIFO addressed by absolute indices (head_index() ..
-/// tail_index()); never allocates after construction.
+/// tail_index()). Its slots are allocated by the first push, never after:
+/// an endpoint that is opened and never used (most of the tagged engine's,
+/// which connect on first use) costs no memory for them (2 x 1024 slots,
+/// about 90 KiB an endpoint).
 template <class T>
 class WrQueue {
  public:
-  explicit WrQueue(std::size_t capacity_pow2) : slots_(capacity_pow2), mask_(capacity_pow2 - 1) {}
+  explicit WrQueue(std::size_t capacity_pow2) : mask_(capacity_pow2 - 1) {}
   bool empty() const { return head_ == tail_; }
   std::uint64_t head_index() const { return head_; }
   std::uint64_t tail_index() const { return tail_; }
   T& front() { return slots_[head_ & mask_]; }
   T& at(std::uint64_t index) { return slots_[index & mask_]; }
-  void push(const T& v) { slots_[tail_++ & mask_] = v; }
+  /// May throw std::bad_alloc on the first call only.
+  void push(const T& v) {
+    if (slots_.empty()) slots_.resize(mask_ + 1);
+    slots_[tail_++ & mask_] = v;
+  }
   void pop() { ++head_; }
 
  private:
@@ -70,8 +81,14 @@ class Endpoint {
   /// The address blob for the peer (sizeof(Blob) bytes).
   Blob blob() const;
   /// Maps the peer's segment named in its blob. Never waits for the peer:
-  /// its segment exists from its endpoint_open on. Throws Error.
-  void connect(const void* peer_blob, std::size_t length);
+  /// its segment exists from its endpoint_open on, so a polled connect
+  /// (`timeout_ms` 0, CHORUS_TP_CAP_CONNECT_POLL) completes at once too,
+  /// and returns at once when called again. A polled connect that comes
+  /// first also raises a connect request on the peer's endpoint. Throws Error.
+  void connect(const void* peer_blob, std::size_t length, int timeout_ms);
+  /// Whether the peer's polled connect asks this endpoint to connect: true
+  /// once, and only while connect() has not been called. Caller thread only.
+  bool take_connect_request() noexcept;
 
   /// Never block. OK, AGAIN (queue full) or PEER_LOST (with last_error set).
   /// A plain send carries immediate 0; post_send_imm carries `imm` (transport
@@ -138,6 +155,8 @@ class Endpoint {
     int fault;  // 0, or the errno that says `buf` is not writable memory
   };
 
+  /// connect()'s end: takes the peer's mapped segment and starts the data path.
+  void bind_peer(Segment seg, int pid, int pidfd, std::uint32_t cma) noexcept;
   int enqueue_send(const void* buf, std::size_t length, std::uint64_t wr_id,
                    std::uint32_t imm) noexcept;
   bool progress_sends() noexcept;
@@ -164,6 +183,8 @@ class Endpoint {
   Segment own_seg_;   // ring peer -> me
   Segment peer_seg_;  // ring me -> peer (mapped at connect)
   bool connected_ = false;
+  bool connect_called_ = false;  // connect() was entered (take_connect_request)
+  bool request_raised_ = false;  // take_connect_request() said true
   bool failed_ = false;
   std::string fail_text_;
   int peer_pid_ = -1;

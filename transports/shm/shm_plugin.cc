@@ -28,13 +28,13 @@ struct ShmPlugin {
     return (new Context(info))->handle();
   }
   /// Never waits: the peer's segment exists from its endpoint_open on.
-  static void connect(Endpoint* ep, const void* address, size_t length, int /*timeout_ms*/) {
-    ep->connect(address, length);
+  static void connect(Endpoint* ep, const void* address, size_t length, int timeout_ms) {
+    ep->connect(address, length, timeout_ms);
   }
 
   static int describe(std::string& out) {
     // Segments are memfds (shm_segment.h): /dev/shm holds none of them.
-    out = "shared memory (memfd segments, opened through /proc/<pid>/fd)";
+    out = "shared memory (one memfd per context, opened through /proc/<pid>/fd)";
     out += "; large messages: process_vm_readv";
     std::ifstream yama("/proc/sys/kernel/yama/ptrace_scope");
     int scope = 0;

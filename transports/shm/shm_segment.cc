@@ -1,6 +1,7 @@
 #include "shm_segment.h"
 
 #include "shm.h"
+#include "shm_arena.h"
 #include "shm_config.h"
 
 #include <dirent.h>
@@ -87,59 +88,66 @@ Segment::Segment(Segment&& o) noexcept { *this = std::move(o); }
 Segment& Segment::operator=(Segment&& o) noexcept {
   if (this != &o) {
     release();
-    name_ = std::move(o.name_);
     base_ = std::exchange(o.base_, nullptr);
     size_ = std::exchange(o.size_, 0);
     header_ = std::exchange(o.header_, nullptr);
     ring_ = std::exchange(o.ring_, nullptr);
-    fd_ = std::exchange(o.fd_, -1);
+    arena_ = std::exchange(o.arena_, nullptr);
+    offset_ = std::exchange(o.offset_, 0);
+    peer_pid_ = std::exchange(o.peer_pid_, -1);
   }
   return *this;
 }
 
 void Segment::release() noexcept {
-  unlink();
-  if (base_ != nullptr) ::munmap(base_, size_);
+  if (base_ == nullptr) return;
+  if (arena_ != nullptr) {
+    // Owner. Whoever wins `attached` decides: a peer that has not attached
+    // yet never will (its attach sees 2), so the range can go at once;
+    // otherwise the peer may still read our closed flag there, and the
+    // range goes once it has unmapped it.
+    std::uint32_t none = 0;
+    const bool sealed = header_->attached.compare_exchange_strong(none, 2);
+    const bool gone = sealed || header_->detached.load(std::memory_order_acquire) != 0;
+    ::munmap(base_, size_);
+    arena_->retire(offset_, size_, gone, offset_ + offsetof(SegmentHeader, detached), peer_pid_);
+  } else {
+    header_->detached.store(1, std::memory_order_release);
+    ::munmap(base_, size_);
+  }
   base_ = nullptr;
   header_ = nullptr;
   ring_ = nullptr;
+  arena_ = nullptr;
 }
 
-void Segment::unlink() noexcept {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
+void Segment::populate_ring() noexcept {
+#ifdef MADV_POPULATE_READ
+  if (arena_ != nullptr) ::madvise(ring_, header_->ring_capacity, MADV_POPULATE_READ);
+#endif
 }
 
-Segment Segment::create(std::uint64_t nonce, int owner_rank, int peer_rank, int channel,
-                        std::uint64_t ring_capacity, std::uint64_t probe_addr) {
-  // An anonymous memory file: it has no name in /dev/shm, so nothing is
-  // left behind when this process dies, whenever that happens. The peer
-  // opens it through /proc/<pid>/fd/<fd> (the same-user check that 0600
-  // gave a named segment: opening another process's fd needs ptrace read
-  // access to it), as long as this process holds the descriptor.
-  char label[48];
-  std::snprintf(label, sizeof label, "%s%d-%d-%d", kNamePrefix, owner_rank, peer_rank, channel);
-  FdGuard fd{::memfd_create(label, MFD_CLOEXEC)};
-  if (fd.fd < 0) {
-    throw Error(CHORUS_ERR_SYSTEM,
-                std::string("memfd_create(") + label + ") failed: " + errno_text(errno));
+Segment Segment::create(Arena& arena, std::uint64_t nonce, int owner_rank, int peer_rank,
+                        int channel, std::uint64_t ring_capacity, std::uint64_t probe_addr) {
+  const std::uint64_t size = header_bytes() + ring_capacity;
+  const std::uint64_t offset = arena.allocate(size);
+  // No MAP_POPULATE: an endpoint that is never connected touches its header
+  // page only. The ring's pages are faulted in when a peer attaches (it
+  // writes them) and when this side connects (populate_ring()).
+  void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, arena.fd(),
+                      static_cast<off_t>(offset));
+  if (base == MAP_FAILED) {
+    const int err = errno;
+    arena.retire(offset, size, true, 0, -1);
+    throw Error(CHORUS_ERR_SYSTEM, "mmap of " + std::to_string(size) + " bytes at offset " +
+                                       std::to_string(offset) + " of " + arena.name() +
+                                       " failed: " + errno_text(err));
   }
   Segment s;
-  s.name_ = "/proc/" + std::to_string(::getpid()) + "/fd/" + std::to_string(fd.fd);
-  s.size_ = header_bytes() + ring_capacity;
-  if (::ftruncate(fd.fd, static_cast<off_t>(s.size_)) != 0) {
-    throw Error(CHORUS_ERR_SYSTEM, "ftruncate(" + s.name_ + ", " + std::to_string(s.size_) +
-                                       ") failed: " + errno_text(errno) +
-                                       " (out of memory? see transport.shm.ring_size)");
-  }
-  // MAP_POPULATE: fault every page in now rather than on the data path (a
-  // first touch of a tmpfs page costs far more than copying into it).
-  void* base =
-      ::mmap(nullptr, s.size_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd.fd, 0);
-  if (base == MAP_FAILED) {
-    throw Error(CHORUS_ERR_SYSTEM, "mmap(" + s.name_ + ") failed: " + errno_text(errno));
-  }
   s.base_ = base;
+  s.size_ = size;
+  s.arena_ = &arena;
+  s.offset_ = offset;
   // tmpfs pages are zero; placement-new makes the atomics' lifetime explicit.
   auto* h = new (base) SegmentHeader{};
   h->magic = kSegmentMagic;
@@ -154,23 +162,23 @@ Segment Segment::create(std::uint64_t nonce, int owner_rank, int peer_rank, int 
   h->probe_addr = probe_addr;
   s.header_ = h;
   s.ring_ = static_cast<unsigned char*>(base) + header_bytes();
-  s.fd_ = std::exchange(fd.fd, -1);
   return s;
 }
 
-Segment Segment::attach(const Blob& blob) {
+Segment Segment::attach(const Blob& blob, bool request) {
   const std::string name(blob.name, ::strnlen(blob.name, sizeof blob.name));
+  const std::string who = "rank " + std::to_string(blob.rank) + "'s segment " + name + " at " +
+                          std::to_string(blob.offset);
+  auto gone = [&](const char* how) {
+    return Error(CHORUS_ERR_PEER_LOST,
+                 who + " " + how + ": that rank closed its endpoint or context, or exited");
+  };
   FdGuard fd{::open(name.c_str(), O_RDWR | O_CLOEXEC)};
   if (fd.fd < 0) {
     const int err = errno;
-    if (err == ENOENT) {
-      throw Error(CHORUS_ERR_PEER_LOST,
-                  "rank " + std::to_string(blob.rank) + "'s segment " + name +
-                      " no longer exists: that rank closed its endpoint or exited");
-    }
+    if (err == ENOENT) throw gone("no longer exists");
     throw Error(CHORUS_ERR_SYSTEM,
-                "opening rank " + std::to_string(blob.rank) + "'s segment " + name +
-                    " failed: " + errno_text(err) +
+                "opening " + who + " failed: " + errno_text(err) +
                     " (the ranks must run as one user, and a rank must not make itself "
                     "non-dumpable)");
   }
@@ -178,43 +186,63 @@ Segment Segment::attach(const Blob& blob) {
   if (::fstat(fd.fd, &st) != 0) {
     throw Error(CHORUS_ERR_SYSTEM, "fstat(" + name + ") failed: " + errno_text(errno));
   }
-  const auto size = static_cast<std::size_t>(st.st_size);
-  if (size < header_bytes() + Config::kMinRing) {
-    throw Error(CHORUS_ERR_INVALID_ARGUMENT,
-                "segment " + name + " is too small (" + std::to_string(size) + " bytes)");
+  const std::uint64_t size = header_bytes() + blob.ring_capacity;
+  // The descriptor number may have been reused for another file since the
+  // blob was made: only a memory file large enough is looked at (mapping
+  // past its end would fault on the first access).
+  if (!S_ISREG(st.st_mode) || blob.offset % kPage != 0 || blob.offset < kPage ||
+      blob.ring_capacity < Config::kMinRing ||
+      static_cast<std::uint64_t>(st.st_size) < blob.offset + size) {
+    throw gone("is gone (that descriptor now holds something else)");
   }
-  Segment s;
-  s.name_ = name;
-  void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd.fd, 0);
+  void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.fd,
+                      static_cast<off_t>(blob.offset));
   if (base == MAP_FAILED) {
-    throw Error(CHORUS_ERR_SYSTEM, "mmap(" + name + ") failed: " + errno_text(errno));
+    throw Error(CHORUS_ERR_SYSTEM, "mmap of " + who + " failed: " + errno_text(errno));
   }
+  Segment s;  // unmaps (and says `detached`) if anything below throws
   s.base_ = base;
   s.size_ = size;
   auto* h = static_cast<SegmentHeader*>(base);
-  // A name that exists but does not carry the blob's nonce is not the
-  // segment the blob describes: leave it alone.
-  const bool matches =
-      h->magic == kSegmentMagic && h->version == kLayoutVersion && h->nonce == blob.nonce &&
-      h->owner_rank == blob.rank && h->peer_rank == blob.peer && h->channel == blob.channel &&
-      h->owner_pid == blob.pid && h->ring_offset == header_bytes() &&
-      h->ring_capacity >= Config::kMinRing && (h->ring_capacity & (h->ring_capacity - 1)) == 0 &&
-      h->ring_offset + h->ring_capacity == size;
-  if (!matches) {
-    // The descriptor number was reused: the owner closed that endpoint.
-    throw Error(CHORUS_ERR_PEER_LOST,
-                "rank " + std::to_string(blob.rank) + "'s segment " + name +
-                    " is gone (that descriptor now holds something else): that rank closed its "
-                    "endpoint or exited");
-  }
   s.header_ = h;
-  s.ring_ = static_cast<unsigned char*>(base) + h->ring_offset;
+  s.ring_ = static_cast<unsigned char*>(base) + header_bytes();
+  // A range that does not carry the blob's nonce is not the segment the blob
+  // describes: leave it alone.
+  auto matches = [&] {
+    return h->magic == kSegmentMagic && h->version == kLayoutVersion && h->nonce == blob.nonce &&
+           h->owner_rank == blob.rank && h->peer_rank == blob.peer && h->channel == blob.channel &&
+           h->owner_pid == blob.pid && h->ring_offset == header_bytes() &&
+           h->ring_capacity == blob.ring_capacity &&
+           (h->ring_capacity & (h->ring_capacity - 1)) == 0;
+  };
+  if (!matches()) {
+    s.header_ = nullptr;  // not ours to mark detached
+    ::munmap(std::exchange(s.base_, nullptr), size);
+    throw gone("is gone");
+  }
+  std::uint32_t was = 0;
+  if (!h->attached.compare_exchange_strong(was, 1) && was != 1) {
+    s.header_ = nullptr;
+    ::munmap(std::exchange(s.base_, nullptr), size);
+    throw gone("was closed");
+  }
+  // The owner may have closed and freed the range between our first check
+  // and the exchange (which then hit a fresh zero page): look again.
+  if (!matches()) {
+    s.header_ = nullptr;
+    ::munmap(std::exchange(s.base_, nullptr), size);
+    throw gone("is gone");
+  }
+  h->detached.store(0, std::memory_order_relaxed);
   // The attaching side is the ring's only writer: map its pages writable
   // now, so the first lap around the ring takes no write faults.
 #ifdef MADV_POPULATE_WRITE
   ::madvise(s.ring_, h->ring_capacity, MADV_POPULATE_WRITE);
 #endif
-  h->attached.store(1, std::memory_order_release);
+  if (request) {
+    h->connect_request.store(1, std::memory_order_seq_cst);
+    ring_request_bell(fd.fd, blob.arena_nonce);
+  }
   return s;
 }
 

@@ -1,7 +1,8 @@
 // Segment: the shared-memory layout of one endpoint direction, the address
 // blob that names it, and the RAII mapping.
 //
-// Every endpoint creates one segment when it is opened. The segment holds
+// Every endpoint creates one segment when it is opened, as a range of its
+// context's memory file (shm_arena.h). The segment holds
 // the ring its *peer* writes into and this endpoint reads from, plus the
 // owner's wake-up word and closed flag. Each side maps its own segment and
 // the peer's, so an endpoint touches two segments:
@@ -9,9 +10,10 @@
 //   own segment  (owner = me):   ring peer->me, my bell, my closed flag
 //   peer segment (owner = peer): ring me->peer, the peer's bell and flags
 //
-// A segment is an anonymous memory file (memfd): it never has a name in
-// /dev/shm, so nothing is left there whenever a process is SIGKILLed. The
-// peer opens it through /proc/<owner pid>/fd/<fd>, the "name" in the blob.
+// The memory file is anonymous (memfd): it never has a name in /dev/shm, so
+// nothing is left there whenever a process is SIGKILLed. The peer opens it
+// through /proc/<owner pid>/fd/<fd> (the "name" in the blob), maps only the
+// segment's range (the blob's offset) and closes its descriptor at once.
 #pragma once
 
 #include <atomic>
@@ -21,15 +23,20 @@
 
 namespace chorus::shm {
 
+class Arena;
+
 inline constexpr std::uint32_t kSegmentMagic = 0x4d485343;  // "CSHM"
 /// 3: frame headers grew to 24 bytes to carry the sender's immediate.
 /// 4: frames are published by a stamp in their 32-byte header instead of a
 ///    `head` counter (gone); the header gained `cpu` (the owner's CPU while
 ///    it waits) on a line of its own.
-inline constexpr std::uint16_t kLayoutVersion = 4;
+/// 5: segments are ranges of one memfd per context (the blob carries the
+///    offset); `attached` may be 2 (closed before any peer attached); the
+///    header gained `connect_request` and `detached`.
+inline constexpr std::uint16_t kLayoutVersion = 5;
 inline constexpr std::size_t kCacheLine = 64;
-/// Label of a segment's memfd ("chorus-shm-<rank>-<peer>-<channel>", seen in
-/// /proc/<pid>/fd). Named segments of layout 1 were
+/// Label of a context's memfd ("chorus-shm-<rank>", seen in /proc/<pid>/fd). Named segments of
+/// layout 1 were
 /// "/dev/shm/chorus-shm-<pid namespace inode>-<pid>-<nonce hex>"; the sweep
 /// still removes those whose owner is dead.
 inline constexpr const char* kNamePrefix = "chorus-shm-";
@@ -59,8 +66,17 @@ struct SegmentHeader {
   /// owner connects, 1 yes, 2 no). The peer sends large messages by
   /// reference only on 1.
   std::atomic<std::uint32_t> cma_ok;
-  /// Peer: 1 once it has mapped (and unlinked) this segment.
+  /// 1 once the peer has mapped this segment (it sets it, from 0), 2 once
+  /// the owner closed the endpoint before any peer did (the owner sets it,
+  /// from 0; the range is then freed and an attach fails). Set by a
+  /// compare-exchange on either side, so exactly one of them wins.
   std::atomic<std::uint32_t> attached;
+  /// Peer: 1 when it attached by a polled connect (timeout 0) before the
+  /// owner connected; the owner's poll then raises one connect request.
+  std::atomic<std::uint32_t> connect_request;
+  /// Peer: 1 once it has unmapped the segment again; a closed owner frees
+  /// the range only then (Arena::retire).
+  std::atomic<std::uint32_t> detached;
 
   /// Peer increments after anything the owner may be waiting for (a frame,
   /// ring space, an acknowledgement, its close); the owner futex-waits on it.
@@ -109,7 +125,10 @@ struct Blob {
   std::uint64_t pid_ns;
   std::uint64_t shm_dev;
   unsigned char boot_id[16];
-  char name[64];  // NUL-terminated: "/proc/<pid>/fd/<fd>" of the owner's memfd
+  std::uint64_t offset;         // of the segment in the owner's memfd (page-aligned)
+  std::uint64_t ring_capacity;  // of the segment's ring
+  std::uint64_t arena_nonce;    // ArenaHeader::nonce of that memfd
+  char name[40];                // NUL-terminated: "/proc/<pid>/fd/<fd>" of the owner's memfd
 };
 inline constexpr std::uint32_t kBlobMagic = 0x424d4853;  // "SHMB"
 static_assert(sizeof(Blob) == 128);
@@ -124,30 +143,39 @@ class Segment {
   Segment(const Segment&) = delete;
   Segment& operator=(const Segment&) = delete;
 
-  /// Creates and maps a new segment with a ring of `ring_capacity` bytes
-  /// (a power of two) and fills the immutable header. Throws Error.
-  static Segment create(std::uint64_t nonce, int owner_rank, int peer_rank, int channel,
-                        std::uint64_t ring_capacity, std::uint64_t probe_addr);
-  /// Opens and maps the peer's segment named in `blob`, checks its header
-  /// against the blob and marks it attached. Throws Error (PEER_LOST when
-  /// the owner closed it or exited).
-  static Segment attach(const Blob& blob);
+  /// Allocates a segment with a ring of `ring_capacity` bytes (a power of
+  /// two) in `arena`, maps it and fills the immutable header. Only the
+  /// header page is touched: the ring's pages cost nothing until a peer
+  /// attaches (populate_ring()). Throws Error.
+  static Segment create(Arena& arena, std::uint64_t nonce, int owner_rank, int peer_rank,
+                        int channel, std::uint64_t ring_capacity, std::uint64_t probe_addr);
+  /// Opens the peer's memfd named in `blob`, maps the segment's range,
+  /// checks its header against the blob, marks it attached and closes the
+  /// descriptor. With `request`, also sets `connect_request` and rings the
+  /// peer context's request bell. Throws Error (PEER_LOST when the owner
+  /// closed it or exited).
+  static Segment attach(const Blob& blob, bool request);
 
   SegmentHeader* header() const { return header_; }
   unsigned char* ring() const { return ring_; }
-  const std::string& name() const { return name_; }
-  /// Owner: closes the descriptor the peer opens the segment through (the
-  /// mapping stays). Idempotent; a no-op on an attached segment.
-  void unlink() noexcept;
+  /// Owner: where the segment lies in the arena.
+  std::uint64_t offset() const { return offset_; }
+  /// Owner: maps the ring's pages now (the owner connects), so that the data
+  /// path takes no page faults.
+  void populate_ring() noexcept;
+  /// Owner: the connected peer's pid, for freeing the range if that peer
+  /// exits without unmapping it cleanly.
+  void set_peer_pid(int pid) { peer_pid_ = pid; }
 
  private:
   void release() noexcept;
-  std::string name_;
   void* base_ = nullptr;
   std::size_t size_ = 0;
   SegmentHeader* header_ = nullptr;
   unsigned char* ring_ = nullptr;
-  int fd_ = -1;  ///< owner: the memfd, open until unlink()
+  Arena* arena_ = nullptr;  ///< owner only: the arena the range is returned to
+  std::uint64_t offset_ = 0;
+  int peer_pid_ = -1;
 };
 
 /// Removes named segments (layout 1, older Chorus versions) left in /dev/shm
