@@ -80,23 +80,6 @@ int auto_endpoint_open(chorus_tp_context_t* c, int peer_rank, int channel, void*
   return CHORUS_OK;
 }
 
-namespace {
-
-/// The slot a pair uses. Both ranks compute it from the same facts and reach
-/// the same answer without a round trip: host identities compare equal from
-/// either side, and the local sub-transport is used only when both
-/// endpoints have a local half (an endpoint without one sends an empty
-/// local address). So a connect request can only come over the slot this
-/// side will choose too.
-int choose_slot(const AutoContext& ctx, const AutoEndpoint& ep, const AutoBlob& theirs) {
-  return auto_use_local(ctx.host_id, theirs.host_id) && !theirs.local.empty() &&
-                 ep.sub[kLocal] != nullptr
-             ? kLocal
-             : kFabric;
-}
-
-}  // namespace
-
 int auto_endpoint_connect(chorus_tp_endpoint_t* e, const void* peer_address, size_t length,
                           int timeout_ms) {
   if (!e || (!peer_address && length > 0))
@@ -127,7 +110,7 @@ int auto_endpoint_connect(chorus_tp_endpoint_t* e, const void* peer_address, siz
   // Repeated polled connects keep going to the sub-endpoint the first one
   // chose; the other one is closed then.
   const bool first = ep->chosen < 0;
-  const int slot = first ? choose_slot(*ctx, *ep, *blob) : ep->chosen;
+  const int slot = first ? auto_choose_slot(*ctx, *blob, ep->sub[kLocal] != nullptr) : ep->chosen;
   if (first && ep->requested >= 0 && ep->requested != slot)
     return fail(CHORUS_ERR_INTERNAL,
                 "endpoint_connect: rank " + std::to_string(ep->peer) + " asked to connect over " +

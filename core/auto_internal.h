@@ -29,6 +29,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -213,6 +214,7 @@ struct AutoContext {
   std::set<AutoMr*> mrs;   // owned; freed at deregister or context_close
   int pending_error = -1;  // slot whose poll reported PENDING, until read_error
   int poll_first = 0;      // slot polled first, alternating so neither starves
+  std::map<int, int> planned;  // peer -> slot its pairs left for first use will take
   std::atomic<bool> interrupted{false};
   bool warned_local = false;  // the fallback warning is logged once per context
   FdWait fds;                 // active when both sub-contexts have a wait object
@@ -257,6 +259,18 @@ struct AutoContext {
     return it == by_sub[slot].end() ? nullptr : reinterpret_cast<chorus_tp_endpoint_t*>(it->second);
   }
 };
+
+/// The slot a pair uses. Both ranks compute it from the same facts and reach
+/// the same answer without a round trip: host identities compare equal from
+/// either side, and the local sub-transport is used only when both
+/// endpoints have a local half (`local_half`: this side's; an endpoint
+/// without one sends an empty local address). So a connect request can only
+/// come over the slot this side will choose too.
+inline int auto_choose_slot(const AutoContext& ctx, const AutoBlob& theirs, bool local_half) {
+  return auto_use_local(ctx.host_id, theirs.host_id) && !theirs.local.empty() && local_half
+             ? kLocal
+             : kFabric;
+}
 
 inline AutoContext* from(chorus_tp_context_t* c) { return reinterpret_cast<AutoContext*>(c); }
 inline AutoEndpoint* from(chorus_tp_endpoint_t* e) { return reinterpret_cast<AutoEndpoint*>(e); }

@@ -126,10 +126,19 @@ std::vector<std::pair<std::string, std::vector<int>>> auto_transport_peers(choru
   std::set<int> peers[2];
   for (const auto& ep : ctx->endpoints)
     if (ep->chosen >= 0) peers[ep->chosen].insert(ep->peer);
+  for (const auto& [peer, slot] : ctx->planned) peers[slot].insert(peer);
   for (int slot : {kLocal, kFabric})
     out.emplace_back(ctx->subs[slot].name,
                      std::vector<int>(peers[slot].begin(), peers[slot].end()));
   return out;
+}
+
+void auto_transport_plan(chorus_tp_context_t* c, int peer, std::span<const std::byte> address) {
+  if (!c) return;
+  AutoContext* ctx = from(c);
+  auto blob = auto_blob_decode(address);
+  if (!blob.is_ok()) return;
+  ctx->planned[peer] = auto_choose_slot(*ctx, *blob, ctx->has_local());
 }
 
 std::vector<char> auto_transport_peer_imm(chorus_tp_context_t* c, int size) {

@@ -65,10 +65,16 @@ std::pair<std::string, std::string> auto_transport_names(const Config& cfg);
 bool auto_local_is_explicit(const Config& cfg);
 
 /// For a context of the composite: which sub-transport serves which peers,
-/// by connected endpoint. Entries in order local, fabric; a peer with several
+/// by connected endpoint and auto_transport_plan. Entries in order local, fabric; a peer with several
 /// channels is listed once. Never blocks; call it from the context's thread.
 std::vector<std::pair<std::string, std::vector<int>>> auto_transport_peers(
     chorus_tp_context_t* ctx);
+
+/// Records which sub-transport a connect to `peer`, whose auto address is
+/// `address`, will choose (the same rule as endpoint_connect), so that
+/// auto_transport_peers lists the peers of pairs left for their first use
+/// (P10) too. An address that does not decode is ignored.
+void auto_transport_plan(chorus_tp_context_t* ctx, int peer, std::span<const std::byte> address);
 
 /// [peer]: 1 when the sub-transport serving that peer carries immediates
 /// (post_send_imm, CHORUS_TP_CAP_IMM_DATA); 0 for itself and unknown peers.
