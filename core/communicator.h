@@ -188,7 +188,6 @@ class Communicator : public CallChecks {
   // Data endpoints connected on first use (core/data_connect.cc).
   bool defers_data(int peer) const;
   Status connect_deferred_data();
-  Status connect_idle_notice(int p);  // p's notice endpoint, if deferred too
   /// endpoint_connect's timeout for a blocking connect by `deadline`: on a
   /// transport with CHORUS_TP_CAP_CONNECT_POLL, 0 would mean a polled
   /// connect, so an expired deadline still asks for 1 ms (and fails).
@@ -319,7 +318,6 @@ class Communicator : public CallChecks {
   Status malformed_table(int peer) const;
   /// Posts the standing notice receives; the end of connect_from().
   Status arm_notices();
-  void arm_notice_peer(int p);  // posts p's; on a refusal closes its notice endpoint
   /// Takes notice completions out of out[0..n); returns how many are left.
   int filter_notices(chorus_tp_completion_t* out, int n);
   /// One notice received from `peer` (`sized`: of the expected length).
@@ -470,12 +468,6 @@ class Communicator : public CallChecks {
   uint64_t opened_[3] = {};     // endpoints opened at init: data, notice, point-to-point
   std::vector<std::vector<std::byte>> deferred_;  // [peer * channels + channel]: peer's blob
   bool deferred_pending_ = false;                 // some data endpoint waits for first use
-  struct IdleNotice {  // a notice endpoint opened at init, connected with the data ones
-    chorus_tp_endpoint_t* ep = nullptr;
-    std::vector<std::byte> blob;  // the peer's notice address
-  };
-  std::vector<IdleNotice> notice_idle_;  // [peer]; ep stays out of notice_eps_ until connected
-  std::atomic<uint64_t> notice_connected_{0};  // notice endpoints connected so far
   std::atomic<uint64_t> data_connected_{0};       // data endpoints connected so far
   std::atomic<uint64_t> p2p_connected_{0};        // tagged point-to-point pairs connected so far
   std::unordered_map<const chorus_tp_endpoint_t*, int> endpoint_peer_;

@@ -259,24 +259,11 @@ Status Communicator::connect_from(const std::vector<std::vector<std::byte>>& all
     for (size_t i = 0; i < 1 + kept_data_entries(p); ++i)
       if (!get_bytes(all[size_t(p)], pos, data, n)) return malformed_table(p);
     if (!get_bytes(all[size_t(p)], pos, data, n)) return malformed_table(p);
-    if (defers_data(p)) {
-      // A peer reached by mesh calls only: its notice endpoint (which carries
-      // those calls' signatures) connects with its data endpoints, at the
-      // first such call (core/data_connect.cc). Until then this pair has no
-      // notice link, as in a ring-only communicator: notices about it come
-      // through the relay.
-      if (notice_idle_.empty()) notice_idle_.resize(size_t(size_));
-      notice_idle_[size_t(p)] = {notice_eps_[size_t(p)], std::vector<std::byte>(data, data + n)};
-      notice_eps_[size_t(p)] = nullptr;
-      deferred_pending_ = true;
-      continue;
-    }
     int rc = tp_->endpoint_connect(notice_eps_[size_t(p)], data, n, blocking_connect_ms(deadline));
     if (rc != CHORUS_OK)
       return {rc, "rank " + std::to_string(rank_) + ": connecting to rank " + std::to_string(p) +
                       " (notice endpoint) over " + cfg_.transport +
                       " failed: " + tp_->last_error()};
-    notice_connected_.fetch_add(1, std::memory_order_relaxed);
   }
   // Every rank's host identity, after its notice blob (if any): hosts are numbered
   // in the order of their first rank, the same on every rank.

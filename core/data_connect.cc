@@ -3,10 +3,7 @@
 // to every peer and exchanges their addresses at init, as before, but
 // connects only its ring neighbours there. The endpoints to the other peers
 // are connected by the first collective whose algorithm declares every peer,
-// on every rank in the same call, before the algorithm posts anything. So
-// is each such peer's notice endpoint (after the pair's data endpoints): it
-// carries the mesh calls' signatures, and until then failure notices about
-// that peer come around the ring relay, as in a ring-only communicator.
+// on every rank in the same call, before the algorithm posts anything.
 //
 // Why that cannot deadlock with a blocking endpoint_connect (transport ABI
 // P3: a side may wait until the other side calls connect): every rank
@@ -33,7 +30,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <utility>
 
 namespace chorus::core {
 
@@ -80,8 +76,7 @@ Status Communicator::deferred_connect_failed(Status st) {
   // short grace to arrive: without them every rank would blame the peer it
   // happened to be connecting to, alive or not.
   if (!notice_peer_.empty() && known_lost_rank() < 0 && !mismatch_known_)
-    pump_notices(Deadline::after(std::chrono::milliseconds(notice_idle_.empty() ? kLostGraceMs
-                                                                                 : kRelayGraceMs)),
+    pump_notices(Deadline::after(std::chrono::milliseconds(kLostGraceMs)),
                  [&] { return known_lost_rank() >= 0 || mismatch_known_; });
   // A rank that found this call mismatched breaks its communicator, closing
   // its endpoints, and says why in a notice first: that is the cause to
@@ -96,24 +91,6 @@ Status Communicator::deferred_connect_failed(Status st) {
               (lost_via_ >= 0 ? " (rank " + std::to_string(lost_via_) + " reported it)" : "") +
               ", so the data endpoints to every peer cannot be connected (" + st.message() +
               "); the communicator must be rebuilt"};
-}
-
-Status Communicator::connect_idle_notice(int p) {
-  if (notice_idle_.empty() || !notice_idle_[size_t(p)].ep) return Status::ok();
-  // After the pair's data endpoints, in the same order on both sides.
-  IdleNotice& idle = notice_idle_[size_t(p)];
-  const int rc = tp_->endpoint_connect(idle.ep, idle.blob.data(), idle.blob.size(),
-                                       blocking_connect_ms(call_deadline_));
-  if (rc != CHORUS_OK)
-    return deferred_connect_failed(
-        {rc, who() + ": " + call_what_ + ": connecting to rank " + std::to_string(p) +
-                 " (notice endpoint) over " + cfg_.transport +
-                 " at its first use failed: " + tp_->last_error()});
-  notice_eps_[size_t(p)] = std::exchange(idle.ep, nullptr);
-  std::vector<std::byte>().swap(idle.blob);
-  notice_connected_.fetch_add(1, std::memory_order_relaxed);
-  arm_notice_peer(p);
-  return Status::ok();
 }
 
 Status Communicator::connect_deferred_data() {
@@ -148,7 +125,6 @@ Status Communicator::connect_deferred_data() {
       std::vector<std::byte>().swap(blob);
       data_connected_.fetch_add(1, std::memory_order_relaxed);
     }
-    if (auto st = connect_idle_notice(p); !st.is_ok()) return st;
   }
   deferred_pending_ = false;
   // The composite transport picks a sub-transport per endpoint as it

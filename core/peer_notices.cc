@@ -64,27 +64,27 @@ Status Communicator::arm_notices() {
         rc != CHORUS_OK)
       return {rc, who() + ": registering the notice buffers failed: " + tp_->last_error()};
   }
-  for (int p = 0; p < size_; ++p)
-    if (notice_eps_[size_t(p)]) arm_notice_peer(p);
+  for (int p = 0; p < size_; ++p) {
+    if (!notice_eps_[size_t(p)]) continue;
+    int rc = CHORUS_OK;
+    for (int k = 0; k < kNoticeRecvSlots && rc == CHORUS_OK; ++k)
+      rc = tp_->post_recv(notice_eps_[size_t(p)], notice_slot(p, k), kNoticeBytes, notice_mr_,
+                          kNoticeWrId + (uint64_t(p) << 8) + uint64_t(k));
+    if (rc != CHORUS_OK) {
+      // Notices are best effort: a pair the transport cannot link (a
+      // device matrix with no entry for it) or any other refusal only
+      // costs the better blame message and the signature check for this
+      // peer, not the job.
+      log(rc == CHORUS_ERR_INVALID_ARGUMENT ? CHORUS_LOG_DEBUG : CHORUS_LOG_WARN,
+          "no notices (peer loss, call signatures) with rank " + std::to_string(p) + ": " +
+              tp_->last_error());
+      auto* ep = notice_eps_[size_t(p)];
+      notice_peer_.erase(ep);
+      tp_->endpoint_close(ep);
+      notice_eps_[size_t(p)] = nullptr;
+    }
+  }
   return Status::ok();
-}
-
-void Communicator::arm_notice_peer(int p) {
-  int rc = CHORUS_OK;
-  for (int k = 0; k < kNoticeRecvSlots && rc == CHORUS_OK; ++k)
-    rc = tp_->post_recv(notice_eps_[size_t(p)], notice_slot(p, k), kNoticeBytes, notice_mr_,
-                        kNoticeWrId + (uint64_t(p) << 8) + uint64_t(k));
-  if (rc == CHORUS_OK) return;
-  // Notices are best effort: a pair the transport cannot link (a device
-  // matrix with no entry for it) or any other refusal only costs the better
-  // blame message and the signature check for this peer, not the job.
-  log(rc == CHORUS_ERR_INVALID_ARGUMENT ? CHORUS_LOG_DEBUG : CHORUS_LOG_WARN,
-      "no notices (peer loss, call signatures) with rank " + std::to_string(p) + ": " +
-          tp_->last_error());
-  auto* ep = notice_eps_[size_t(p)];
-  notice_peer_.erase(ep);
-  tp_->endpoint_close(ep);
-  notice_eps_[size_t(p)] = nullptr;
 }
 
 void* Communicator::notice_slot(int peer, int k) const {
@@ -390,28 +390,6 @@ void Communicator::resolve_lost(int peer) {
   if (reported >= 0 && reported != peer && reported != rank_) {
     lost_rank_ = reported;
     lost_via_ = peer;
-    return;
-  }
-  // On a mesh whose notice endpoints were deferred (core/data_connect.cc),
-  // a peer that failed its first mesh call before connecting them had no
-  // notice link to this rank: it left saying why only to its ring
-  // neighbours, and its endpoints' close arrives here first. The rank the
-  // others report lost is then the cause, not the peer; give their word a
-  // short grace (this is the failure path only).
-  if (reported >= 0 || notice_idle_.empty() || notice_timeout_[size_t(peer)] || mismatch_known_)
-    return;
-  auto other = [&] {
-    for (int q = 0; q < size_; ++q)
-      if (q != rank_ && q != peer && notice_lost_[size_t(q)] >= 0 &&
-          notice_lost_[size_t(q)] != rank_)
-        return q;
-    return -1;
-  };
-  pump_notices(Deadline::after(std::chrono::milliseconds(call_deadline_.remaining_ms(kNoticeGraceMs))),
-               [&] { return other() >= 0 || mismatch_known_; });
-  if (const int q = other(); q >= 0) {
-    lost_rank_ = notice_lost_[size_t(q)];
-    lost_via_ = q;
   }
 }
 

@@ -91,9 +91,6 @@ void check_endpoints(const chorus::Communicator& comm, bool ring, bool tagged, i
       {"endpoints.data_connected", connected * uint64_t(channels)},
       // Notice endpoints go to the ring neighbours and the data peers only.
       {"endpoints.notice", peers},
-      // ... and those to a mesh's non-neighbours connect with their data
-      // endpoints, at the first mesh call.
-      {"endpoints.notice_connected", connected},
       {"endpoints.point_to_point", tagged ? 2 * others : 0},
       // No tagged operation ran: over tcp (pairs connected on first use) no
       // pair is connected; a transport that connects them at init has all.
