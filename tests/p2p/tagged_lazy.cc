@@ -19,15 +19,18 @@
 //
 // Case "lazy_timeout" (tcp, 3 ranks, timeout.collective = 2 s): rank 0
 // sends to rank 2, the first use of that pair, while rank 2 stays out of
-// the library for 3 s. Rank 0 (the lower rank) can only ask rank 2 to
+// the library until the send returned (a marker file). Rank 0 (the lower rank) can only ask rank 2 to
 // dial, and nobody answers in rank 2: the send fails with TIMEOUT, not
 // before the deadline and within it plus 3 s, naming rank 2 and that it was
 // still connecting. Then a fresh pair (0 and 1, receive first) still works.
 #include "tagged_harness.h"
 
+#include <cctype>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <set>
 #include <string>
 #include <thread>
@@ -213,6 +216,11 @@ void case_lazy_timeout() {
   }
   g_step = "after init";
   expect(counter("endpoints.p2p_connected") == 0, "no pair is connected after init");
+  // One name per job: the coordinator's port is unique among running jobs.
+  std::string marker = "/tmp/chorus-lazy-timeout-";
+  for (const char* c = std::getenv("CHORUS_COORDINATOR"); c && *c; ++c)
+    marker += std::isalnum(static_cast<unsigned char>(*c)) ? *c : '_';
+  if (g_rank == 0) std::filesystem::remove(marker);  // one a crashed run left
   barrier();
   g_step = "a send to a rank that stays out of the library past the deadline";
   if (g_rank == 0) {
@@ -229,12 +237,18 @@ void case_lazy_timeout() {
       expect(s <= kTimeoutS + 3,
              "TIMEOUT after " + std::to_string(s) + " s, long past the deadline");
     }
+    // Ranks 1 and 2 stay out of the library until this file exists: rank 2
+    // comes back only after the send has returned, however late this rank
+    // started it on a loaded machine (no verdict rests on a sleep).
+    if (FILE* f = std::fopen(marker.c_str(), "w")) std::fclose(f);
   } else {
-    // Rank 2 out of the library until 1 s past rank 0's deadline; rank 1
-    // joins the barrier late enough that nobody waits in it past its own.
-    std::this_thread::sleep_for(std::chrono::milliseconds(g_rank == 2 ? 3000 : 2500));
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(100);
+    while (!std::filesystem::exists(marker) && std::chrono::steady_clock::now() < give_up)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    expect(std::filesystem::exists(marker), "rank 0 never said its send returned (" + marker + ")");
   }
   barrier();
+  if (g_rank == 0) std::filesystem::remove(marker);
   g_step = "a fresh pair afterwards, receive first (1 from 0)";
   {
     std::vector<In> ins;
