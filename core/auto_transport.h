@@ -65,8 +65,8 @@ std::pair<std::string, std::string> auto_transport_names(const Config& cfg);
 bool auto_local_is_explicit(const Config& cfg);
 
 /// For a context of the composite: which sub-transport serves which peers,
-/// by connected endpoint and auto_transport_plan. Entries in order local, fabric; a peer with several
-/// channels is listed once. Never blocks; call it from the context's thread.
+/// by connected endpoint and auto_transport_plan. Entries in order local, fabric; a peer with
+/// several channels is listed once. Never blocks; call it from the context's thread.
 std::vector<std::pair<std::string, std::vector<int>>> auto_transport_peers(
     chorus_tp_context_t* ctx);
 

@@ -19,10 +19,10 @@
 //
 // Case "lazy_timeout" (tcp, 3 ranks, timeout.collective = 2 s): rank 0
 // sends to rank 2, the first use of that pair, while rank 2 stays out of
-// the library until the send returned (a marker file). Rank 0 (the lower rank) can only ask rank 2 to
-// dial, and nobody answers in rank 2: the send fails with TIMEOUT, not
-// before the deadline and within it plus 3 s, naming rank 2 and that it was
-// still connecting. Then a fresh pair (0 and 1, receive first) still works.
+// the library until the send returned (a marker file). Rank 0 (the lower rank) can only ask rank 2
+// to dial, and nobody answers in rank 2: the send fails with TIMEOUT, not before the deadline and
+// within it plus 3 s, naming rank 2 and that it was still connecting. Then a fresh pair (0 and 1,
+// receive first) still works.
 #include "tagged_harness.h"
 
 #include <cctype>
