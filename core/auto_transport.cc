@@ -133,12 +133,22 @@ std::vector<std::pair<std::string, std::vector<int>>> auto_transport_peers(choru
   return out;
 }
 
-void auto_transport_plan(chorus_tp_context_t* c, int peer, std::span<const std::byte> address) {
-  if (!c) return;
-  AutoContext* ctx = from(c);
+void auto_transport_plan(chorus_tp_endpoint_t* e, std::span<const std::byte> address) {
+  if (!e) return;
+  AutoEndpoint* ep = from(e);
+  if (ep->chosen >= 0) return;
   auto blob = auto_blob_decode(address);
   if (!blob.is_ok()) return;
-  ctx->planned[peer] = auto_choose_slot(*ctx, *blob, ctx->has_local());
+  AutoContext* ctx = ep->owner;
+  const int slot = auto_choose_slot(*ctx, *blob, ep->sub[kLocal] != nullptr);
+  ctx->planned[ep->peer] = slot;
+  // The other half can never carry this pair: closing it now keeps a
+  // sub-context that serves no peer out of auto_poll and auto_wait (on one
+  // host, tcp: otherwise every wait would sleep on both, through the helper
+  // thread). The connect's own choice finds the same slot (the closed half
+  // reads as "no local half" when it was the local one).
+  int ignored = CHORUS_OK;
+  ctx->close_sub_endpoint(*ep, 1 - slot, ignored);
 }
 
 std::vector<char> auto_transport_peer_imm(chorus_tp_context_t* c, int size) {

@@ -70,11 +70,12 @@ bool auto_local_is_explicit(const Config& cfg);
 std::vector<std::pair<std::string, std::vector<int>>> auto_transport_peers(
     chorus_tp_context_t* ctx);
 
-/// Records which sub-transport a connect to `peer`, whose auto address is
-/// `address`, will choose (the same rule as endpoint_connect), so that
-/// auto_transport_peers lists the peers of pairs left for their first use
-/// (P10) too. An address that does not decode is ignored.
-void auto_transport_plan(chorus_tp_context_t* ctx, int peer, std::span<const std::byte> address);
+/// Records which sub-transport endpoint `ep`'s connect will choose, from its
+/// peer's auto address (the same rule as endpoint_connect), and closes the
+/// other sub-endpoint: for pairs left for their first use (P10), so that
+/// auto_transport_peers lists their peers and an unused sub-context is not
+/// polled or slept on. An address that does not decode is ignored.
+void auto_transport_plan(chorus_tp_endpoint_t* ep, std::span<const std::byte> address);
 
 /// [peer]: 1 when the sub-transport serving that peer carries immediates
 /// (post_send_imm, CHORUS_TP_CAP_IMM_DATA); 0 for itself and unknown peers.

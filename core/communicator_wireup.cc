@@ -342,7 +342,8 @@ Status Communicator::connect_p2p(int p, const std::vector<std::byte>& table, siz
       p2p_->defer_connect(p, k, data, n);
       // auto tells which sub-transport it will use for p from the address:
       // the init summary and the algorithms' peer table name it already.
-      if (k == 0 && cfg_.transport == kAutoTransportName) auto_transport_plan(ctx_, p, {data, n});
+      if (cfg_.transport == kAutoTransportName)
+        auto_transport_plan(p2p_->endpoints(k)[size_t(p)], {data, n});
       continue;
     }
     int rc = tp_->endpoint_connect(p2p_->endpoints(k)[size_t(p)], data, n,
