@@ -22,15 +22,6 @@ namespace {
     }                                                                                 \
   } while (0)
 
-std::size_t open_fds() {
-  std::size_t n = 0;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
-    (void)entry;
-    ++n;
-  }
-  return n;
-}
-
 /// The "/proc/<pid>/fd/<fd>" of the context memory file a shm blob names
 /// (layout 5: a NUL-terminated name of 40 bytes at offset 88).
 std::string arena_name(const Bytes& blob) {

@@ -5,11 +5,22 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstddef>
 #include <cstdlib>
+#include <filesystem>
 #include <stdexcept>
 #include <string>
 
 namespace chorus::conformance {
+
+/// This process's open file descriptors (the entries of /proc/self/fd,
+/// the iterator's own included).
+inline std::size_t open_fds() {
+  std::size_t n = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/fd"))
+    ++n;
+  return n;
+}
 
 /// Whether the transport can open a context on this machine. A transport
 /// that answers CHORUS_ERR_UNAVAILABLE (no NIC, no device) is reported and

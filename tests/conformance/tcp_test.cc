@@ -392,15 +392,6 @@ std::array<unsigned char, 72> make_call_me(std::uint64_t target_nonce, std::uint
   return hello;
 }
 
-std::size_t open_fds() {
-  std::size_t n = 0;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
-    (void)entry;
-    ++n;
-  }
-  return n;
-}
-
 std::size_t connect_requests(const Context& c) {
   return static_cast<std::size_t>(
       std::count_if(c.completions.begin(), c.completions.end(),
