@@ -157,6 +157,8 @@ Communicator::~Communicator() {
       if (ep) tp_->endpoint_close(ep), ep = nullptr;
     for (auto*& ep : notice_eps_)
       if (ep) tp_->endpoint_close(ep), ep = nullptr;
+    for (auto& idle : notice_idle_)
+      if (idle.ep) tp_->endpoint_close(idle.ep), idle.ep = nullptr;
     if (notice_mr_) tp_->mem_deregister(ctx_, notice_mr_);
     release_call_registrations();
     for (auto* mr : staging_mr_)

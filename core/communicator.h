@@ -188,6 +188,27 @@ class Communicator : public CallChecks {
   // Data endpoints connected on first use (core/data_connect.cc).
   bool defers_data(int peer) const;
   Status connect_deferred_data();
+  // Notice endpoints connected on first use (core/notice_connect.cc).
+  /// The pair's notice endpoint is opened at init but connected (polled)
+  /// when a call first needs it: a peer whose data endpoints are deferred
+  /// too, over a transport with CHORUS_TP_CAP_CONNECT_POLL.
+  bool defers_notice(int peer) const;
+  /// Not connected yet (idle or connecting): signatures to it wait in its queue.
+  bool notice_pending(int peer) const {
+    return !notice_idle_.empty() && notice_idle_[size_t(peer)].ep != nullptr;
+  }
+  /// Whether a broadcast exchanges its signature with `peer` (see begin_signature).
+  bool broadcast_talks_to(int peer) const;
+  /// Starts the pair's polled connect; `linked`: this rank's own calls need
+  /// the pair (not only the peer's connect request), which both sides of a
+  /// pair decide alike.
+  void begin_notice_connect(int peer, bool linked);
+  /// Polls the connecting notice endpoints; arms and flushes those now up.
+  void poll_notice_connects();
+  /// Posts the signature notices queued for peer while its slots allow.
+  void flush_notice_queue(int peer);
+  /// Posts one signature notice to a connected peer (a free slot assumed).
+  void post_signature(int peer, const CallSig& sig, bool ask);
   /// endpoint_connect's timeout for a blocking connect by `deadline`: on a
   /// transport with CHORUS_TP_CAP_CONNECT_POLL, 0 would mean a polled
   /// connect, so an expired deadline still asks for 1 ms (and fails).
@@ -318,6 +339,7 @@ class Communicator : public CallChecks {
   Status malformed_table(int peer) const;
   /// Posts the standing notice receives; the end of connect_from().
   Status arm_notices();
+  void arm_notice_peer(int p);  // posts p's; on a refusal closes its notice endpoint
   /// Takes notice completions out of out[0..n); returns how many are left.
   int filter_notices(chorus_tp_completion_t* out, int n);
   /// One notice received from `peer` (`sized`: of the expected length).
@@ -470,6 +492,22 @@ class Communicator : public CallChecks {
   bool deferred_pending_ = false;                 // some data endpoint waits for first use
   std::atomic<uint64_t> data_connected_{0};       // data endpoints connected so far
   std::atomic<uint64_t> p2p_connected_{0};        // tagged point-to-point pairs connected so far
+  struct IdleNotice {  // a notice endpoint opened at init, connected on first use
+    chorus_tp_endpoint_t* ep = nullptr;  // out of notice_eps_ until connected; nullptr then
+    std::vector<std::byte> blob;         // the peer's notice address
+    bool lazy = false;  // deferred at init (defers_notice), connected or not
+    bool connecting = false;
+    struct Queued {
+      CallSig sig;
+      bool ask;
+    };
+    std::vector<Queued> queue;  // signatures waiting for the connection (or a free slot)
+  };
+  std::vector<IdleNotice> notice_idle_;  // [peer]; empty: every notice endpoint from init
+  std::vector<char> notice_linked_;      // [peer]: a call here used the pair (defers_notice)
+  int notice_connecting_ = 0;            // notice endpoints in a polled connect
+  int notice_queued_ = 0;                // peers with signatures in their IdleNotice queue
+  std::atomic<uint64_t> notice_connected_{0};  // notice endpoints connected so far
   std::unordered_map<const chorus_tp_endpoint_t*, int> endpoint_peer_;
   chorus_transport_plugin_v1_t proxy_{};
   std::vector<chorus_tp_endpoint_t*> notice_eps_;  // [peer]; nullptr for self

@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <utility>
 
 namespace chorus::core {
 
@@ -259,11 +260,26 @@ Status Communicator::connect_from(const std::vector<std::vector<std::byte>>& all
     for (size_t i = 0; i < 1 + kept_data_entries(p); ++i)
       if (!get_bytes(all[size_t(p)], pos, data, n)) return malformed_table(p);
     if (!get_bytes(all[size_t(p)], pos, data, n)) return malformed_table(p);
+    if (n > 0 && notice_eps_[size_t(p)] && defers_notice(p)) {
+      // Connected when a call first needs the pair (core/notice_connect.cc).
+      if (notice_idle_.empty()) {
+        notice_idle_.resize(size_t(size_));
+        notice_linked_.assign(size_t(size_), 0);
+      }
+      IdleNotice& idle = notice_idle_[size_t(p)];
+      idle.ep = std::exchange(notice_eps_[size_t(p)], nullptr);
+      idle.blob.assign(data, data + n);
+      idle.lazy = true;
+      // auto chooses the pair's sub-transport now and closes the other half.
+      if (cfg_.transport == kAutoTransportName) auto_transport_plan(idle.ep, {data, n});
+      continue;
+    }
     int rc = tp_->endpoint_connect(notice_eps_[size_t(p)], data, n, blocking_connect_ms(deadline));
     if (rc != CHORUS_OK)
       return {rc, "rank " + std::to_string(rank_) + ": connecting to rank " + std::to_string(p) +
                       " (notice endpoint) over " + cfg_.transport +
                       " failed: " + tp_->last_error()};
+    notice_connected_.fetch_add(1, std::memory_order_relaxed);
   }
   // Every rank's host identity, after its notice blob (if any): hosts are numbered
   // in the order of their first rank, the same on every rank.

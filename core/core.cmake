@@ -23,6 +23,7 @@ add_library(chorus_core STATIC
   lane_driver.cc
   communicator_wireup.cc
   data_connect.cc
+  notice_connect.cc
   config.cc
   config_entry.cc
   config_keys.cc

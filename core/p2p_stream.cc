@@ -161,6 +161,7 @@ void Communicator::wake_executor() {
 
 void Communicator::p2p_step(int wait_ms) {
   if (inbox_nonempty_.load()) drain_inbox();
+  poll_notice_connects();
   chorus_tp_completion_t comps[16];
   int n = tp_->poll(ctx_, comps, 16);
   if (n > 0) {

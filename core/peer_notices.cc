@@ -64,27 +64,27 @@ Status Communicator::arm_notices() {
         rc != CHORUS_OK)
       return {rc, who() + ": registering the notice buffers failed: " + tp_->last_error()};
   }
-  for (int p = 0; p < size_; ++p) {
-    if (!notice_eps_[size_t(p)]) continue;
-    int rc = CHORUS_OK;
-    for (int k = 0; k < kNoticeRecvSlots && rc == CHORUS_OK; ++k)
-      rc = tp_->post_recv(notice_eps_[size_t(p)], notice_slot(p, k), kNoticeBytes, notice_mr_,
-                          kNoticeWrId + (uint64_t(p) << 8) + uint64_t(k));
-    if (rc != CHORUS_OK) {
-      // Notices are best effort: a pair the transport cannot link (a
-      // device matrix with no entry for it) or any other refusal only
-      // costs the better blame message and the signature check for this
-      // peer, not the job.
-      log(rc == CHORUS_ERR_INVALID_ARGUMENT ? CHORUS_LOG_DEBUG : CHORUS_LOG_WARN,
-          "no notices (peer loss, call signatures) with rank " + std::to_string(p) + ": " +
-              tp_->last_error());
-      auto* ep = notice_eps_[size_t(p)];
-      notice_peer_.erase(ep);
-      tp_->endpoint_close(ep);
-      notice_eps_[size_t(p)] = nullptr;
-    }
-  }
+  for (int p = 0; p < size_; ++p)
+    if (notice_eps_[size_t(p)]) arm_notice_peer(p);
   return Status::ok();
+}
+
+void Communicator::arm_notice_peer(int p) {
+  int rc = CHORUS_OK;
+  for (int k = 0; k < kNoticeRecvSlots && rc == CHORUS_OK; ++k)
+    rc = tp_->post_recv(notice_eps_[size_t(p)], notice_slot(p, k), kNoticeBytes, notice_mr_,
+                        kNoticeWrId + (uint64_t(p) << 8) + uint64_t(k));
+  if (rc == CHORUS_OK) return;
+  // Notices are best effort: a pair the transport cannot link (a device
+  // matrix with no entry for it) or any other refusal only costs the better
+  // blame message and the signature check for this peer, not the job.
+  log(rc == CHORUS_ERR_INVALID_ARGUMENT ? CHORUS_LOG_DEBUG : CHORUS_LOG_WARN,
+      "no notices (peer loss, call signatures) with rank " + std::to_string(p) + ": " +
+          tp_->last_error());
+  auto* ep = notice_eps_[size_t(p)];
+  notice_peer_.erase(ep);
+  tp_->endpoint_close(ep);
+  notice_eps_[size_t(p)] = nullptr;
 }
 
 void* Communicator::notice_slot(int peer, int k) const {
@@ -167,6 +167,14 @@ int Communicator::filter_notices(chorus_tp_completion_t* out, int n) {
   if (notice_peer_.empty()) return n;
   int kept = 0;
   for (int i = 0; i < n; ++i) {
+    if (out[i].opcode == CHORUS_TP_OP_CONNECT_REQUEST && !notice_idle_.empty()) {
+      // A peer started connecting a notice endpoint left for first use
+      // (core/notice_connect.cc): connect this side too.
+      if (auto it = notice_peer_.find(out[i].endpoint); it != notice_peer_.end()) {
+        begin_notice_connect(it->second, false);
+        continue;
+      }
+    }
     // Every notice work request carries kNoticeWrId + (rank << 8) + slot:
     // anything else is algorithm traffic, kept without a lookup.
     const uint64_t off = out[i].wr_id - kNoticeWrId;
@@ -390,6 +398,29 @@ void Communicator::resolve_lost(int peer) {
   if (reported >= 0 && reported != peer && reported != rank_) {
     lost_rank_ = reported;
     lost_via_ = peer;
+    return;
+  }
+  // On a mesh whose notice endpoints wait for first use
+  // (core/notice_connect.cc), a peer that failed before it connected its
+  // notice endpoint to this rank told only its ring neighbours why it left,
+  // and its endpoints' close arrives here first. The rank the others report
+  // lost is then the cause, not the peer: give their word a short grace
+  // (this is the failure path only).
+  if (reported >= 0 || notice_idle_.empty() || notice_timeout_[size_t(peer)] || mismatch_known_)
+    return;
+  auto other = [&] {
+    for (int q = 0; q < size_; ++q)
+      if (q != rank_ && q != peer && notice_lost_[size_t(q)] >= 0 &&
+          notice_lost_[size_t(q)] != rank_)
+        return q;
+    return -1;
+  };
+  pump_notices(
+      Deadline::after(std::chrono::milliseconds(call_deadline_.remaining_ms(kNoticeGraceMs))),
+      [&] { return other() >= 0 || mismatch_known_; });
+  if (const int q = other(); q >= 0) {
+    lost_rank_ = notice_lost_[size_t(q)];
+    lost_via_ = q;
   }
 }
 
@@ -415,6 +446,7 @@ bool Communicator::note_notice_error(const chorus_tp_error_t& e) {
 
 bool Communicator::drain_notices() {
   chorus_tp_completion_t comps[16];
+  poll_notice_connects();
   for (;;) {
     int n = tp_->poll(ctx_, comps, 16);
     if (n > 0) {
@@ -474,6 +506,11 @@ void Communicator::say_goodbye() {
   // A peer that already finalized and left has closed its notice connection:
   // take that in first, so no goodbye is written to a closed connection.
   if (!drain_notices()) return;
+  // A notice endpoint still connecting may be up on the peer's side, which
+  // then waits for this rank's goodbye: finish it first (briefly).
+  if (notice_connecting_ > 0)
+    pump_notices(Deadline::after(std::chrono::milliseconds(kNoticeGraceMs)),
+                 [&] { return notice_connecting_ == 0; });
   relay_.goodbye = true;
   NoticeWire w{kNoticeMagic, kNoticeFinalized, -1, rank_, CallSig{}, CallSig{}};
   void* slot = broadcast_slot();

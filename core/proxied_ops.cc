@@ -103,6 +103,8 @@ int Communicator::poll_data(chorus_tp_completion_t* out, size_t max) {
   // Tagged pairs being connected (on first use) finish here too: the peer
   // this call waits for may itself wait for this rank's tagged message.
   if (p2p_ && p2p_->connecting()) p2p_->poll_connects();
+  // So do notice endpoints connected on first use (core/notice_connect.cc).
+  poll_notice_connects();
   for (;;) {
     if (has_pending_error_) return CHORUS_ERR_PENDING;
     int n = tp_->poll(ctx_, out, max);

@@ -53,16 +53,22 @@ void Communicator::begin_signature(const CallSig& sig, bool talk_all) {
     if (const OneWay* w = find_oneway())
       for (int p = 0; p < size_; ++p)
         if (w->peers[size_t(p)]) send_signature(p);
+  // Where a mesh's notice endpoints wait for first use, a broadcast uses the
+  // pairs already in use and the root's: the root hears from every rank,
+  // and a rank's neighbours check it too (core/notice_connect.cc).
   if (talk_all)
     for (int p = 0; p < size_; ++p)
-      if (p != rank_) send_signature(p);
+      if (p != rank_ && broadcast_talks_to(p)) send_signature(p);
 }
 
 void Communicator::send_signature(int peer, bool ask) {
   if (talked_[size_t(peer)]) return;
   talked_[size_t(peer)] = 1;
-  auto* ep = notice_eps_[size_t(peer)];
-  if (!ep) return;  // no notices with this peer: its calls go unchecked
+  // A notice endpoint left for first use connects now; the signature waits
+  // in its queue until it is up.
+  if (notice_pending(peer)) begin_notice_connect(peer, true);
+  if (!notice_eps_[size_t(peer)] && !notice_pending(peer))
+    return;  // no notices with this peer: its calls go unchecked
   // Which directions of the pair this call moves data in (SigStream).
   const bool out = call_sig_.call != CallSig::kSigRecv;
   const bool in = call_sig_.call != CallSig::kSigSend;
@@ -76,13 +82,23 @@ void Communicator::send_signature(int peer, bool ask) {
     CallSig a, b;
     if (!s.match(a, b)) note_mismatch(a, b, -1);
   }
+  if (notice_pending(peer) || !notice_idle_.empty() && !notice_idle_[size_t(peer)].queue.empty()) {
+    notice_idle_[size_t(peer)].queue.push_back({call_sig_, ask});
+    ++notice_queued_;
+    return;
+  }
   // Every slot busy means the peer stopped taking notices; progress until
   // one frees, bounded by the call's deadline.
   if (sig_sends_out_[size_t(peer)] >= kSigSendSlots)
     pump_notices(call_deadline_, [&] { return sig_sends_out_[size_t(peer)] < kSigSendSlots; });
   if (sig_sends_out_[size_t(peer)] >= kSigSendSlots) return;
+  post_signature(peer, call_sig_, ask);
+}
+
+void Communicator::post_signature(int peer, const CallSig& sig, bool ask) {
+  auto* ep = notice_eps_[size_t(peer)];
   const uint32_t k = sig_send_next_[size_t(peer)]++ % kSigSendSlots;
-  NoticeWire w{kNoticeMagic, ask ? kNoticeSignatureAsk : kNoticeSignature, -1, rank_, call_sig_,
+  NoticeWire w{kNoticeMagic, ask ? kNoticeSignatureAsk : kNoticeSignature, -1, rank_, sig,
                CallSig{}};
   void* slot = sig_send_slot(peer, int(k));
   std::memcpy(slot, &w, sizeof(w));

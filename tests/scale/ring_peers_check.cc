@@ -12,7 +12,9 @@
 // every peer are opened, but only the ring neighbours' are connected until
 // the first mesh all_gather, which connects the rest; the counters are
 // checked before and after it, and its result element by element (untagged:
-// every peer is connected at init). On every rank it checks the endpoint
+// every peer is connected at init); then two ring broadcasts from rank 0,
+// after which the notice endpoints connected are the ring neighbours' and
+// the root's pairs (over tcp and shm, which connect them on first use). On every rank it checks the endpoint
 // counters against the counts the rule gives, runs a ring all_reduce checked
 // element by element against a closed-form reference, does the same on the
 // two halves of a split, and counts its open file descriptors. Rank 0 prints
@@ -85,12 +87,17 @@ void check_endpoints(const chorus::Communicator& comm, bool ring, bool tagged, i
   const uint64_t neighbours = std::min<uint64_t>(2, others);
   const uint64_t peers = ring ? neighbours : others;
   const uint64_t connected = all_connected || !tagged ? peers : neighbours;
+  // A mesh's notice endpoints to non-neighbours connect when a signature
+  // first needs them (docs/scale.md), over a transport with polled connects;
+  // none of the calls before these checks sends one.
+  const uint64_t notices = tagged && p2p_lazy() ? neighbours : peers;
   const std::pair<const char*, uint64_t> want[] = {
       {"endpoints.data", peers * uint64_t(channels)},
       {"endpoints.data_peers", peers},
       {"endpoints.data_connected", connected * uint64_t(channels)},
       // Notice endpoints go to the ring neighbours and the data peers only.
       {"endpoints.notice", peers},
+      {"endpoints.notice_connected", notices},
       {"endpoints.point_to_point", tagged ? 2 * others : 0},
       // No tagged operation ran: over tcp (pairs connected on first use) no
       // pair is connected; a transport that connects them at init has all.
@@ -182,6 +189,36 @@ void checked_mesh_all_gather(chorus::Communicator& comm, const std::string& what
          what + ": the all_gather did not run the mesh algorithm");
 }
 
+/// A ring broadcast of int32 from `root`, every element checked on every rank.
+void checked_broadcast(chorus::Communicator& comm, int root, const std::string& what) {
+  const size_t count = 3001;
+  std::vector<int32_t> buf(count, -1);
+  if (comm.rank() == root)
+    for (size_t i = 0; i < count; ++i) buf[i] = int32_t(i) * 13 + root * 7919;
+  comm.broadcast(buf.data(), count, root);
+  size_t wrong = 0;
+  for (size_t i = 0; i < count; ++i) wrong += buf[i] != int32_t(i) * 13 + root * 7919;
+  expect(wrong == 0, what + ": broadcast from rank " + std::to_string(root) + ": " +
+                         std::to_string(wrong) + " wrong elements");
+}
+
+/// After broadcasts from rank 0 on a mesh communicator: where notice
+/// endpoints connect on first use, the root's to every rank are connected
+/// (it hears every rank's signature) and each other rank's to the root, on
+/// top of the ring neighbours'; elsewhere every notice endpoint from init.
+void check_notices_after_broadcast(const chorus::Communicator& comm, bool tagged,
+                                   const std::string& what) {
+  const int n = comm.size(), r = comm.rank();
+  const uint64_t others = uint64_t(n - 1);
+  const uint64_t neighbours = std::min<uint64_t>(2, others);
+  const bool next_to_root = r == 1 || r == n - 1;
+  uint64_t want = others;
+  if (tagged && p2p_lazy()) want = r == 0 ? others : neighbours + (next_to_root ? 0 : 1);
+  const uint64_t got = counters(comm)["endpoints.notice_connected"];
+  expect(got == want, what + ": endpoints.notice_connected is " + std::to_string(got) +
+                          " after broadcasts from rank 0, expected " + std::to_string(want));
+}
+
 /// --mesh: ring neighbours only until the first mesh call, every peer after.
 void check_mesh_on_first_use(chorus::Communicator& comm, bool tagged, int channels,
                              const std::string& what) {
@@ -198,6 +235,10 @@ void check_mesh_on_first_use(chorus::Communicator& comm, bool tagged, int channe
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (k == 0) check_endpoints(comm, false, tagged, channels, what + " (after a mesh call)", true);
   }
+  // A broadcast's root must hear from every rank (a rank that called it with
+  // another root tells it only so): its notice endpoints connect then.
+  for (int k = 0; k < 2; ++k) checked_broadcast(comm, 0, what);
+  check_notices_after_broadcast(comm, tagged, what);
   if (comm.rank() == 0)
     std::printf("ring_peers: %s: first mesh all_gather %.2f ms, second %.2f ms (rank 0)\n",
                 what.c_str(), ms[0], ms[1]);
