@@ -64,9 +64,10 @@ void Communicator::begin_signature(const CallSig& sig, bool talk_all) {
 void Communicator::send_signature(int peer, bool ask) {
   if (talked_[size_t(peer)]) return;
   talked_[size_t(peer)] = 1;
-  // A notice endpoint left for first use connects now; the signature waits
-  // in its queue until it is up.
-  if (notice_pending(peer)) begin_notice_connect(peer, true);
+  // A notice endpoint left for first use connects now (unless the peer's
+  // connect request got there first); the signature waits in its queue
+  // until it is up. Either way this rank's calls now use the pair.
+  if (!notice_idle_.empty() && notice_idle_[size_t(peer)].lazy) begin_notice_connect(peer, true);
   if (!notice_eps_[size_t(peer)] && !notice_pending(peer))
     return;  // no notices with this peer: its calls go unchecked
   // Which directions of the pair this call moves data in (SigStream).

@@ -10,7 +10,12 @@
 # and the connected point-to-point pairs are the same at 16 and 64 ranks. The mesh runs (--mesh) check
 # that a communicator whose algorithms declare every peer connects only its
 # ring neighbours' data endpoints until its first mesh call, and every peer
-# from then on (docs/scale.md, "Data endpoints on first use").
+# from then on (docs/scale.md, "Data endpoints on first use"), and that its
+# notice endpoints to non-neighbours connect only when a signature needs
+# them (a broadcast: the root's pairs). The declared runs (--declared, tcp
+# and auto at 16 and 64 ranks) pin every call to the ring but declare every
+# peer: their descriptors must not grow with N either ("Notice endpoints on
+# first use").
 #   ring_peers.sh CHORUSRUN RING_PEERS_CHECK tcp   2, 16 and 64 ranks, fd growth;
 #                                                  16 ranks untagged (every peer);
 #                                                  mesh at 6 ranks
@@ -46,7 +51,7 @@ fails=0
 run() {  # ranks [extra option] -> the rank-0 "fds" line in $line
   line=""
   mode=--ring
-  [ "${2:-}" = --mesh ] && mode=""
+  case "${2:-}" in --mesh | --declared) mode="" ;; esac
   if ! env CHORUS_TRANSPORT="$transport" "$chorusrun" -n "$1" --timeout 150 -- \
       "$check" $mode --channels 2 ${2:+"$2"} >"$out" 2>&1; then
     cat "$out"
@@ -71,10 +76,25 @@ else
   # point_to_point.tagged = false: untagged send/recv needs every peer.
   run 16 --untagged
 fi
+field() { echo "$1" | awk -v k="$2" '{ for (i = 1; i < NF; ++i) if ($i == k) print $(i + 1) }'; }
+if [ "$transport" != shm ]; then
+  # Every peer declared, the ring used: the endpoints to non-neighbours
+  # (data and notice) are opened but never connected, so no descriptor.
+  run 16 --declared && dsmall=$line
+  run 64 --declared && dlarge=$line
+  if [ -n "${dsmall:-}" ] && [ -n "${dlarge:-}" ]; then
+    others=$(($(field "$dlarge" max) - $(field "$dsmall" max)))
+    root=$(($(field "$dlarge" rank0) - $(field "$dsmall" rank0)))
+    echo "declared mesh, ring used: fd growth 16 -> 64 ranks: other ranks (max) +$others (bound 8), rank 0 +$root (bound 8)"
+    if [ "$others" -gt 8 ] || [ "$root" -gt 8 ]; then
+      echo "FAIL: a rank whose algorithms declare every peer but use the ring holds descriptors that grow with N"
+      fails=$((fails + 1))
+    fi
+  fi
+fi
 run 16 && small=$line
 run 64 && large=$line
 if [ -n "${small:-}" ] && [ -n "${large:-}" ]; then
-  field() { echo "$1" | awk -v k="$2" '{ for (i = 1; i < NF; ++i) if ($i == k) print $(i + 1) }'; }
   r0_small=$(field "$small" rank0) r0_large=$(field "$large" rank0)
   max_small=$(field "$small" max) max_large=$(field "$large" max)
   others=$((max_large - max_small)) root=$((r0_large - r0_small))

@@ -1,6 +1,6 @@
 // One rank of the ring-only scale guard (tests/scale/ring_peers.sh), run
 // under chorusrun:
-//   ring_peers_check [--ring | --mesh] [--untagged] [--channels C]
+//   ring_peers_check [--ring | --mesh | --declared] [--untagged] [--channels C]
 // --ring pins every collective to the ring, whose algorithm declares
 // CHORUS_ALGO_PEERS_RING, so the communicator has data endpoints to rank-1
 // and rank+1 only; without it the configuration is the default (`auto`:
@@ -14,11 +14,15 @@
 // checked before and after it, and its result element by element (untagged:
 // every peer is connected at init); then two ring broadcasts from rank 0,
 // after which the notice endpoints connected are the ring neighbours' and
-// the root's pairs (over tcp and shm, which connect them on first use). On every rank it checks the endpoint
-// counters against the counts the rule gives, runs a ring all_reduce checked
+// the root's pairs (over tcp and shm, which connect them on first use).
+// --declared pins every collective to the ring but all_to_all to the mesh
+// (never called): every peer is declared, so the data and notice endpoints
+// to every peer are opened, and only the ring neighbours' are connected.
+// On every rank it checks the endpoint counters against the counts the
+// rule gives, runs a ring all_reduce checked
 // element by element against a closed-form reference, does the same on the
 // two halves of a split, and counts its open file descriptors. Rank 0 prints
-//   ring_peers: ranks N channels C mode ring|mesh|default[+untagged] fds rank0 A others min B max C
+//   ring_peers: ranks N channels C mode ring|mesh|declared|default[+untagged] fds rank0 A others min B max C
 //               endpoints data+notice D p2p_connected P
 // and every rank prints each failed check as "rN FAIL ...". Exit status 0
 // only when every check passed on this rank.
@@ -248,20 +252,22 @@ void check_mesh_on_first_use(chorus::Communicator& comm, bool tagged, int channe
 
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  bool ring = false, mesh = false, tagged = true;
+  bool ring = false, mesh = false, declared = false, tagged = true;
   int channels = 1;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--ring") == 0) {
       ring = true;
     } else if (std::strcmp(argv[i], "--mesh") == 0) {
       mesh = true;
+    } else if (std::strcmp(argv[i], "--declared") == 0) {
+      declared = true;
     } else if (std::strcmp(argv[i], "--untagged") == 0) {
       tagged = false;
     } else if (std::strcmp(argv[i], "--channels") == 0 && i + 1 < argc) {
       channels = std::atoi(argv[++i]);
     } else {
       std::fprintf(stderr,
-                   "usage: ring_peers_check [--ring | --mesh] [--untagged] [--channels C]\n");
+                   "usage: ring_peers_check [--ring | --mesh | --declared] [--untagged] [--channels C]\n");
       return 2;
     }
   }
@@ -277,6 +283,13 @@ int main(int argc, char** argv) {
                           "gather", "scatter", "all_to_all", "all_to_allv"})
       settings.push_back(std::string("algorithm.") + c + "=\"ring\"");
     settings.push_back("algorithm.all_gather=\"mesh\"");
+  } else if (declared) {
+    // Every peer declared (all_to_all on the mesh, never called here), every
+    // call made on the ring: nothing but the ring neighbours gets connected.
+    for (const char* c : {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "barrier",
+                          "reduce", "gather", "scatter", "all_to_allv"})
+      settings.push_back(std::string("algorithm.") + c + "=\"ring\"");
+    settings.push_back("algorithm.all_to_all=\"mesh\"");
   } else {
     settings.push_back("algorithm.all_reduce=\"ring\"");  // checked below; the rest stay auto
   }
@@ -321,9 +334,10 @@ int main(int argc, char** argv) {
           "ring_peers: ranks %d channels %d mode %s%s fds rank0 %lld others min %lld max %lld "
           "endpoints data+notice %llu p2p_connected %llu\n",
           n, channels,
-          ring   ? "ring"
-          : mesh ? "mesh"
-                 : "default",
+          ring       ? "ring"
+          : mesh     ? "mesh"
+          : declared ? "declared"
+                     : "default",
           tagged ? "" : "+untagged", static_cast<long long>(all[0]), static_cast<long long>(*lo),
           static_cast<long long>(*hi), static_cast<unsigned long long>(data_and_notice(comm)),
           static_cast<unsigned long long>(counters(comm)["endpoints.p2p_connected"]));
