@@ -58,7 +58,10 @@ for r in $(seq 0 $((n - 1))); do
     line=$(grep -m1 -E "failed: CHORUS_ERR_PEER_LOST" "$dir/err.$r")
     # Every survivor must name the killed rank, also those that saw a
     # neighbour leave first (that neighbour's peer-loss notice names it).
+    # A first-use connect that failed words it "call: rank V is lost [(rank
+    # R reported it)], so the data endpoints ... cannot be connected".
     blamed=$(sed -nE 's/.*\(rank ([0-9]+) is lost.*/\1/p' <<<"$line" | head -n1)
+    [ -n "$blamed" ] || blamed=$(sed -nE 's/.*: rank ([0-9]+) is lost( \(rank [0-9]+ reported it\))?, so the data endpoints.*/\1/p' <<<"$line" | head -n1)
     if [ "$blamed" != "$victim" ]; then
       echo "FAIL: rank $r blames rank '${blamed}', not the killed rank $victim: $line"
       failed=$((failed + 1)); continue
