@@ -21,6 +21,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -203,8 +204,11 @@ class Communicator : public CallChecks {
   /// the pair (not only the peer's connect request), which both sides of a
   /// pair decide alike.
   void begin_notice_connect(int peer, bool linked);
-  /// Polls the connecting notice endpoints; arms and flushes those now up.
+  /// Polls the connecting notice endpoints (each at most every
+  /// kNoticeConnectGap) and flushes the queues of those up.
   void poll_notice_connects();
+  /// Polls one; once up, arms its standing receives and flushes its queue.
+  void poll_notice_connect(int peer);
   /// Posts the signature notices queued for peer while its slots allow.
   void flush_notice_queue(int peer);
   /// Posts one signature notice to a connected peer (a free slot assumed).
@@ -508,6 +512,8 @@ class Communicator : public CallChecks {
   int notice_connecting_ = 0;            // notice endpoints in a polled connect
   int notice_queued_ = 0;                // peers with signatures in their IdleNotice queue
   std::atomic<uint64_t> notice_connected_{0};  // notice endpoints connected so far
+  std::chrono::steady_clock::time_point notice_connect_polled_{};  // last poll of them all
+  static constexpr auto kNoticeConnectGap = std::chrono::microseconds(200);
   std::unordered_map<const chorus_tp_endpoint_t*, int> endpoint_peer_;
   chorus_transport_plugin_v1_t proxy_{};
   std::vector<chorus_tp_endpoint_t*> notice_eps_;  // [peer]; nullptr for self

@@ -39,7 +39,7 @@
 #include "core/log.h"
 #include "core/notice_wire.h"
 
-#include <cstring>
+#include <chrono>
 #include <utility>
 
 namespace chorus::core {
@@ -64,45 +64,55 @@ void Communicator::begin_notice_connect(int peer, bool linked) {
   idle.connecting = true;
   ++notice_connecting_;
   log(CHORUS_LOG_DEBUG, "connecting the notice endpoint to rank " + std::to_string(peer));
-  poll_notice_connects();
+  poll_notice_connect(peer);
 }
 
 void Communicator::poll_notice_connects() {
   if (notice_connecting_ == 0 && notice_queued_ == 0) return;
+  // A broadcast's root may have a connect running to every rank: poll them
+  // every kNoticeConnectGap, not on every poll of the call.
+  const auto now = std::chrono::steady_clock::now();
+  const bool due = now - notice_connect_polled_ >= kNoticeConnectGap;
+  if (due) notice_connect_polled_ = now;
   for (int p = 0; p < size_ && (notice_connecting_ > 0 || notice_queued_ > 0); ++p) {
     IdleNotice& idle = notice_idle_[size_t(p)];
-    if (!idle.connecting) {
-      if (!idle.queue.empty() && notice_eps_[size_t(p)]) flush_notice_queue(p);
-      continue;
-    }
-    const int rc = tp_->endpoint_connect(idle.ep, idle.blob.data(), idle.blob.size(), 0);
-    if (rc == CHORUS_ERR_AGAIN) continue;
-    idle.connecting = false;
-    --notice_connecting_;
-    chorus_tp_endpoint_t* ep = std::exchange(idle.ep, nullptr);
-    std::vector<std::byte>().swap(idle.blob);
-    if (rc != CHORUS_OK) {
-      // As an eagerly connected pair whose peer died: its notice
-      // connection ended without a word (known_lost_rank, owed_peer_gone).
-      log(CHORUS_LOG_DEBUG, "connecting the notice endpoint to rank " + std::to_string(p) +
-                                " failed: " + tp_->last_error());
-      notice_peer_.erase(ep);
-      tp_->endpoint_close(ep);
-      notice_closed_[size_t(p)] = 1;
-      notice_queued_ -= int(idle.queue.size());
-      idle.queue.clear();
-      continue;
-    }
-    notice_eps_[size_t(p)] = ep;
-    notice_connected_.fetch_add(1, std::memory_order_relaxed);
-    log(CHORUS_LOG_DEBUG, "notice endpoint to rank " + std::to_string(p) + " connected");
-    arm_notice_peer(p);
-    if (notice_eps_[size_t(p)]) {
+    if (idle.connecting) {
+      if (due) poll_notice_connect(p);
+    } else if (!idle.queue.empty() && notice_eps_[size_t(p)]) {
       flush_notice_queue(p);
-    } else {
-      notice_queued_ -= int(idle.queue.size());
-      idle.queue.clear();
     }
+  }
+}
+
+void Communicator::poll_notice_connect(int p) {
+  IdleNotice& idle = notice_idle_[size_t(p)];
+  const int rc = tp_->endpoint_connect(idle.ep, idle.blob.data(), idle.blob.size(), 0);
+  if (rc == CHORUS_ERR_AGAIN) return;
+  idle.connecting = false;
+  --notice_connecting_;
+  chorus_tp_endpoint_t* ep = std::exchange(idle.ep, nullptr);
+  std::vector<std::byte>().swap(idle.blob);
+  if (rc != CHORUS_OK) {
+    // As an eagerly connected pair whose peer died: its notice connection
+    // ended without a word (known_lost_rank, owed_peer_gone).
+    log(CHORUS_LOG_DEBUG, "connecting the notice endpoint to rank " + std::to_string(p) +
+                              " failed: " + tp_->last_error());
+    notice_peer_.erase(ep);
+    tp_->endpoint_close(ep);
+    notice_closed_[size_t(p)] = 1;
+    notice_queued_ -= int(idle.queue.size());
+    idle.queue.clear();
+    return;
+  }
+  notice_eps_[size_t(p)] = ep;
+  notice_connected_.fetch_add(1, std::memory_order_relaxed);
+  log(CHORUS_LOG_DEBUG, "notice endpoint to rank " + std::to_string(p) + " connected");
+  arm_notice_peer(p);
+  if (notice_eps_[size_t(p)]) {
+    flush_notice_queue(p);
+  } else {  // refused its standing receives: no notices with this peer
+    notice_queued_ -= int(idle.queue.size());
+    idle.queue.clear();
   }
 }
 
