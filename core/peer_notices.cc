@@ -408,16 +408,23 @@ void Communicator::resolve_lost(int peer) {
   // (this is the failure path only).
   if (reported >= 0 || notice_idle_.empty() || notice_timeout_[size_t(peer)] || mismatch_known_)
     return;
+  // Another rank's report names the peer itself: the peer is the one lost.
+  auto confirmed = [&] {
+    for (int q = 0; q < size_; ++q)
+      if (q != rank_ && notice_lost_[size_t(q)] == peer) return true;
+    return relay_.reported_lost[size_t(peer)] != 0;
+  };
   auto other = [&] {
+    if (confirmed()) return -1;
     for (int q = 0; q < size_; ++q)
       if (q != rank_ && q != peer && notice_lost_[size_t(q)] >= 0 &&
-          notice_lost_[size_t(q)] != rank_)
+          notice_lost_[size_t(q)] != rank_ && notice_lost_[size_t(q)] != q)
         return q;
     return -1;
   };
   pump_notices(
       Deadline::after(std::chrono::milliseconds(call_deadline_.remaining_ms(kNoticeGraceMs))),
-      [&] { return other() >= 0 || mismatch_known_; });
+      [&] { return confirmed() || other() >= 0 || mismatch_known_; });
   if (const int q = other(); q >= 0) {
     lost_rank_ = notice_lost_[size_t(q)];
     lost_via_ = q;

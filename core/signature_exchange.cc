@@ -67,9 +67,13 @@ void Communicator::send_signature(int peer, bool ask) {
   // A notice endpoint left for first use connects now (unless the peer's
   // connect request got there first); the signature waits in its queue
   // until it is up. Either way this rank's calls now use the pair.
-  if (!notice_idle_.empty() && notice_idle_[size_t(peer)].lazy) begin_notice_connect(peer, true);
-  if (!notice_eps_[size_t(peer)] && !notice_pending(peer))
-    return;  // no notices with this peer: its calls go unchecked
+  const bool lazy = !notice_idle_.empty() && notice_idle_[size_t(peer)].lazy;
+  if (lazy) begin_notice_connect(peer, true);
+  // No notices with this peer: its calls go unchecked. A pair left for
+  // first use whose connect failed is owed all the same: the peer is gone
+  // (notice_closed_), and the call must say so (owed_peer_gone), not finish
+  // without its word.
+  if (!notice_eps_[size_t(peer)] && !notice_pending(peer) && !lazy) return;
   // Which directions of the pair this call moves data in (SigStream).
   const bool out = call_sig_.call != CallSig::kSigRecv;
   const bool in = call_sig_.call != CallSig::kSigSend;
@@ -83,7 +87,8 @@ void Communicator::send_signature(int peer, bool ask) {
     CallSig a, b;
     if (!s.match(a, b)) note_mismatch(a, b, -1);
   }
-  if (notice_pending(peer) || !notice_idle_.empty() && !notice_idle_[size_t(peer)].queue.empty()) {
+  if (lazy && !notice_eps_[size_t(peer)] && !notice_pending(peer)) return;  // the connect failed
+  if (notice_pending(peer) || (lazy && !notice_idle_[size_t(peer)].queue.empty())) {
     notice_idle_[size_t(peer)].queue.push_back({call_sig_, ask});
     ++notice_queued_;
     return;

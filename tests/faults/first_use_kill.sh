@@ -5,9 +5,10 @@
 # victim dies) and requires: the victim dies by SIGKILL, every survivor
 # exits 0 (its check: the mesh all_gather failed within timeout.collective
 # + 3 s blaming the victim), and nothing is left running after BOUND_S.
-# usage: first_use_kill.sh CHECK NRANKS VICTIM KILL_DELAY_MS CALL_DELAY_MS TIMEOUT_S BOUND_S
+# usage: first_use_kill.sh CHECK NRANKS VICTIM KILL_DELAY_MS CALL_DELAY_MS TIMEOUT_S BOUND_S [MODE]
+# MODE (optional) is passed on to CHECK (first_use_kill_check: broadcast).
 set -uo pipefail
-check=$1 n=$2 victim=$3 kill_delay=$4 call_delay=$5 timeout_s=$6 bound=$7
+check=$1 n=$2 victim=$3 kill_delay=$4 call_delay=$5 timeout_s=$6 bound=$7 mode=${8:-}
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/free_port.sh"
 port=$(chorus_free_port)
 dir=$(mktemp -d)
@@ -15,7 +16,7 @@ pids=()
 trap 'kill -9 "${pids[@]}" 2>/dev/null; rm -rf "$dir"' EXIT
 for r in $(seq 0 $((n - 1))); do
   CHORUS_RANK=$r CHORUS_WORLD_SIZE=$n CHORUS_COORDINATOR=127.0.0.1:$port \
-    "$check" "$victim" "$kill_delay" "$call_delay" "$timeout_s" >"$dir/out.$r" 2>"$dir/err.$r" &
+    "$check" "$victim" "$kill_delay" "$call_delay" "$timeout_s" $mode >"$dir/out.$r" 2>"$dir/err.$r" &
   pids+=($!)
 done
 t0=$(date +%s)

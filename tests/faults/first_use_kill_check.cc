@@ -10,6 +10,15 @@
 // that blames rank VICTIM ("rank V is lost", or a failed connect to it). Each survivor prints
 //   first_use: rR failed after T ms: MESSAGE
 // and exits 0 only when all of that held.
+//   first_use_kill_check VICTIM KILL_DELAY_MS CALL_DELAY_MS TIMEOUT_S broadcast
+// makes the first call after the kill a ring broadcast from rank 0 instead
+// (VICTIM not a ring neighbour of rank 0). Over tcp and shm the root's
+// notice endpoint to the victim connects only then (docs/scale.md, "Notice
+// endpoints on first use"), and the root waits for the victim's signature:
+// the root must fail as above. Another survivor whose part of the ring
+// broadcast does not pass the victim may complete it, with every element
+// right (checked); its next call (a barrier) must then fail blaming the
+// victim, as above.
 #include <chorus/chorus.hpp>
 
 #include <chrono>
@@ -33,9 +42,11 @@ uint64_t counter(const chorus::Communicator& c, const std::string& name) {
 
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  if (argc != 5) {
+  const bool bcast = argc == 6 && std::string(argv[5]) == "broadcast";
+  if (argc != 5 && !bcast) {
     std::fprintf(stderr,
-                 "usage: first_use_kill_check VICTIM KILL_DELAY_MS CALL_DELAY_MS TIMEOUT_S\n");
+                 "usage: first_use_kill_check VICTIM KILL_DELAY_MS CALL_DELAY_MS TIMEOUT_S "
+                 "[broadcast]\n");
     return 2;
   }
   const int victim = std::atoi(argv[1]);
@@ -57,8 +68,9 @@ int main(int argc, char** argv) {
     chorus::Communicator comm(&o);
     rank = comm.rank();
     const int n = comm.size();
-    if (n < 5 || victim <= 0 || victim >= n) {
-      std::printf("r%d FAIL needs 5+ ranks and 0 < VICTIM < size\n", rank);
+    if (n < 5 || victim <= 0 || victim >= n || (bcast && (victim == 1 || victim == n - 1))) {
+      std::printf("r%d FAIL needs 5+ ranks and 0 < VICTIM < size (broadcast: no neighbour of 0)\n",
+                  rank);
       return 1;
     }
     // Ring neighbours only, before any call.
@@ -89,7 +101,30 @@ int main(int argc, char** argv) {
     const auto t0 = std::chrono::steady_clock::now();
     std::string message;
     try {
-      comm.all_gather(mine.data(), all.data(), mine.size());
+      if (!bcast) {
+        comm.all_gather(mine.data(), all.data(), mine.size());
+      } else {
+        std::vector<int32_t> buf(4099, rank == 0 ? 0 : -1);
+        if (rank == 0)
+          for (size_t i = 0; i < buf.size(); ++i) buf[i] = int32_t(i) * 5 + 11;
+        comm.broadcast(buf.data(), buf.size(), 0);
+        // Completed: only a rank whose part did not need the victim, and
+        // then with the root's data.
+        for (size_t i = 0; i < buf.size(); ++i)
+          if (buf[i] != int32_t(i) * 5 + 11) {
+            std::printf("r%d FAIL the broadcast completed with element %zu = %d\n", rank, i,
+                        buf[i]);
+            return 1;
+          }
+        if (rank == 0) {
+          std::printf("r0 FAIL the root's broadcast completed although rank %d was killed\n",
+                      victim);
+          return 1;
+        }
+        std::printf("first_use: r%d completed the broadcast (its part did not pass rank %d)\n",
+                    rank, victim);
+        comm.barrier();
+      }
     } catch (const chorus::Error& e) {
       message = e.what();
     }
@@ -97,8 +132,8 @@ int main(int argc, char** argv) {
         std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
             .count();
     if (message.empty()) {
-      std::printf("r%d FAIL the mesh all_gather succeeded although rank %d was killed\n", rank,
-                  victim);
+      std::printf("r%d FAIL the %s succeeded although rank %d was killed\n", rank,
+                  bcast ? "barrier after the broadcast" : "mesh all_gather", victim);
       return 1;
     }
     std::printf("first_use: r%d failed after %lld ms: %s\n", rank, ms, message.c_str());
