@@ -496,10 +496,10 @@ class Communicator : public CallChecks {
   bool deferred_pending_ = false;                 // some data endpoint waits for first use
   std::atomic<uint64_t> data_connected_{0};       // data endpoints connected so far
   std::atomic<uint64_t> p2p_connected_{0};        // tagged point-to-point pairs connected so far
-  struct IdleNotice {  // a notice endpoint opened at init, connected on first use
+  struct IdleNotice {                    // a notice endpoint opened at init, connected on first use
     chorus_tp_endpoint_t* ep = nullptr;  // out of notice_eps_ until connected; nullptr then
     std::vector<std::byte> blob;         // the peer's notice address
-    bool lazy = false;  // deferred at init (defers_notice), connected or not
+    bool lazy = false;                   // deferred at init (defers_notice), connected or not
     bool connecting = false;
     struct Queued {
       CallSig sig;
@@ -507,10 +507,10 @@ class Communicator : public CallChecks {
     };
     std::vector<Queued> queue;  // signatures waiting for the connection (or a free slot)
   };
-  std::vector<IdleNotice> notice_idle_;  // [peer]; empty: every notice endpoint from init
-  std::vector<char> notice_linked_;      // [peer]: a call here used the pair (defers_notice)
-  int notice_connecting_ = 0;            // notice endpoints in a polled connect
-  int notice_queued_ = 0;                // peers with signatures in their IdleNotice queue
+  std::vector<IdleNotice> notice_idle_;        // [peer]; empty: every notice endpoint from init
+  std::vector<char> notice_linked_;            // [peer]: a call here used the pair (defers_notice)
+  int notice_connecting_ = 0;                  // notice endpoints in a polled connect
+  int notice_queued_ = 0;                      // signatures waiting in IdleNotice queues
   std::atomic<uint64_t> notice_connected_{0};  // notice endpoints connected so far
   std::chrono::steady_clock::time_point notice_connect_polled_{};  // last poll of them all
   static constexpr auto kNoticeConnectGap = std::chrono::microseconds(200);

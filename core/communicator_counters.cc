@@ -55,9 +55,9 @@ std::vector<std::pair<std::string, uint64_t>> Communicator::counters() const {
   out.emplace_back("endpoints.data_peers", uint64_t(data_peers_.of(rank_).size()));
   // Connected so far: a mesh connects its non-neighbours at first use.
   out.emplace_back("endpoints.data_connected", data_connected_.load(std::memory_order_relaxed));
-  // Connected so far: a mesh connects its non-neighbours' on first use.
-  out.emplace_back("endpoints.notice_connected",
-                   notice_connected_.load(std::memory_order_relaxed));
+  // Notice endpoints connected so far: a mesh over a transport with polled
+  // connects connects its non-neighbours. when a signature first needs them.
+  out.emplace_back("endpoints.notice_connected", notice_connected_.load(std::memory_order_relaxed));
   out.emplace_back("endpoints.notice", opened_[1]);
   out.emplace_back("endpoints.point_to_point", opened_[2]);
   // Tagged point-to-point pairs (two endpoints each) connected so far: all

@@ -44,9 +44,7 @@
 
 namespace chorus::core {
 
-bool Communicator::defers_notice(int peer) const {
-  return p2p_lazy() && defers_data(peer);
-}
+bool Communicator::defers_notice(int peer) const { return p2p_lazy() && defers_data(peer); }
 
 bool Communicator::broadcast_talks_to(int peer) const {
   // Pairs connected at init, pairs a call already used, and the root's

@@ -22,7 +22,8 @@
 // rule gives, runs a ring all_reduce checked
 // element by element against a closed-form reference, does the same on the
 // two halves of a split, and counts its open file descriptors. Rank 0 prints
-//   ring_peers: ranks N channels C mode ring|mesh|declared|default[+untagged] fds rank0 A others min B max C
+//   ring_peers: ranks N channels C mode ring|mesh|declared|default[+untagged] fds rank0 A others
+//   min B max C
 //               endpoints data+notice D p2p_connected P
 // and every rank prints each failed check as "rN FAIL ...". Exit status 0
 // only when every check passed on this rank.
@@ -266,8 +267,9 @@ int main(int argc, char** argv) {
     } else if (std::strcmp(argv[i], "--channels") == 0 && i + 1 < argc) {
       channels = std::atoi(argv[++i]);
     } else {
-      std::fprintf(stderr,
-                   "usage: ring_peers_check [--ring | --mesh | --declared] [--untagged] [--channels C]\n");
+      std::fprintf(
+          stderr,
+          "usage: ring_peers_check [--ring | --mesh | --declared] [--untagged] [--channels C]\n");
       return 2;
     }
   }
