@@ -56,7 +56,7 @@ std::vector<std::pair<std::string, uint64_t>> Communicator::counters() const {
   // Connected so far: a mesh connects its non-neighbours at first use.
   out.emplace_back("endpoints.data_connected", data_connected_.load(std::memory_order_relaxed));
   // Notice endpoints connected so far: a mesh over a transport with polled
-  // connects connects its non-neighbours. when a signature first needs them.
+  // connects connects those to non-neighbours when a signature first needs them.
   out.emplace_back("endpoints.notice_connected", notice_connected_.load(std::memory_order_relaxed));
   out.emplace_back("endpoints.notice", opened_[1]);
   out.emplace_back("endpoints.point_to_point", opened_[2]);
