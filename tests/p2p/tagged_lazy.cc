@@ -1,5 +1,5 @@
 // Case "lazy": tagged pairs connected on first use (a transport with
-// CHORUS_TP_CAP_CONNECT_POLL: tcp, shm, or auto over sub-transports that
+// CHORUS_TP_CAP_CONNECT_POLL: tcp, shm, ofi, or auto over sub-transports that
 // all have it). It must be the first thing the
 // communicator does with tagged operations: it checks that no pair is
 // connected after init (endpoints.p2p_connected = 0), then uses pairs in
@@ -92,13 +92,14 @@ void case_lazy() {
   }
   // Whether the pairs connect on first use is the run's to say
   // (TAGGED_LAZY_EXPECT=1 or 0, for auto whose sub-transports decide it);
-  // without it, a pinned tcp or shm has the cap.
+  // without it, a pinned tcp, shm or ofi has the cap.
   const char* transport = std::getenv("CHORUS_TRANSPORT");
   const char* expect_lazy = std::getenv("TAGGED_LAZY_EXPECT");
   const bool lazy = expect_lazy != nullptr
                         ? std::string(expect_lazy) == "1"
                         : transport != nullptr &&
-                              (std::string(transport) == "tcp" || std::string(transport) == "shm");
+                              (std::string(transport) == "tcp" || std::string(transport) == "shm" ||
+                               std::string(transport) == "ofi");
   const int r = g_rank;
   g_step = "after init";
   expect(counter("endpoints.point_to_point") == uint64_t(2 * (g_size - 1)),
