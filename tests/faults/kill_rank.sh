@@ -58,7 +58,10 @@ for r in $(seq 0 $((n - 1))); do
     line=$(grep -m1 -E "failed: CHORUS_ERR_PEER_LOST" "$dir/err.$r")
     # Every survivor must name the killed rank, also those that saw a
     # neighbour leave first (that neighbour's peer-loss notice names it).
-    blamed=$(sed -nE 's/.*\(rank ([0-9]+) is lost.*/\1/p' <<<"$line" | head -n1)
+    # A call whose data endpoints were still to be connected on first use
+    # says "<call>: rank N is lost (rank M reported it), so the data
+    # endpoints ..." (core/data_connect.cc) instead of "(rank N is lost".
+    blamed=$(sed -nE 's/.*(\(|: )rank ([0-9]+) is lost.*/\2/p' <<<"$line" | head -n1)
     if [ "$blamed" != "$victim" ]; then
       echo "FAIL: rank $r blames rank '${blamed}', not the killed rank $victim: $line"
       failed=$((failed + 1)); continue
