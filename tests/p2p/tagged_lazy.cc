@@ -1,5 +1,5 @@
 // Case "lazy": tagged pairs connected on first use (a transport with
-// CHORUS_TP_CAP_CONNECT_POLL: tcp, shm, or auto over sub-transports that
+// CHORUS_TP_CAP_CONNECT_POLL: tcp, shm, ofi, or auto over sub-transports that
 // all have it). It must be the first thing the
 // communicator does with tagged operations: it checks that no pair is
 // connected after init (endpoints.p2p_connected = 0), then uses pairs in
@@ -17,9 +17,10 @@
 // "First" is made with a barrier (a collective on the ring, which uses no
 // tagged pair): the operation before it is posted, the other after it.
 //
-// Case "lazy_timeout" (tcp, 3 ranks, timeout.collective = 2 s): rank 0
-// sends to rank 2, the first use of that pair, while rank 2 stays out of
-// the library until the send returned (a marker file). Rank 0 (the lower rank) can only ask rank 2
+// Case "lazy_timeout" (tcp, ofi, 3 ranks, timeout.collective = 2 s): rank 0
+// sends to rank 2, the first use of that pair, once rank 2 has left the
+// barrier before it, while rank 2 stays out of the library until the send
+// returned (marker files). Rank 0 (the lower rank) can only ask rank 2
 // to dial, and nobody answers in rank 2: the send fails with TIMEOUT, not before the deadline and
 // within it plus 3 s, naming rank 2 and that it was still connecting. Then a fresh pair (0 and 1,
 // receive first) still works.
@@ -92,13 +93,14 @@ void case_lazy() {
   }
   // Whether the pairs connect on first use is the run's to say
   // (TAGGED_LAZY_EXPECT=1 or 0, for auto whose sub-transports decide it);
-  // without it, a pinned tcp or shm has the cap.
+  // without it, a pinned tcp, shm or ofi has the cap.
   const char* transport = std::getenv("CHORUS_TRANSPORT");
   const char* expect_lazy = std::getenv("TAGGED_LAZY_EXPECT");
   const bool lazy = expect_lazy != nullptr
                         ? std::string(expect_lazy) == "1"
                         : transport != nullptr &&
-                              (std::string(transport) == "tcp" || std::string(transport) == "shm");
+                              (std::string(transport) == "tcp" || std::string(transport) == "shm" ||
+                               std::string(transport) == "ofi");
   const int r = g_rank;
   g_step = "after init";
   expect(counter("endpoints.point_to_point") == uint64_t(2 * (g_size - 1)),
@@ -220,10 +222,25 @@ void case_lazy_timeout() {
   std::string marker = "/tmp/chorus-lazy-timeout-";
   for (const char* c = std::getenv("CHORUS_COORDINATOR"); c && *c; ++c)
     marker += std::isalnum(static_cast<unsigned char>(*c)) ? *c : '_';
-  if (g_rank == 0) std::filesystem::remove(marker);  // one a crashed run left
+  if (g_rank == 0) {  // ones a crashed run left
+    std::filesystem::remove(marker);
+    std::filesystem::remove(marker + ".out");
+  }
   barrier();
   g_step = "a send to a rank that stays out of the library past the deadline";
+  // Rank 2 may still be finishing the barrier (inside the library, where it
+  // would answer rank 0's connect request) when rank 0 leaves it: rank 0
+  // sends only once rank 2 says it is out (a second marker file).
+  const std::string out_marker = marker + ".out";
+  if (g_rank == 2) {
+    if (FILE* f = std::fopen(out_marker.c_str(), "w")) std::fclose(f);
+  }
   if (g_rank == 0) {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(100);
+    while (!std::filesystem::exists(out_marker) && std::chrono::steady_clock::now() < give_up)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    expect(std::filesystem::exists(out_marker), "rank 2 never said it left the library (" +
+                                                    out_marker + ")");
     Out o = make_out(CHORUS_INT32, 5, 2, 990, 9900);
     const auto t0 = std::chrono::steady_clock::now();
     const int rc = chorus_send_tagged(g_comm, o.buf.data(), o.count, o.dtype, 2, 990);
@@ -248,7 +265,10 @@ void case_lazy_timeout() {
     expect(std::filesystem::exists(marker), "rank 0 never said its send returned (" + marker + ")");
   }
   barrier();
-  if (g_rank == 0) std::filesystem::remove(marker);
+  if (g_rank == 0) {
+    std::filesystem::remove(marker);
+    std::filesystem::remove(out_marker);
+  }
   g_step = "a fresh pair afterwards, receive first (1 from 0)";
   {
     std::vector<In> ins;

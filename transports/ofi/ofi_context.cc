@@ -251,7 +251,9 @@ chorus_tp_caps_t Context::caps() const {
   caps.max_message_size = max_message_size_;
   caps.max_outstanding_sends = Endpoint::kMaxOutstanding;
   caps.max_outstanding_recvs = Endpoint::kMaxOutstanding;
-  caps.flags = mr_policy_.required ? CHORUS_TP_CAP_NEEDS_REGISTRATION : 0;
+  // Polled connects (P10): docs/ofi.md, "Polled connects".
+  caps.flags = CHORUS_TP_CAP_CONNECT_POLL;
+  if (mr_policy_.required) caps.flags |= CHORUS_TP_CAP_NEEDS_REGISTRATION;
   caps.max_address_size = static_cast<std::uint32_t>(wire::kMaxBlobSize);
   return caps;
 }
@@ -305,6 +307,7 @@ Endpoint* Context::open_endpoint(int peer_rank, int channel, void* address_out,
   wire::encode(blob, static_cast<std::byte*>(address_out));
   *address_len = blob.size();
   endpoints_.push_back(std::move(ep));
+  note_unconnected(1);
   return endpoints_.back().get();
 }
 
@@ -312,6 +315,7 @@ void Context::close_endpoint(Endpoint* ep) {
   auto it = owned_endpoint(endpoints_, ep);
   // Outstanding posts vanish with the endpoint, as do completions not yet polled.
   (*it)->shut_down(true);
+  if (!(*it)->connected()) note_unconnected(-1);
   done_.forget(ep->handle());
   closed_.push_back(std::move(*it));
   endpoints_.erase(it);
@@ -448,6 +452,41 @@ std::size_t Context::progress() {
 
 void Context::check_watch() {
   for (const auto& [rank, why] : watch_->check()) peer_gone(rank, why);
+  for (const std::uint32_t key : watch_->take_call_mes()) on_call_me(key);
+  // Rings also end sleeps, which drain them; this catches call-mes that
+  // arrive while the caller only polls.
+  if (doorbell_.valid()) drain_doorbell();
+}
+
+void Context::on_call_me(std::uint32_t key) {
+  for (auto& ep : endpoints_) {
+    if (ep->key() == key) ep->on_call_me();
+  }
+}
+
+void Context::drain_doorbell() {
+  std::array<std::byte, wire::kCallMeSize + 1> buf{};
+  for (;;) {
+    const ssize_t n = ::recv(doorbell_.get(), buf.data(), buf.size(), MSG_DONTWAIT);
+    if (n < 0) return;
+    if (static_cast<std::size_t>(n) != wire::kCallMeSize) continue;  // a ring
+    const auto call = provider::wire::decode<wire::WatchCallMe>(buf.data(), wire::kCallMeSize);
+    if (call && call->token == token()) on_call_me(call->key);
+  }
+}
+
+bool Context::call_me(const wire::Blob& peer, const Deadline& deadline) {
+  if (doorbell_.valid()) {
+    std::array<std::byte, wire::kCallMeSize> msg{};
+    provider::wire::encode(wire::WatchCallMe{peer.key, peer.context_token}, msg.data());
+    const Doorbell bell = Doorbell::of(peer.pid, peer.context_token);
+    if (::sendto(doorbell_.get(), msg.data(), msg.size(), MSG_DONTWAIT | MSG_NOSIGNAL,
+                 reinterpret_cast<const sockaddr*>(&bell.addr),
+                 bell.length) == static_cast<ssize_t>(msg.size())) {
+      return true;
+    }
+  }
+  return watch_->call_me(peer, deadline);
 }
 
 void Context::peer_gone(int rank, const std::string& why) {
@@ -496,6 +535,13 @@ bool Context::sleep(const Deadline& limit) {
     timeout_us = std::max<std::int64_t>(
         0, std::chrono::ceil<std::chrono::microseconds>(until - now).count());
   }
+  if (use_cq_fd && !backlog_ && unconnected_ > 0) {
+    // A peer may be setting up a provider connection to this context to
+    // send a hello or call-me (polled connects, docs/ofi.md): the provider
+    // accepts it only while this context progresses, and nothing on the
+    // fd says it is waiting.
+    timeout_us = timeout_us < 0 ? kConnectTickUs : std::min(timeout_us, kConnectTickUs);
+  }
   if (!use_cq_fd || backlog_) {
     // With a doorbell, peers announce what they send: no short steps needed.
     const std::int64_t step = doorbell_.valid() && !backlog_ ? cfg_.poll_max_us : backoff_us_;
@@ -517,11 +563,7 @@ bool Context::sleep(const Deadline& limit) {
     }
     interrupted = true;
   }
-  if (doorbell_index < first_watch_fd && pollfds_[doorbell_index].revents != 0) {
-    char scratch[16];
-    while (::recv(doorbell_.get(), scratch, sizeof scratch, MSG_DONTWAIT) >= 0) {
-    }
-  }
+  if (doorbell_index < first_watch_fd && pollfds_[doorbell_index].revents != 0) drain_doorbell();
   for (std::size_t i = first_watch_fd; i < pollfds_.size(); ++i) {
     if (pollfds_[i].revents != 0) {
       check_watch();

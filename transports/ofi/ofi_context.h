@@ -113,6 +113,9 @@ class Context : public provider::ContextBase {
   void watch(const wire::Blob& peer, const Deadline& deadline);
   /// The rank has been found dead (it may already be known).
   bool rank_dead(int rank, std::string* why) const;
+  /// Endpoints not connected yet (opened and not closed): while there are
+  /// any, sleep() wakes every kConnectTick (see sleep()).
+  void note_unconnected(int delta) { unconnected_ += delta; }
   /// An endpoint set a failure deadline; sleep() and progress() honour it.
   void note_deadline(Deadline::Clock::time_point at) {
     if (at < next_deadline_) next_deadline_ = at;
@@ -131,6 +134,10 @@ class Context : public provider::ContextBase {
   /// A fingerprint of provider + address format, equal on compatible ranks.
   std::uint32_t fingerprint() const { return fingerprint_; }
   void describe_self(wire::Blob& blob) const { watch_->describe_self(blob); }
+  /// A polled connect's call-me outside the fabric: a datagram to the
+  /// peer's doorbell when both use doorbells, else over its watch listener
+  /// (PeerWatch::call_me). False when neither reached it.
+  bool call_me(const wire::Blob& peer, const Deadline& deadline);
   bool same_process(const wire::Blob& peer) const { return watch_->same_process(peer); }
 
  private:
@@ -141,6 +148,11 @@ class Context : public provider::ContextBase {
   static constexpr std::size_t kSpillSize = std::size_t{1} << 20;
   static constexpr std::chrono::milliseconds kDeathGrace{100};
   static constexpr std::chrono::milliseconds kWatchInterval{50};
+  /// Longest sleep on the completion queue's fd while an endpoint is not
+  /// connected: a peer's new provider connection (rxm's connection manager)
+  /// is not announced on that fd, yet it must be accepted for the peer's
+  /// hello or call-me to arrive.
+  static constexpr std::int64_t kConnectTickUs = 20'000;
 
   void init(const chorus_tp_context_info_t& info);
   void teardown();
@@ -150,6 +162,9 @@ class Context : public provider::ContextBase {
   void dispatch_error();
   void fail_all(int status, const std::string& why);
   void check_watch();
+  /// Reads the doorbell's datagrams: empty rings, and call-mes.
+  void drain_doorbell();
+  void on_call_me(std::uint32_t key);
   void peer_gone(int rank, const std::string& why);
   std::uint32_t new_key();
 
@@ -189,6 +204,7 @@ class Context : public provider::ContextBase {
   Deadline::Clock::time_point next_watch_check_{};
   std::int64_t backoff_us_ = kFirstBackoffUs;
   bool backlog_ = false;  // some endpoint has posts queued behind -FI_EAGAIN
+  long unconnected_ = 0;  // see note_unconnected()
   std::vector<pollfd> pollfds_;
   std::vector<fi_cq_data_entry> entries_;
 };

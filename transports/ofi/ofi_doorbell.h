@@ -14,7 +14,8 @@ namespace chorus::ofi {
 /// A context whose provider has no wait fd binds an abstract-namespace
 /// datagram socket named after its pid and context token (both in its
 /// blobs), so peers can wake it (docs/ofi.md, "Completion queue, progress
-/// and wait").
+/// and wait"). A ring is an empty datagram; a 16-byte one is a polled
+/// connect's call-me (wire::WatchCallMe, docs/ofi.md "Polled connects").
 struct Doorbell {
   sockaddr_un addr{};
   socklen_t length = 0;

@@ -438,6 +438,7 @@ void Endpoint::on_error(const OpHeader& op, const fi_cq_err_entry& err,
 }
 
 void Endpoint::on_reaped(std::uint32_t opcode) {
+  if (opcode == CHORUS_TP_OP_CONNECT_REQUEST) return;  // holds no slot
   Queue& q = opcode == CHORUS_TP_SEND ? tx_ : rx_;
   if (q.outstanding > 0) --q.outstanding;
 }
@@ -508,7 +509,8 @@ Deadline::Clock::time_point Endpoint::check_deadline(Deadline::Clock::time_point
     fail_tx(doom_status_, doom_error_);
     fail_rx(0, doom_status_, doom_error_);
   }
-  return doom_;
+  send_opener();
+  return std::min(doom_, next_opener_);
 }
 
 }  // namespace chorus::ofi

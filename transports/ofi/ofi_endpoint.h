@@ -63,12 +63,18 @@ class Endpoint : public provider::EndpointBase<Context> {
   std::uint32_t key() const { return key_; }
 
   bool closing() const { return closing_; }
+  bool connected() const { return connected_; }
   /// Posts the control receives on the context's fi endpoint. Throws Error.
   void open();
   /// The context closed its fi endpoint: releases what was lent to the provider.
   void detach();
-  /// Blocks until the peer answered or the timeout passed. Throws Error.
-  void connect(const void* peer_blob, std::size_t length, int timeout_ms);
+  /// timeout_ms != 0: blocks until the peer answered or the timeout passed,
+  /// then returns CHORUS_OK. timeout_ms == 0 (a polled connect, P10): does
+  /// not wait for the peer; only its first call waits, bounded, for the
+  /// peer-watch dial and for its opening message to leave (docs/ofi.md,
+  /// "Polled connects"). Returns CHORUS_OK once connected, CHORUS_ERR_AGAIN
+  /// while the hello/ack exchange is under way. Throws Error.
+  int connect(const void* peer_blob, std::size_t length, int timeout_ms);
 
   int post_send(const void* buf, std::size_t length, MemoryRegion* mr, std::uint64_t wr_id);
   int post_recv(void* buf, std::size_t length, MemoryRegion* mr, std::uint64_t wr_id);
@@ -79,7 +85,8 @@ class Endpoint : public provider::EndpointBase<Context> {
   /// Hands queued posts (the provider said -FI_EAGAIN earlier) to the provider.
   void push_backlog();
   bool has_backlog() const;
-  /// Fails what a passed deadline dooms; returns the next deadline, if any.
+  /// Fails what a passed deadline dooms, and repeats a polled connect's
+  /// unanswered hello or call-me when due; returns the next deadline, if any.
   Deadline::Clock::time_point check_deadline(Deadline::Clock::time_point now);
 
   /// The peer process is gone: sends fail now, receives after `grace`.
@@ -93,6 +100,10 @@ class Endpoint : public provider::EndpointBase<Context> {
   void shut_down(bool drain);
   /// No receive or control message is still with the provider.
   bool quiescent() const;
+
+  /// The peer (the lower rank) asked this side to connect: a call-me over
+  /// the fabric or over the peer watch listener.
+  void on_call_me();
 
   /// A completion of this endpoint left the completion queue: frees its slot.
   void on_reaped(std::uint32_t opcode);
@@ -154,9 +165,23 @@ class Endpoint : public provider::EndpointBase<Context> {
   void fail_rx(std::uint64_t from, int status, const std::string& why);
   void fail_both(int status, const std::string& why);
 
+  /// Checks the peer's blob and takes its address, key and doorbell. Throws Error.
+  wire::Blob adopt(const void* peer_blob, std::size_t length, const Deadline& watch_deadline);
+  int connect_polled(const void* peer_blob, std::size_t length);
+  /// This side's half of the hello/ack exchange is done.
+  bool handshake_done() const;
+  /// Throws Error(PEER_LOST) when the peer can no longer answer.
+  void check_reachable(const std::string& prefix) const;
+  /// A polled connect's opening message: the hello (higher rank) or the
+  /// call-me (lower rank), unless one is queued or no longer needed.
+  void send_opener();
+  /// Queues this endpoint's one CONNECT_REQUEST completion, unless
+  /// endpoint_connect was called or the endpoint is closing.
+  void raise_connect_request();
+
   void post_control_recv(ControlRecv& r);
   void send_control(wire::ControlType type, fi_addr_t to, std::uint32_t to_key,
-                    std::uint64_t count);
+                    std::uint64_t count, std::uint8_t flags = 0);
   void push_control();
   /// A control message of `type` waits behind -FI_EAGAIN.
   bool control_queued(wire::ControlType type) const;
@@ -183,6 +208,12 @@ class Endpoint : public provider::EndpointBase<Context> {
   fi_addr_t hello_addr_ = FI_ADDR_UNSPEC;
   bool acked_ = false;
   bool bye_seen_ = false;
+  bool connect_called_ = false;   // endpoint_connect was entered (no connect request after)
+  bool polled_ = false;           // a polled connect adopted the blob and sent its opener
+  bool request_raised_ = false;   // the one CONNECT_REQUEST was queued
+  std::uint32_t callme_key_ = 0;  // sender key of a call-me received before connect
+  bool callme_oob_ = false;       // this side's call-me went over the peer watch listener
+  Deadline::Clock::time_point next_opener_ = Deadline::Clock::time_point::max();
   std::string control_error_;       // a hello that could not be delivered
   std::uint64_t tx_submitted_ = 0;  // data sends handed to the provider (the bye's count)
 

@@ -1,5 +1,6 @@
 // Endpoint's connection (ofi_endpoint.h): endpoint_connect's hello/ack
-// handshake, the control messages (hello, ack, bye) and their slots, the
+// handshake, blocking or polled (with the call-me and the connect request),
+// the control messages (hello, ack, bye, call-me) and their slots, the
 // peer's bye, and endpoint_close's shut-down. The data path is in
 // ofi_endpoint.cc.
 #include "ofi_endpoint.h"
@@ -24,20 +25,115 @@ namespace {
 constexpr std::chrono::milliseconds kCloseLinger{1000};
 /// After a bye, the messages it says were sent before it must land within this.
 constexpr std::chrono::seconds kByeGrace{5};
-/// The dialling side of endpoint_connect repeats an unanswered hello this often.
+/// The dialling side of endpoint_connect repeats an unanswered hello this
+/// often; a polled connect's lower rank repeats its call-me as often.
 constexpr std::chrono::milliseconds kHelloRepeat{500};
+/// A polled connect's first call waits this long, at most, for the peer
+/// watch's socket to connect (socket liveness only; a local listener
+/// accepts in the kernel, without its owner's help).
+constexpr int kWatchDialLimitMs = 2000;
 
 }  // namespace
 
 // ---- connection setup ---------------------------------------------------------
 
-void Endpoint::connect(const void* peer_blob, std::size_t length, int timeout_ms) {
+int Endpoint::connect(const void* peer_blob, std::size_t length, int timeout_ms) {
   if (closing_)
     throw Error(CHORUS_ERR_INVALID_ARGUMENT, "endpoint_connect: the endpoint is closed");
+  // From here on the peer's hello or call-me no longer raises a request.
+  connect_called_ = true;
+  if (timeout_ms == 0) return connect_polled(peer_blob, length);
   if (connected_) {
     throw Error(CHORUS_ERR_INVALID_ARGUMENT,
                 "endpoint_connect: the endpoint to " + who() + " is already connected");
   }
+  if (polled_) {
+    throw Error(CHORUS_ERR_INVALID_ARGUMENT,
+                "endpoint_connect: the endpoint to " + who() +
+                    " is in a polled connect; a blocking connect cannot take it over");
+  }
+  const Deadline deadline = Deadline::after_ms(timeout_ms);
+  adopt(peer_blob, length, deadline);
+  // Only the higher rank says hello; the lower rank answers it with an ack
+  // whenever its context progresses (in any call, even while it connects
+  // other endpoints), so neither side needs the other to be inside
+  // endpoint_connect at the same moment, and the two providers' endpoints
+  // never dial each other at once (tcp;ofi_rxm can lose the messages of a
+  // simultaneous connection). The hello is repeated while unanswered.
+  const bool dialer = ctx_.rank() > peer_rank_;
+  auto next_hello = Deadline::Clock::now();
+  ctx_.reset_backoff();
+  for (;;) {
+    if (dialer && Deadline::Clock::now() >= next_hello) {
+      // A hello still queued behind -FI_EAGAIN (the connection is being set
+      // up) is not repeated.
+      if (!control_queued(wire::ControlType::kHello))
+        send_control(wire::ControlType::kHello, peer_addr_, peer_key_, 0);
+      next_hello = Deadline::Clock::now() + kHelloRepeat;
+    }
+    ctx_.progress();
+    if (handshake_done()) break;
+    check_reachable({});
+    if (deadline.expired()) {
+      throw Error(CHORUS_ERR_TIMEOUT,
+                  who() + " did not answer within " + std::to_string(timeout_ms) + " ms over " +
+                      ctx_.provider() +
+                      (dialer ? ": its endpoint is gone, or its context is not progressing"
+                              : ": its endpoint is gone, or it has not called endpoint_connect"));
+    }
+    const auto wake = dialer ? std::min(deadline.at(), next_hello) : deadline.at();
+    ctx_.sleep(Deadline::at(wake));
+  }
+  connected_ = true;
+  ctx_.note_unconnected(-1);
+  log(CHORUS_LOG_DEBUG, "rank " + std::to_string(ctx_.rank()) + " connected to " + who());
+  return CHORUS_OK;
+}
+
+int Endpoint::connect_polled(const void* peer_blob, std::size_t length) {
+  if (connected_) return CHORUS_OK;
+  if (!polled_) {
+    // The peer watch's dial (socket liveness only) is the one step that
+    // waits on the network; it is bounded well below any connect deadline.
+    const wire::Blob blob = adopt(peer_blob, length, Deadline::after_ms(kWatchDialLimitMs));
+    if (ctx_.rank() < peer_rank_) {
+      // With manual progress (tcp;ofi_rxm, verbs;ofi_rxm; shm's first send
+      // to a peer too) a first message to a context this one has no
+      // provider connection with yet stays in the provider until both
+      // contexts have progressed a few times in turn, and the caller need
+      // not progress this one again before the peer answers (the peer, told
+      // nothing, never would). So the call-me goes outside the fabric when
+      // it can: a datagram to the peer's doorbell, or a TCP connection of
+      // its own to the peer's watch listener, done once the kernel has the
+      // bytes. Only when neither reaches the peer does the call-me go over
+      // the fabric (repeated from progress(), so it needs a caller that
+      // keeps progressing this context, as the core does while it waits).
+      callme_oob_ = ctx_.call_me(blob, Deadline::after_ms(kWatchDialLimitMs));
+    }
+    polled_ = true;
+    log(CHORUS_LOG_DEBUG, "rank " + std::to_string(ctx_.rank()) + " starts a polled connect to " +
+                              who() + (ctx_.rank() > peer_rank_ ? " (hello)" : " (call-me)"));
+    // The first opener goes now; check_deadline() repeats it from the
+    // context's progress until the exchange completes.
+    next_opener_ = Deadline::Clock::now();
+    send_opener();
+  }
+  ctx_.progress();
+  if (handshake_done()) {
+    connected_ = true;
+    ctx_.note_unconnected(-1);
+    next_opener_ = Deadline::Clock::time_point::max();
+    log(CHORUS_LOG_DEBUG, "rank " + std::to_string(ctx_.rank()) + " connected to " + who() +
+                              " (polled connect)");
+    return CHORUS_OK;
+  }
+  check_reachable("polled connect of rank " + std::to_string(ctx_.rank()) + " to " + who() +
+                  ": ");
+  return CHORUS_ERR_AGAIN;
+}
+
+wire::Blob Endpoint::adopt(const void* peer_blob, std::size_t length,
+                           const Deadline& watch_deadline) {
   const auto blob = wire::decode_blob(peer_blob, length);
   if (!blob) {
     throw Error(CHORUS_ERR_INVALID_ARGUMENT,
@@ -59,8 +155,7 @@ void Endpoint::connect(const void* peer_blob, std::size_t length, int timeout_ms
                     ", but this is rank " + std::to_string(ctx_.rank()) + "'s endpoint for " +
                     who());
   }
-  const Deadline deadline = Deadline::after_ms(timeout_ms);
-  ctx_.watch(*blob, deadline);
+  ctx_.watch(*blob, watch_deadline);
   if (hello_key_ != 0 && hello_key_ != blob->key) hello_key_ = 0;  // from an older endpoint
   peer_key_ = blob->key;
   peer_name_.assign(blob->name_bytes().begin(), blob->name_bytes().end());
@@ -77,53 +172,68 @@ void Endpoint::connect(const void* peer_blob, std::size_t length, int timeout_ms
     peer_bell_ = Doorbell::of(blob->pid, blob->context_token);
     ring_peer_ = true;
   }
-  // Only the higher rank says hello; the lower rank answers it with an ack
-  // whenever its context progresses (in any call, even while it connects
-  // other endpoints), so neither side needs the other to be inside
-  // endpoint_connect at the same moment, and the two providers' endpoints
-  // never dial each other at once (tcp;ofi_rxm can lose the messages of a
-  // simultaneous connection). The hello is repeated while unanswered.
-  const bool dialer = ctx_.rank() > peer_rank_;
-  auto next_hello = Deadline::Clock::now();
-  ctx_.reset_backoff();
-  for (;;) {
-    if (dialer && Deadline::Clock::now() >= next_hello) {
-      // A hello still queued behind -FI_EAGAIN (the connection is being set
-      // up) is not repeated.
-      if (!control_queued(wire::ControlType::kHello))
-        send_control(wire::ControlType::kHello, peer_addr_, peer_key_, 0);
-      next_hello = Deadline::Clock::now() + kHelloRepeat;
-    }
-    ctx_.progress();
-    // The lower rank returns once its ack is with the provider, not merely
-    // queued behind -FI_EAGAIN: verbs;ofi_rxm can deliver the hello over a
-    // connection it accepted and still refuse sends on it for a while (it
-    // handles connection events at most every 10 ms of progress calls). A
-    // caller that stops progressing this context once connect returns (a
-    // thread joining the peer's connect, say) would strand the ack, and the
-    // peer's connect would time out.
-    if (dialer ? acked_ : hello_key_ == peer_key_ && !control_queued(wire::ControlType::kAck))
-      break;
-    std::string why;
-    if (bye_seen_) {
-      throw Error(CHORUS_ERR_PEER_LOST, who() + " closed its endpoint before connecting");
-    }
-    if (ctx_.rank_dead(peer_rank_, &why)) throw Error(CHORUS_ERR_PEER_LOST, why);
-    if (!control_error_.empty()) {
-      throw Error(CHORUS_ERR_PEER_LOST, "reaching " + who() + ": " + control_error_);
-    }
-    if (deadline.expired()) {
-      throw Error(CHORUS_ERR_TIMEOUT,
-                  who() + " did not answer within " + std::to_string(timeout_ms) + " ms over " +
-                      ctx_.provider() +
-                      (dialer ? ": its endpoint is gone, or its context is not progressing"
-                              : ": its endpoint is gone, or it has not called endpoint_connect"));
-    }
-    const auto wake = dialer ? std::min(deadline.at(), next_hello) : deadline.at();
-    ctx_.sleep(Deadline::at(wake));
+  return *blob;
+}
+
+bool Endpoint::handshake_done() const {
+  // The lower rank is done once its ack is with the provider, not merely
+  // queued behind -FI_EAGAIN: verbs;ofi_rxm can deliver the hello over a
+  // connection it accepted and still refuse sends on it for a while (it
+  // handles connection events at most every 10 ms of progress calls). A
+  // caller that stops progressing this context once connect returns (a
+  // thread joining the peer's connect, say) would strand the ack, and the
+  // peer's connect would time out.
+  if (ctx_.rank() > peer_rank_) return acked_;
+  return hello_key_ == peer_key_ && !control_queued(wire::ControlType::kAck);
+}
+
+void Endpoint::check_reachable(const std::string& prefix) const {
+  if (bye_seen_) {
+    throw Error(CHORUS_ERR_PEER_LOST, prefix + who() + " closed its endpoint before connecting");
   }
-  connected_ = true;
-  log(CHORUS_LOG_DEBUG, "rank " + std::to_string(ctx_.rank()) + " connected to " + who());
+  std::string why;
+  if (ctx_.rank_dead(peer_rank_, &why)) throw Error(CHORUS_ERR_PEER_LOST, prefix + why);
+  if (!control_error_.empty()) {
+    throw Error(CHORUS_ERR_PEER_LOST, prefix + "reaching " + who() + ": " + control_error_);
+  }
+}
+
+void Endpoint::send_opener() {
+  const auto now = Deadline::Clock::now();
+  if (!polled_ || connected_ || closing_ || now < next_opener_) return;
+  next_opener_ = now + kHelloRepeat;
+  ctx_.note_deadline(next_opener_);
+  if (ctx_.rank() > peer_rank_) {
+    // The higher rank dials, as in a blocking connect. Its hello says
+    // "polled", so a lower rank that has not called connect is asked to.
+    if (!acked_ && !control_queued(wire::ControlType::kHello))
+      send_control(wire::ControlType::kHello, peer_addr_, peer_key_, 0, wire::kFlagPolled);
+    return;
+  }
+  // The lower rank never says hello, even when both sides start at once: it
+  // asks the higher rank to, and answers that hello with the usual ack. A
+  // lost call-me (or one that reached an endpoint whose owner has not
+  // connected yet) is repeated until the hello arrives.
+  if (!callme_oob_ && hello_key_ != peer_key_ && !control_queued(wire::ControlType::kCallMe))
+    send_control(wire::ControlType::kCallMe, peer_addr_, peer_key_, 0);
+}
+
+void Endpoint::on_call_me() {
+  if (peer_rank_ >= ctx_.rank() || bye_seen_) return;  // only a lower rank asks
+  raise_connect_request();
+  // Both sides started: the first hello may have crossed the call-me (and
+  // been lost by a provider setting up both directions at once), so say it
+  // again now rather than at the next repeat.
+  if (polled_ && !connected_ && !acked_ && !control_queued(wire::ControlType::kHello))
+    send_control(wire::ControlType::kHello, peer_addr_, peer_key_, 0, wire::kFlagPolled);
+}
+
+void Endpoint::raise_connect_request() {
+  if (connect_called_ || request_raised_ || closing_) return;
+  request_raised_ = true;
+  ctx_.completions().push(handle(), CHORUS_TP_OP_CONNECT_REQUEST, 0, 0);
+  log(CHORUS_LOG_DEBUG, "rank " + std::to_string(ctx_.rank()) + ": " + who() +
+                            " asks to connect (connect request)");
 }
 
 // ---- control messages -------------------------------------------------------------
@@ -147,7 +257,7 @@ void Endpoint::post_control_recv(ControlRecv& r) {
 }
 
 void Endpoint::send_control(wire::ControlType type, fi_addr_t to, std::uint32_t to_key,
-                            std::uint64_t count) {
+                            std::uint64_t count, std::uint8_t flags) {
   auto it = std::find_if(control_tx_.begin(), control_tx_.end(),
                          [](const ControlSlot& s) { return s.state == ControlSlot::State::kFree; });
   if (it == control_tx_.end() || ep_ == nullptr) {
@@ -156,7 +266,7 @@ void Endpoint::send_control(wire::ControlType type, fi_addr_t to, std::uint32_t 
   }
   const std::span<const std::byte> my_name =
       type == wire::ControlType::kHello ? ctx_.name() : std::span<const std::byte>{};
-  it->length = wire::encode(type, key_, count, my_name, it->buf.data());
+  it->length = wire::encode(type, flags, key_, count, my_name, it->buf.data());
   it->to = to;
   it->to_key = to_key;
   it->type = type;
@@ -216,6 +326,10 @@ void Endpoint::on_control(const std::byte* data, std::size_t length) {
         return;
       }
       hello_key_ = c->sender_key;
+      // A polled connect's hello asks this side to connect too; one that
+      // arrives before this side's endpoint_connect is remembered (hello_key_
+      // and the ack sent below), so that connect completes at once.
+      if ((c->flags & wire::kFlagPolled) != 0) raise_connect_request();
       fi_addr_t to = peer_addr_;
       if (to == FI_ADDR_UNSPEC) {
         // Its blob has not reached us yet: answer to the name in the hello.
@@ -235,8 +349,19 @@ void Endpoint::on_control(const std::byte* data, std::size_t length) {
     case wire::ControlType::kAck:
       if (peer_key_ != 0 && c->sender_key == peer_key_) acked_ = true;
       return;
+    case wire::ControlType::kCallMe: {
+      // Only a lower rank asks; the higher one dials (with its hello).
+      if (peer_key_ != 0 && c->sender_key != peer_key_) {
+        log(CHORUS_LOG_DEBUG, "ignored a call-me from a stale endpoint of " + who());
+        return;
+      }
+      callme_key_ = c->sender_key;
+      on_call_me();
+      return;
+    }
     case wire::ControlType::kBye: {
-      const std::uint32_t expected = peer_key_ != 0 ? peer_key_ : hello_key_;
+      const std::uint32_t expected =
+          peer_key_ != 0 ? peer_key_ : (hello_key_ != 0 ? hello_key_ : callme_key_);
       if (expected != 0 && c->sender_key != expected) return;
       if (!bye_seen_) peer_closed(c->count);
       return;
@@ -279,7 +404,9 @@ void Endpoint::shut_down(bool drain) {
   // Tell the peer how many messages it will get, so its later receives fail
   // at once instead of waiting for its deadline.
   if (ep_ != nullptr && !bye_seen_ && !ctx_.rank_dead(peer_rank_, nullptr)) {
-    if (connected_) {
+    if (connected_ || (polled_ && peer_addr_ != FI_ADDR_UNSPEC)) {
+      // A polled connect under way: the peer may already have been asked
+      // (a connect request); the bye makes its connect fail at once.
       send_control(wire::ControlType::kBye, peer_addr_, peer_key_, tx_submitted_);
     } else if (hello_addr_ != FI_ADDR_UNSPEC) {
       send_control(wire::ControlType::kBye, hello_addr_, hello_key_, tx_submitted_);

@@ -35,6 +35,7 @@ struct WatchHello {
   }
 };
 static_assert(provider::wire::size<WatchHello>() == 16);
+using wire::WatchCallMe;
 constexpr auto kHandshakeLimit = std::chrono::seconds(10);
 
 std::uint64_t random_u64() {
@@ -271,7 +272,8 @@ void PeerWatch::watch(const wire::Blob& blob, const Deadline& deadline) {
   if (rank_ > blob.rank) dial(p, blob, deadline);
 }
 
-void PeerWatch::dial(Peer& p, const wire::Blob& blob, const Deadline& deadline) {
+UniqueFd PeerWatch::connect_listener(const wire::Blob& blob, const Deadline& deadline,
+                                     std::string& where) const {
   sockaddr_storage addr{};
   socklen_t len = 0;
   if (blob.watch_family == 4) {
@@ -293,7 +295,7 @@ void PeerWatch::dial(Peer& p, const wire::Blob& blob, const Deadline& deadline) 
                   ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&addr)->sin_addr)
                   : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&addr)->sin6_addr),
               text, sizeof text);
-  const std::string where = std::string(text) + " port " + std::to_string(blob.watch_port);
+  where = std::string(text) + " port " + std::to_string(blob.watch_port);
   UniqueFd fd(::socket(addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!fd.valid()) throw Error(CHORUS_ERR_SYSTEM, "socket: " + errno_text(errno));
   set_keepalive(fd.get());
@@ -317,6 +319,12 @@ void PeerWatch::dial(Peer& p, const wire::Blob& blob, const Deadline& deadline) 
                                           ": connecting its peer watch listener at " + where +
                                           ": " + errno_text(err));
   }
+  return fd;
+}
+
+void PeerWatch::dial(Peer& p, const wire::Blob& blob, const Deadline& deadline) {
+  std::string where;
+  UniqueFd fd = connect_listener(blob, deadline, where);
   std::array<std::byte, provider::wire::size<WatchHello>()> hello{};
   provider::wire::encode(WatchHello{rank_, blob.context_token}, hello.data());
   // 16 bytes into a fresh socket's empty send buffer: one send suffices.
@@ -366,8 +374,11 @@ void PeerWatch::read_pending() {
     const bool closed = n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
     if (p.got == p.hello.size()) {
       const auto hello = provider::wire::decode<WatchHello>(p.hello.data(), p.hello.size());
+      const auto call = provider::wire::decode<WatchCallMe>(p.hello.data(), p.hello.size());
       const int rank = hello ? hello->rank : -1;
-      if (hello && hello->token == token_ && rank > rank_ && rank < size_) {
+      if (call && call->token == token_) {
+        call_mes_.push_back(call->key);
+      } else if (hello && hello->token == token_ && rank > rank_ && rank < size_) {
         Peer& peer_state = peer(rank);
         if (!peer_state.dead) {
           peer_state.socket = std::move(p.fd);
@@ -385,6 +396,30 @@ void PeerWatch::read_pending() {
       ++it;
     }
   }
+}
+
+bool PeerWatch::call_me(const wire::Blob& peer, const Deadline& deadline) {
+  if (peer.watch_family == 0) return false;
+  try {
+    std::string where;
+    UniqueFd fd = connect_listener(peer, deadline, where);
+    std::array<std::byte, provider::wire::size<WatchCallMe>()> msg{};
+    provider::wire::encode(WatchCallMe{peer.key, peer.context_token}, msg.data());
+    // Into a fresh socket's empty send buffer: one send suffices. Closing
+    // right after it is fine: the peer reads the bytes before the end.
+    if (::send(fd.get(), msg.data(), msg.size(), MSG_NOSIGNAL) != 16) return false;
+    log(CHORUS_LOG_DEBUG, "call-me to rank " + std::to_string(peer.rank) + " over " + where);
+    return true;
+  } catch (const Error& e) {
+    log(CHORUS_LOG_DEBUG, std::string("call-me over the peer watch listener: ") + e.what());
+    return false;
+  }
+}
+
+std::vector<std::uint32_t> PeerWatch::take_call_mes() {
+  std::vector<std::uint32_t> keys;
+  keys.swap(call_mes_);
+  return keys;
 }
 
 std::vector<std::pair<int, std::string>> PeerWatch::check() {

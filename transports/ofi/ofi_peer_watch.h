@@ -64,6 +64,14 @@ class PeerWatch {
   /// rank dials the watch connection and may block until `deadline`.
   void watch(const wire::Blob& peer, const Deadline& deadline);
 
+  /// A polled connect's call-me to the blob's owner (the higher rank) over
+  /// its watch listener: a connection of its own, closed once the 16 bytes
+  /// are sent, so it needs no later progress of this context. Waits for the
+  /// TCP connect until `deadline`. False when the peer has no listener or
+  /// it could not be reached (then the fabric call-me must do).
+  bool call_me(const wire::Blob& peer, const Deadline& deadline);
+  /// Endpoint keys named by call-mes that check() received since the last call.
+  std::vector<std::uint32_t> take_call_mes();
   /// The file descriptors wait() must sleep on.
   void add_pollfds(std::vector<pollfd>& fds) const;
 
@@ -97,6 +105,9 @@ class PeerWatch {
   void accept_new();
   void read_pending();
   void dial(Peer& p, const wire::Blob& peer, const Deadline& deadline);
+  /// A connected socket to the blob's watch listener. Throws Error.
+  UniqueFd connect_listener(const wire::Blob& blob, const Deadline& deadline,
+                            std::string& where) const;
   Peer& peer(int rank);
 
   int rank_;
@@ -110,6 +121,7 @@ class PeerWatch {
   std::uint16_t listen_port_ = 0;
   std::map<int, Peer> peers_;
   std::vector<Pending> pending_;
+  std::vector<std::uint32_t> call_mes_;
 };
 
 }  // namespace chorus::ofi

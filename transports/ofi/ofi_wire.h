@@ -1,6 +1,6 @@
 // Wire formats of the libfabric transport: the tag layout of every message,
 // the address blob the core exchanges, and the control messages endpoints
-// trade over the fabric (hello, ack, bye). All integers are little-endian;
+// trade over the fabric (hello, ack, bye, call-me). All integers are little-endian;
 // every decoder checks magic, version and bounds before a value is used.
 #pragma once
 
@@ -117,22 +117,40 @@ inline std::optional<Blob> decode_blob(const void* data, std::size_t length) {
 // ---- control messages --------------------------------------------------------
 //
 // Sent with control_tag(receiver's key), from the sender's endpoint:
-//   0 u32 magic "CHOC" | 4 u8 type | 5 u8 reserved | 6 u16 name_len |
+//   0 u32 magic "CHOC" | 4 u8 type | 5 u8 flags | 6 u16 name_len |
 //   8 u32 sender key | 12 u32 reserved | 16 u64 count | 24 name
-// hello: the sender called endpoint_connect; carries its name so the
-// receiver can answer before it has the sender's blob. ack: answers a hello.
-// bye: the sender closed its endpoint after handing `count` data messages
-// to the provider; nothing follows them.
+// hello: the sender (the higher rank) called endpoint_connect; carries its
+// name so the receiver can answer before it has the sender's blob. ack:
+// answers a hello. bye: the sender closed its endpoint after handing `count`
+// data messages to the provider; nothing follows them. call-me: the sender
+// (the lower rank) started a polled connect and asks the receiver to say
+// hello; it carries no name, since the receiver answers only once it has the
+// sender's blob (docs/ofi.md, "Polled connects").
+//
+// Flags: kFlagPolled on a hello marks a polled connect (P10), which raises a
+// connect request at a receiver that has not called endpoint_connect yet.
+//
+// Compatibility: the flags byte was reserved and written as zero before, and
+// decoders skip it unread, so an older peer's hello reads as a blocking one
+// and an older receiver ignores the flag. Call-me is a type older decoders
+// reject as malformed (and drop); that is harmless only because an older
+// peer never declares CHORUS_TP_CAP_CONNECT_POLL to its core, and every rank
+// of a job loads the same transport build, so polled connects never meet an
+// older peer.
 
 inline constexpr std::uint32_t kControlMagic = 0x434F4843;  // "CHOC"
 inline constexpr std::size_t kControlHeaderSize = 24;
 inline constexpr std::size_t kControlBufferSize = 512;
 static_assert(kControlHeaderSize + kMaxNameSize <= kControlBufferSize);
 
-enum class ControlType : std::uint8_t { kHello = 1, kAck = 2, kBye = 3 };
+enum class ControlType : std::uint8_t { kHello = 1, kAck = 2, kBye = 3, kCallMe = 4 };
+
+/// Control flag bits.
+inline constexpr std::uint8_t kFlagPolled = 1;
 
 struct Control {
   ControlType type = ControlType::kHello;
+  std::uint8_t flags = 0;
   std::uint32_t sender_key = 0;
   std::uint64_t count = 0;
   std::size_t name_len = 0;
@@ -140,23 +158,44 @@ struct Control {
 
   /// The 24-byte header; the name follows it.
   static constexpr void fields(auto& io, auto& s) {
-    io(Expect{kControlMagic}, s.type, Skip<1>{}, as<std::uint16_t>(s.name_len), s.sender_key,
+    io(Expect{kControlMagic}, s.type, s.flags, as<std::uint16_t>(s.name_len), s.sender_key,
        Skip<4>{}, s.count);
   }
   bool valid() const {
-    return type >= ControlType::kHello && type <= ControlType::kBye && name_len <= kMaxNameSize &&
+    return type >= ControlType::kHello && type <= ControlType::kCallMe && name_len <= kMaxNameSize &&
            sender_key != 0 && (sender_key & ~kKeyMask) == 0;
   }
 };
 static_assert(provider::wire::size<Control>() == kControlHeaderSize);
 
 /// Writes a control message into `out` (kControlBufferSize bytes); returns its length.
-inline std::size_t encode(ControlType type, std::uint32_t sender_key, std::uint64_t count,
-                          std::span<const std::byte> name, std::byte* out) {
-  provider::wire::encode(Control{type, sender_key, count, name.size()}, out);
+inline std::size_t encode(ControlType type, std::uint8_t flags, std::uint32_t sender_key,
+                          std::uint64_t count, std::span<const std::byte> name, std::byte* out) {
+  provider::wire::encode(Control{type, flags, sender_key, count, name.size()}, out);
   if (!name.empty()) std::memcpy(out + kControlHeaderSize, name.data(), name.size());
   return kControlHeaderSize + name.size();
 }
+
+// ---- out-of-band call-me -------------------------------------------------------
+//
+// A lower rank's polled connect sends its call-me outside the fabric when it
+// can (docs/ofi.md, "Polled connects"): as one datagram to the peer
+// context's doorbell (providers without a wait fd), or over a connection of
+// its own to the peer's watch listener, closed once sent (16 B):
+//   0 u32 magic "CHOM" | 4 u32 the receiving endpoint's key | 8 u64 the
+//   receiving context's token (from its blob)
+// It only raises that endpoint's connect request.
+
+inline constexpr std::uint32_t kCallMeMagic = 0x4D4F4843;  // "CHOM"
+inline constexpr std::size_t kCallMeSize = 16;
+
+struct WatchCallMe {
+  std::uint32_t key = 0;
+  std::uint64_t token = 0;
+
+  static constexpr void fields(auto& io, auto& s) { io(Expect{kCallMeMagic}, s.key, s.token); }
+};
+static_assert(provider::wire::size<WatchCallMe>() == kCallMeSize);
 
 inline std::optional<Control> decode_control(const std::byte* p, std::size_t length) {
   auto c = provider::wire::decode<Control>(p, length);
