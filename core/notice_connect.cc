@@ -28,7 +28,7 @@
 // a peer that died: the call that waits for the peer names it.
 //
 // Transports without polled connects keep every notice endpoint connected
-// at init (a blocking connect to a rank busy with another call would hold
+// at init (verbs; a blocking connect to a rank busy with another call would hold
 // this rank until timeout.collective).
 
 #include "core/communicator.h"
