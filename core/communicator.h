@@ -189,6 +189,9 @@ class Communicator : public CallChecks {
   // Data endpoints connected on first use (core/data_connect.cc).
   bool defers_data(int peer) const;
   Status connect_deferred_data();
+  /// The end of connect_deferred_data: every notice endpoint left for first
+  /// use connects with the data endpoints (polled), and the call waits for them.
+  Status connect_notices_with_data();
   // Notice endpoints connected on first use (core/notice_connect.cc).
   /// The pair's notice endpoint is opened at init but connected (polled)
   /// when a call first needs it: a peer whose data endpoints are deferred

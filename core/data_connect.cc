@@ -127,6 +127,12 @@ Status Communicator::connect_deferred_data() {
     }
   }
   deferred_pending_ = false;
+  // The notice endpoints left for first use (core/notice_connect.cc) connect
+  // now too, polled, on every rank in this call: from here on every pair
+  // exchanges data, and a rank that fails tells each peer directly, as a
+  // mesh always did. Waited for here, so that this call's failures find them
+  // up; none blocks, so a rank in another call answers too.
+  if (auto st = connect_notices_with_data(); !st.is_ok()) return st;
   // The composite transport picks a sub-transport per endpoint as it
   // connects; both sides of each pair now see the same choice.
   if (cfg_.transport == kAutoTransportName) {
@@ -135,6 +141,24 @@ Status Communicator::connect_deferred_data() {
   }
   log(CHORUS_LOG_DEBUG, call_what_ + ": connected the data endpoints to every peer");
   return Status::ok();
+}
+
+Status Communicator::connect_notices_with_data() {
+  if (notice_idle_.empty()) return Status::ok();
+  for (int p = 0; p < size_; ++p)
+    if (notice_pending(p)) begin_notice_connect(p, true);
+  if (notice_connecting_ == 0) return Status::ok();
+  pump_notices(call_deadline_, [&] {
+    return notice_connecting_ == 0 || mismatch_known_ || known_lost_rank() >= 0;
+  });
+  if (notice_connecting_ == 0 && !mismatch_known_ && known_lost_rank() < 0) return Status::ok();
+  std::string waiting;
+  for (int p = 0; p < size_; ++p)
+    if (!notice_idle_.empty() && notice_idle_[size_t(p)].connecting)
+      waiting += (waiting.empty() ? "" : ", ") + std::to_string(p);
+  return deferred_connect_failed(
+      {CHORUS_ERR_TIMEOUT, who() + ": " + call_what_ + ": the notice endpoints to rank(s) " +
+                               waiting + " did not connect within timeout.collective"});
 }
 
 }  // namespace chorus::core

@@ -93,10 +93,10 @@ void check_endpoints(const chorus::Communicator& comm, bool ring, bool tagged, i
   const uint64_t neighbours = std::min<uint64_t>(2, others);
   const uint64_t peers = ring ? neighbours : others;
   const uint64_t connected = all_connected || !tagged ? peers : neighbours;
-  // A mesh's notice endpoints to non-neighbours connect when a signature
-  // first needs them (docs/scale.md), over a transport with polled connects;
-  // none of the calls before these checks sends one.
-  const uint64_t notices = tagged && p2p_lazy() ? neighbours : peers;
+  // A mesh's notice endpoints to non-neighbours connect with its data
+  // endpoints, or before when a signature needs them (docs/scale.md), over
+  // a transport with polled connects; no call before these checks sends one.
+  const uint64_t notices = tagged && p2p_lazy() ? connected : peers;
   const std::pair<const char*, uint64_t> want[] = {
       {"endpoints.data", peers * uint64_t(channels)},
       {"endpoints.data_peers", peers},
@@ -231,6 +231,13 @@ void check_mesh_on_first_use(chorus::Communicator& comm, bool tagged, int channe
   check_endpoints(comm, false, tagged, channels, what + " (before any call)", false);
   checked_all_reduce(comm, what);
   check_endpoints(comm, false, tagged, channels, what + " (after a ring call)", false);
+  // No rank starts the broadcast below (whose root connects its notice
+  // endpoints, which a peer may answer between calls) before every rank checked.
+  comm.barrier();
+  // A broadcast's root must hear from every rank (a rank that called it with
+  // another root tells it only so): its notice endpoints connect then.
+  for (int k = 0; k < 2; ++k) checked_broadcast(comm, 0, what);
+  check_notices_after_broadcast(comm, tagged, what);
   // Timed after a (ring) barrier: the first mesh call connects, the second not.
   double ms[2];
   for (int k = 0; k < 2; ++k) {
@@ -241,10 +248,6 @@ void check_mesh_on_first_use(chorus::Communicator& comm, bool tagged, int channe
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (k == 0) check_endpoints(comm, false, tagged, channels, what + " (after a mesh call)", true);
   }
-  // A broadcast's root must hear from every rank (a rank that called it with
-  // another root tells it only so): its notice endpoints connect then.
-  for (int k = 0; k < 2; ++k) checked_broadcast(comm, 0, what);
-  check_notices_after_broadcast(comm, tagged, what);
   if (comm.rank() == 0)
     std::printf("ring_peers: %s: first mesh all_gather %.2f ms, second %.2f ms (rank 0)\n",
                 what.c_str(), ms[0], ms[1]);
