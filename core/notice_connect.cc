@@ -7,12 +7,14 @@
 // (core/data_connect.cc) is opened and its address exchanged at init, but
 // connected only when a call first needs the pair:
 //
-//  - a call sends the peer its signature (send_signature). A mesh call's
-//    data crosses every pair both ways and carries the call's digest, so it
-//    sends none (docs/reliability.md 4.5); a broadcast does, between its
-//    root and every rank (the root must hear from every rank: a rank that
-//    called it with another root tells the root only this way), and so do a
-//    call that posted nothing and a transport without immediates;
+//  - the first call that connects the data endpoints to every peer
+//    (connect_deferred_data) connects every pending notice endpoint too and
+//    waits for them: from then on a failing rank tells each peer directly;
+//  - before that, a call sends the peer its signature (send_signature): a
+//    broadcast between its root and every rank (the root must hear from
+//    every rank: a rank that called it with another root tells the root
+//    only this way), a call that posted nothing, a pair the data crossed
+//    one way, a transport without immediates;
 //  - the peer started the pair's connect: its connect request comes out of
 //    a poll here (filter_notices) and is answered by connecting.
 //
