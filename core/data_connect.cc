@@ -145,8 +145,12 @@ Status Communicator::connect_deferred_data() {
 
 Status Communicator::connect_notices_with_data() {
   if (notice_idle_.empty()) return Status::ok();
+  // Every pair left for first use is in use from here on, also one that the
+  // peer's connect request connected already: both sides must count it in
+  // use alike (broadcast_talks_to), or one would wait for a signature the
+  // other does not send.
   for (int p = 0; p < size_; ++p)
-    if (notice_pending(p)) begin_notice_connect(p, true);
+    if (notice_idle_[size_t(p)].lazy) begin_notice_connect(p, true);
   if (notice_connecting_ == 0) return Status::ok();
   pump_notices(call_deadline_, [&] {
     return notice_connecting_ == 0 || mismatch_known_ || known_lost_rank() >= 0;
