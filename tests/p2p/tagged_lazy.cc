@@ -239,8 +239,8 @@ void case_lazy_timeout() {
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(100);
     while (!std::filesystem::exists(out_marker) && std::chrono::steady_clock::now() < give_up)
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    expect(std::filesystem::exists(out_marker), "rank 2 never said it left the library (" +
-                                                    out_marker + ")");
+    expect(std::filesystem::exists(out_marker),
+           "rank 2 never said it left the library (" + out_marker + ")");
     Out o = make_out(CHORUS_INT32, 5, 2, 990, 9900);
     const auto t0 = std::chrono::steady_clock::now();
     const int rc = chorus_send_tagged(g_comm, o.buf.data(), o.count, o.dtype, 2, 990);

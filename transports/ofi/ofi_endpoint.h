@@ -180,8 +180,8 @@ class Endpoint : public provider::EndpointBase<Context> {
   void raise_connect_request();
 
   void post_control_recv(ControlRecv& r);
-  void send_control(wire::ControlType type, fi_addr_t to, std::uint32_t to_key,
-                    std::uint64_t count, std::uint8_t flags = 0);
+  void send_control(wire::ControlType type, fi_addr_t to, std::uint32_t to_key, std::uint64_t count,
+                    std::uint8_t flags = 0);
   void push_control();
   /// A control message of `type` waits behind -FI_EAGAIN.
   bool control_queued(wire::ControlType type) const;

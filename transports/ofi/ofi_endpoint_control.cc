@@ -123,12 +123,11 @@ int Endpoint::connect_polled(const void* peer_blob, std::size_t length) {
     connected_ = true;
     ctx_.note_unconnected(-1);
     next_opener_ = Deadline::Clock::time_point::max();
-    log(CHORUS_LOG_DEBUG, "rank " + std::to_string(ctx_.rank()) + " connected to " + who() +
-                              " (polled connect)");
+    log(CHORUS_LOG_DEBUG,
+        "rank " + std::to_string(ctx_.rank()) + " connected to " + who() + " (polled connect)");
     return CHORUS_OK;
   }
-  check_reachable("polled connect of rank " + std::to_string(ctx_.rank()) + " to " + who() +
-                  ": ");
+  check_reachable("polled connect of rank " + std::to_string(ctx_.rank()) + " to " + who() + ": ");
   return CHORUS_ERR_AGAIN;
 }
 
@@ -232,8 +231,8 @@ void Endpoint::raise_connect_request() {
   if (connect_called_ || request_raised_ || closing_) return;
   request_raised_ = true;
   ctx_.completions().push(handle(), CHORUS_TP_OP_CONNECT_REQUEST, 0, 0);
-  log(CHORUS_LOG_DEBUG, "rank " + std::to_string(ctx_.rank()) + ": " + who() +
-                            " asks to connect (connect request)");
+  log(CHORUS_LOG_DEBUG,
+      "rank " + std::to_string(ctx_.rank()) + ": " + who() + " asks to connect (connect request)");
 }
 
 // ---- control messages -------------------------------------------------------------

@@ -162,8 +162,8 @@ struct Control {
        Skip<4>{}, s.count);
   }
   bool valid() const {
-    return type >= ControlType::kHello && type <= ControlType::kCallMe && name_len <= kMaxNameSize &&
-           sender_key != 0 && (sender_key & ~kKeyMask) == 0;
+    return type >= ControlType::kHello && type <= ControlType::kCallMe &&
+           name_len <= kMaxNameSize && sender_key != 0 && (sender_key & ~kKeyMask) == 0;
   }
 };
 static_assert(provider::wire::size<Control>() == kControlHeaderSize);
