@@ -158,7 +158,7 @@ Status Communicator::connect_notices_with_data() {
   if (notice_connecting_ == 0 && !mismatch_known_ && known_lost_rank() < 0) return Status::ok();
   std::string waiting;
   for (int p = 0; p < size_; ++p)
-    if (!notice_idle_.empty() && notice_idle_[size_t(p)].connecting)
+    if (notice_idle_[size_t(p)].connecting)
       waiting += (waiting.empty() ? "" : ", ") + std::to_string(p);
   return deferred_connect_failed(
       {CHORUS_ERR_TIMEOUT, who() + ": " + call_what_ + ": the notice endpoints to rank(s) " +

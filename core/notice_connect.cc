@@ -37,7 +37,6 @@
 
 #include <chorus/chorus.h>
 
-#include "core/auto_transport.h"
 #include "core/log.h"
 #include "core/notice_wire.h"
 
