@@ -14,7 +14,7 @@
 // checked before and after it, and its result element by element (untagged:
 // every peer is connected at init); then two ring broadcasts from rank 0,
 // after which the notice endpoints connected are the ring neighbours' and
-// the root's pairs (over tcp, shm and ofi, which connect them on first use).
+// the root's pairs (over tcp, shm, ofi and verbs, which connect them on first use).
 // --declared pins every collective to the ring but all_to_all to the mesh
 // (never called): every peer is declared, so the data and notice endpoints
 // to every peer are opened, and only the ring neighbours' are connected.
@@ -70,13 +70,14 @@ long open_fds() {
 
 /// Whether tagged pairs connect on first use: as the run says
 /// (TAGGED_LAZY_EXPECT=1 or 0: auto, whose sub-transports decide it), else
-/// tcp, shm and ofi, which declare CHORUS_TP_CAP_CONNECT_POLL (CHORUS_TRANSPORT
+/// tcp, shm, ofi and verbs, which declare CHORUS_TP_CAP_CONNECT_POLL (CHORUS_TRANSPORT
 /// is how chorusrun's callers here choose it).
 bool p2p_lazy() {
   if (const char* e = std::getenv("TAGGED_LAZY_EXPECT")) return std::strcmp(e, "1") == 0;
   const char* t = std::getenv("CHORUS_TRANSPORT");
   return t != nullptr &&
-         (std::strcmp(t, "tcp") == 0 || std::strcmp(t, "shm") == 0 || std::strcmp(t, "ofi") == 0);
+         (std::strcmp(t, "tcp") == 0 || std::strcmp(t, "shm") == 0 || std::strcmp(t, "ofi") == 0 ||
+          std::strcmp(t, "verbs") == 0);
 }
 
 /// The endpoint counters of `comm` against what its rule gives; `what` names

@@ -5,7 +5,8 @@
 # for 2, 3 and 4 ranks (ring, and mesh when its plugin is built), a checked
 # chorus-bench, the configuration-error cases (wrong gid_index, missing
 # device, inconsistent device matrix, unknown key), a ring-only device matrix
-# and a rank SIGKILLed mid-collective; then the libfabric transport over
+# and a rank SIGKILLed mid-collective; connections on first use (group
+# ondemand); then the libfabric transport over
 # verbs;ofi_rxm (group ofi). Prints "N passed, M failed" last and
 # exits non-zero on any failure, including a guest that does not boot.
 #
@@ -31,7 +32,8 @@ if ! bash "$src/scripts/install-softroce.sh"; then
 fi
 missing=()
 for f in bin/chorus-conformance bin/chorusrun bin/chorus-bench bin/chorus-info \
-         bin/collective_check bin/mismatch_check lib/chorus/libchorus-transport-verbs.so \
+         bin/collective_check bin/mismatch_check bin/tagged_check bin/ring_peers_check \
+         lib/chorus/libchorus-transport-verbs.so \
          lib/chorus/libchorus-transport-tcp.so lib/chorus/libchorus-algorithm-ring.so; do
   [ -e "$build/$f" ] || missing+=("$f")
 done
@@ -43,7 +45,7 @@ fi
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 SOFTROCE_TIMEOUT="${SOFTROCE_TIMEOUT:-1500}" \
-  "$here/run-in-guest.sh" bash "$here/guest-suite.sh" "$build" conformance collectives errors kill jaccl ofi 2>&1 | tee "$log"
+  "$here/run-in-guest.sh" bash "$here/guest-suite.sh" "$build" conformance collectives errors kill ondemand jaccl ofi 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 line="$(grep -E '^guest: [0-9]+ passed, [0-9]+ failed' "$log" | tail -n1)"
 if [ -z "$line" ]; then

@@ -2,6 +2,7 @@
 # guest-suite.sh BUILD_DIR [GROUP...] — the verbs test suite, run INSIDE the
 # soft-RoCE guest (ci.sh starts it through run-in-guest.sh, one boot for all).
 # Groups (default: the first four): conformance, collectives, errors, kill;
+# ondemand (connections on first use over verbs);
 # jaccl (JACCL-API programs started as MLX's launcher starts them);
 # and ofi (libfabric over verbs;ofi_rxm), not in the default set. Its
 # [process] cases run one per process: a child forked after its parent
@@ -116,9 +117,35 @@ expect_error() {
 echo "== soft-RoCE guest: $(uname -r), $(nproc) CPUs, $(ibv_devices 2>/dev/null | awk 'NR>2 {print $1}' | tr '\n' ' ')"
 
 if want conformance; then
+  # Polled connects are required (P10); a closed peer context answers no
+  # hello, so the [connect_poll] case "towards a closed context" ends by
+  # transport.verbs.connect_poll_timeout_ms, set here below the case's 20 s.
   step "conformance (verbs on rxe0)" 900 \
     env CHORUS_CONFORMANCE_TRANSPORT=verbs CHORUS_CONFORMANCE_REQUIRE_AVAILABLE=1 \
+    CHORUS_CONFORMANCE_EXPECT_CONNECT_POLL=1 CHORUS_CONFORMANCE_CONFIG=connect_poll_timeout_ms=8000 \
     "$bin/chorus-conformance"
+fi
+
+if want ondemand; then
+  # Connections on first use over verbs (docs/scale.md, "verbs: polled
+  # connects"): no tagged pair connected after init, then each pair used
+  # connects on first use in every posting order, and the counter says
+  # exactly the pairs used; a first-use send to a rank that stays out of the
+  # library times out naming it; a communicator that declares every peer
+  # connects only its ring neighbours' data and notice endpoints until a
+  # call needs more (counters checked on every rank, results element by
+  # element). The guest-stall allowance of the collectives group applies.
+  step "p2p lazy n=5 (verbs: tagged pairs on first use)" 300 \
+    env CHORUS_TRANSPORT=verbs CHORUS_TRANSPORT_VERBS_TIMEOUT=18 CHORUS_TIMEOUT_COLLECTIVE=60 \
+    TAGGED_LAZY_EXPECT=1 "$bin/chorusrun" -n 5 --timeout 280 -- "$bin/tagged_check" --case lazy
+  step "p2p lazy_timeout n=3 (verbs: unanswered first use times out naming the peer)" 200 \
+    env CHORUS_TRANSPORT=verbs CHORUS_TRANSPORT_VERBS_TIMEOUT=18 CHORUS_TIMEOUT_COLLECTIVE=2 \
+    "$bin/chorusrun" -n 3 --timeout 180 -- "$bin/tagged_check" --case lazy_timeout
+  for mode in declared mesh; do
+    step "ring_peers_check --$mode n=6 (verbs: endpoints connected on demand)" 300 \
+      env CHORUS_TRANSPORT=verbs CHORUS_TRANSPORT_VERBS_TIMEOUT=18 \
+      "$bin/chorusrun" -n 6 --timeout 280 -- "$bin/ring_peers_check" --"$mode" --channels 2
+  done
 fi
 
 if want collectives; then

@@ -38,6 +38,11 @@ struct Config {
   /// its peer (a zero-byte RDMA write), so a vanished peer fails the
   /// receives instead of leaving them hanging. 0 disables.
   int keepalive_ms = 1000;
+  /// A polled connect (P10) whose hellos the peer has not answered for this
+  /// long fails with TIMEOUT; 0: never (the caller's deadline bounds it).
+  /// Over verbs a busy peer and a closed one look alike (neither answers),
+  /// so this is the only way such a connect ends in an error by itself.
+  int connect_poll_timeout_ms = 60000;
   /// GRH traffic class (RoCE: DSCP << 2 | ECN) and service level.
   int traffic_class = 0;
   int service_level = 0;

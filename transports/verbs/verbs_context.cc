@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <random>
+#include <utility>
 
 namespace chorus::verbs {
 
@@ -120,7 +121,7 @@ chorus_tp_caps_t Context::caps() const {
   c.max_message_size = max_message_size_;
   c.max_outstanding_sends = depth_;
   c.max_outstanding_recvs = depth_;
-  c.flags = CHORUS_TP_CAP_NEEDS_REGISTRATION | CHORUS_TP_CAP_IMM_DATA;
+  c.flags = CHORUS_TP_CAP_NEEDS_REGISTRATION | CHORUS_TP_CAP_IMM_DATA | CHORUS_TP_CAP_CONNECT_POLL;
   c.max_address_size = static_cast<std::uint32_t>(Blob::kSize);
   return c;
 }
@@ -174,7 +175,7 @@ Endpoint* Context::open_endpoint(int peer_rank, int channel, void* address_out,
   return endpoints_.back().get();
 }
 
-void Context::connect(Endpoint& ep, const void* peer_address, std::size_t length, int timeout_ms) {
+int Context::connect(Endpoint& ep, const void* peer_address, std::size_t length, int timeout_ms) {
   const Deadline deadline = Deadline::after_ms(timeout_ms);
   const auto blob = Blob::decode(peer_address, length);
   if (!blob) {
@@ -197,7 +198,7 @@ void Context::connect(Endpoint& ep, const void* peer_address, std::size_t length
   if (ep.no_link() || theirs_no_link) {
     if (ep.no_link() && theirs_no_link) {
       ep.connect_no_link();
-      return;
+      return CHORUS_OK;
     }
     const int i = rank(), j = ep.peer_rank();
     const std::string file =
@@ -221,8 +222,11 @@ void Context::connect(Endpoint& ep, const void* peer_address, std::size_t length
                     ((b.flags & Blob::kInfiniBand) ? "InfiniBand" : "RoCE"));
   }
   if (ep.state() == Endpoint::State::Failed) {
-    throw Error(CHORUS_ERR_PEER_LOST, ep.where() + ": " + ep.failure());
+    throw Error(ep.failure_status(), ep.where() + ": " + ep.failure());
   }
+  // From here on a peer's polled hello raises no connect request: this
+  // side is connecting already (set before any progress below runs).
+  ep.set_connect_called();
   if (ep.peer_blob()) {
     // The peer's hello came first and connected the QP already.
     if (!(*ep.peer_blob() == b)) {
@@ -233,6 +237,7 @@ void Context::connect(Endpoint& ep, const void* peer_address, std::size_t length
   } else {
     ep.adopt(b);
   }
+  if (timeout_ms == 0) return connect_polled(ep);
   // Tell the peer we are ready, until it says it is too (its hello or accept).
   auto next_hello = Clock::now();
   int interval_ms = 20;
@@ -242,7 +247,7 @@ void Context::connect(Endpoint& ep, const void* peer_address, std::size_t length
     if (ep.state() == Endpoint::State::Failed) {
       throw Error(CHORUS_ERR_PEER_LOST, ep.where() + ": " + ep.failure());
     }
-    if (ep.peer_ready()) return;
+    if (ep.peer_ready()) return CHORUS_OK;
     const auto now = Clock::now();
     if (now >= next_hello) {
       send_hello(ep);
@@ -268,9 +273,55 @@ void Context::connect(Endpoint& ep, const void* peer_address, std::size_t length
   }
 }
 
-void Context::send_hello(Endpoint& ep) {
+int Context::connect_polled(Endpoint& ep) {
+  Endpoint::PolledConnect& p = ep.polled();
+  if (!p.started) {
+    p.started = true;
+    p.since = Clock::now();
+    p.next_hello = p.since;
+  }
+  progress();
+  if (ep.state() == Endpoint::State::Failed) {
+    throw Error(ep.failure_status(), ep.where() + ": " + ep.failure());
+  }
+  if (ep.peer_ready()) return CHORUS_OK;
+  const auto now = Clock::now();
+  repeat_hello(ep, now);
+  const int limit = cfg_.connect_poll_timeout_ms;
+  if (limit > 0 && now - p.since >= std::chrono::milliseconds(limit)) {
+    const Blob& b = *ep.peer_blob();
+    const std::string why =
+        "rank " + std::to_string(b.rank) + " did not answer the connection handshake within " +
+        std::to_string(limit) + " ms (transport.verbs.connect_poll_timeout_ms; " +
+        std::to_string(p.hellos) + " hellos sent to its GID " +
+        gid_text(*reinterpret_cast<const ibv_gid*>(b.gid.data())) + " LID " +
+        std::to_string(b.lid) + "): its endpoint or context is closed, or it has not progressed "
+        "its transport for that long";
+    ep.abandon(CHORUS_ERR_TIMEOUT, why);
+    throw Error(CHORUS_ERR_TIMEOUT, ep.where() + ": " + why);
+  }
+  return set_last_error(CHORUS_ERR_AGAIN, ep.where() + ": waiting for rank " +
+                                              std::to_string(ep.peer_rank()) +
+                                              " to answer the connection handshake");
+}
+
+int Context::repeat_hello(Endpoint& ep, Clock::time_point now) {
+  Endpoint::PolledConnect& p = ep.polled();
+  if (!p.started || ep.peer_ready() || ep.state() != Endpoint::State::Connected) return -1;
+  if (now >= p.next_hello) {
+    send_hello(ep, true);
+    ++p.hellos;
+    p.next_hello = now + std::chrono::milliseconds(p.interval_ms);
+    p.interval_ms = std::min(p.interval_ms * 2, 500);
+  }
+  return static_cast<int>(
+      std::chrono::ceil<std::chrono::milliseconds>(p.next_hello - now).count());
+}
+
+void Context::send_hello(Endpoint& ep, bool polled) {
   Handshake h;
   h.kind = Handshake::kHello;
+  if (polled) h.flags = Handshake::kPolled;
   h.target_qp_num = ep.peer_blob()->qp_num;
   h.target_nonce = ep.peer_blob()->nonce;
   h.sender = ep.local_blob();
@@ -310,7 +361,18 @@ void Context::on_handshake(Nic& nic, const unsigned char* data, std::size_t len)
                                "this endpoint is connected to");
       return;
     }
-    ep->set_peer_ready();
+    if ((h->flags & Handshake::kPolled) != 0 && !ep->connect_called()) {
+      // A polled connect of the peer's, and this side has not called
+      // connect: the caller learns of it from a connect request (once per
+      // endpoint). The peer is not taken as ready here: the hello may be
+      // stale (sent by an endpoint closed since, its caller's deadline
+      // passed while this side was away), so this side's own connect asks
+      // again and waits for the answer.
+      if (ep->take_connect_request()) cq_.push(ep->handle(), CHORUS_TP_OP_CONNECT_REQUEST, 0, 0);
+    } else {
+      if (ep->polled().started && !ep->peer_ready()) connect_news_ = true;
+      ep->set_peer_ready();
+    }
     Handshake reply;
     reply.kind = Handshake::kAccept;
     reply.target_qp_num = s.qp_num;
@@ -318,6 +380,7 @@ void Context::on_handshake(Nic& nic, const unsigned char* data, std::size_t len)
     reply.sender = ep->local_blob();
     nic.send_handshake(reply, s);
   } else if (ep->peer_blob() && *ep->peer_blob() == s) {
+    if (ep->polled().started && !ep->peer_ready()) connect_news_ = true;
     ep->set_peer_ready();
   }
 }
@@ -352,12 +415,14 @@ std::size_t Context::progress() {
 }
 
 int Context::maintain() {
-  if (cfg_.keepalive_ms <= 0) return -1;
   const auto now = Clock::now();
   int next = -1;
-  for (const auto& ep : endpoints_) {
-    const int due = ep->maintain(now);
+  const auto consider = [&](int due) {
     if (due >= 0 && (next < 0 || due < next)) next = due;
+  };
+  for (const auto& ep : endpoints_) {
+    if (cfg_.keepalive_ms > 0) consider(ep->maintain(now));
+    consider(repeat_hello(*ep, now));
   }
   return next;
 }
@@ -452,8 +517,10 @@ int Context::wait(int timeout_ms) {
   for (;;) {
     progress();
     const int keepalive_in = maintain();
-    if (!cq_.empty()) return CHORUS_OK;
-    if (arm_all() && !cq_.empty()) return CHORUS_OK;
+    // A polled connect's peer answered: the caller polls that connect again.
+    const bool news = std::exchange(connect_news_, false);
+    if (!cq_.empty() || news) return CHORUS_OK;
+    if (arm_all() && (!cq_.empty() || std::exchange(connect_news_, false))) return CHORUS_OK;
     int left = deadline.remaining_ms();
     if (left == 0) {
       return provider::wait_timed_out(timeout_ms);

@@ -13,6 +13,7 @@
 #include <chorus/transport.h>
 #include <chorus/provider/context_base.hpp>
 
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <optional>
@@ -45,7 +46,9 @@ class Context : public provider::ConfiguredContext<Config> {
 
   chorus_tp_caps_t caps() const;
   Endpoint* open_endpoint(int peer_rank, int channel, void* address_out, std::size_t* address_len);
-  void connect(Endpoint& ep, const void* peer_address, std::size_t length, int timeout_ms);
+  /// timeout_ms == 0 is a polled connect (P10): OK once the peer answered,
+  /// AGAIN before. Throws Error.
+  int connect(Endpoint& ep, const void* peer_address, std::size_t length, int timeout_ms);
   void close_endpoint(Endpoint* ep);
 
   chorus_tp_mr* register_memory(void* addr, std::size_t length);
@@ -62,8 +65,14 @@ class Context : public provider::ConfiguredContext<Config> {
   std::size_t progress();
   void dispatch(Nic& nic, const ibv_wc& wc);
   void on_handshake(Nic& nic, const unsigned char* data, std::size_t len);
-  void send_hello(Endpoint& ep);
-  /// Keepalives of every endpoint; returns ms until the next one is due (-1: none).
+  void send_hello(Endpoint& ep, bool polled = false);
+  /// One step of a polled connect whose QP has the peer's blob.
+  int connect_polled(Endpoint& ep);
+  /// Repeats a polled connect's hello when due; returns ms until the next
+  /// one (-1: none pending).
+  int repeat_hello(Endpoint& ep, std::chrono::steady_clock::time_point now);
+  /// Keepalives and polled hellos of every endpoint; returns ms until the
+  /// next one is due (-1: none).
   int maintain();
   /// Arms every CQ, then drains them once more. True when that found work.
   bool arm_all();
@@ -81,6 +90,9 @@ class Context : public provider::ConfiguredContext<Config> {
   std::vector<std::unique_ptr<chorus_tp_endpoint>> endpoints_;
   std::unordered_set<chorus_tp_mr*> mrs_;
   std::vector<ibv_wc> wcs_;
+  /// A polled connect heard from its peer since the last wait(): wait
+  /// returns for it, so the caller polls its connect again (P10).
+  bool connect_news_ = false;
 };
 
 }  // namespace chorus::verbs

@@ -170,6 +170,19 @@ void Endpoint::adopt(const Blob& peer) {
   last_alive_ = Clock::now();
 }
 
+void Endpoint::abandon(int status, const std::string& why) {
+  if (state_ == State::Failed) return;
+  if (qp_) {
+    // The peer may still adopt this side's blob from a late hello: its
+    // sends then fail (retries exceeded) instead of reaching a QP nobody reads.
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_ERR;
+    ibv_modify_qp(qp_.get(), &a, IBV_QP_STATE);
+  }
+  failure_status_ = status;
+  fail(why);
+}
+
 void Endpoint::fail(const std::string& why) {
   if (state_ == State::Failed) return;
   state_ = State::Failed;
@@ -189,8 +202,7 @@ int Endpoint::post_failed(const std::string& op) {
     return set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
                           op + ": " + where() + ": the endpoint is not connected yet");
   }
-  return set_last_error(CHORUS_ERR_PEER_LOST,
-                        op + ": " + where() + ": the endpoint failed: " + failure_);
+  return set_last_error(failure_status_, op + ": " + where() + ": the endpoint failed: " + failure_);
 }
 
 int Endpoint::lkey_for(const void* buf, std::size_t length, MemoryRegion* mr, bool writable,
@@ -395,7 +407,7 @@ void Endpoint::on_completion(const ibv_wc& wc) {
 void Endpoint::on_reaped(std::uint32_t opcode) {
   if (opcode == CHORUS_TP_SEND) {
     if (sends_outstanding_ > 0) --sends_outstanding_;
-  } else if (recvs_outstanding_ > 0) {
+  } else if (opcode == CHORUS_TP_RECV && recvs_outstanding_ > 0) {  // not a connect request
     --recvs_outstanding_;
   }
 }

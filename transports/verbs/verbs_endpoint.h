@@ -97,6 +97,34 @@ class Endpoint : public provider::EndpointBase<Context> {
 
   /// Moves the QP through RTR to RTS toward `peer`. Throws Error.
   void adopt(const Blob& peer);
+
+  /// Polled connects (CHORUS_TP_CAP_CONNECT_POLL, docs/verbs.md "Polled
+  /// connects"). `connect_called`: this side called endpoint_connect, so a
+  /// peer's polled hello raises no connect request here.
+  bool connect_called() const { return connect_called_; }
+  void set_connect_called() { connect_called_ = true; }
+  /// True exactly once: the first time a peer's polled hello finds this
+  /// endpoint before its own connect (the request to raise).
+  bool take_connect_request() {
+    if (connect_called_ || request_raised_) return false;
+    request_raised_ = true;
+    return true;
+  }
+  /// A polled connect that has not heard from its peer yet: its hellos are
+  /// repeated from the context's progress, and it gives up (TIMEOUT) after
+  /// `give_up_ms` without an answer (0: never; the core's deadline bounds it).
+  struct PolledConnect {
+    bool started = false;
+    std::chrono::steady_clock::time_point since{}, next_hello{};
+    int interval_ms = 20;
+    int hellos = 0;
+  };
+  PolledConnect& polled() { return polled_; }
+  /// Moves the QP to the error state and marks the endpoint failed with
+  /// `status` (its later calls report that status and `why`).
+  void abandon(int status, const std::string& why);
+  /// The status a failed endpoint reports (PEER_LOST unless abandon said otherwise).
+  int failure_status() const { return failure_status_; }
   /// A no-link endpoint whose peer agrees that there is no link.
   void connect_no_link() { state_ = State::Connected; }
 
@@ -143,8 +171,12 @@ class Endpoint : public provider::EndpointBase<Context> {
   Blob local_;
   std::optional<Blob> peer_;
   bool peer_ready_ = false;
+  bool connect_called_ = false;
+  bool request_raised_ = false;
+  PolledConnect polled_;
   State state_ = State::Open;
   std::string failure_;
+  int failure_status_ = CHORUS_ERR_PEER_LOST;
 
   WorkRing sends_;
   WorkRing recvs_;

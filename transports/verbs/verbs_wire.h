@@ -85,7 +85,7 @@ static_assert(provider::wire::size<Blob>() == Blob::kSize);
 /// | 0 | 4 | magic "CHVH" |
 /// | 4 | 2 | version (1) |
 /// | 6 | 1 | kind: 1 = hello ("I am ready to receive; here is my blob"), 2 = accept |
-/// | 7 | 1 | reserved |
+/// | 7 | 1 | flags: 1 = polled (the hello of a polled connect, which raises a connect request) |
 /// | 8 | 4 | target RC QP number (from the target's blob) |
 /// | 12 | 4 | reserved |
 /// | 16 | 8 | target nonce (from the target's blob) |
@@ -96,14 +96,18 @@ struct Handshake {
   static constexpr std::size_t kSize = 24 + Blob::kSize;
   static constexpr std::uint8_t kHello = 1;
   static constexpr std::uint8_t kAccept = 2;
+  /// The byte was reserved and written as zero before polled connects, so
+  /// an older sender's hello reads as a blocking connect's.
+  static constexpr std::uint8_t kPolled = 1;
 
   std::uint8_t kind = 0;
+  std::uint8_t flags = 0;
   std::uint32_t target_qp_num = 0;
   std::uint64_t target_nonce = 0;
   Blob sender;
 
   static constexpr void fields(auto& io, auto& s) {
-    io(wire::Expect{kMagic}, wire::Expect{kVersion}, s.kind, wire::Skip<1>{}, s.target_qp_num,
+    io(wire::Expect{kMagic}, wire::Expect{kVersion}, s.kind, s.flags, s.target_qp_num,
        wire::Skip<4>{}, s.target_nonce, s.sender);
   }
   bool valid() const { return kind == kHello || kind == kAccept; }

@@ -9,6 +9,7 @@
 #include <chorus/provider/error.hpp>
 #include <chorus/provider/log.hpp>
 
+#include <concepts>
 #include <cstddef>
 #include <string>
 #include <string_view>
@@ -38,7 +39,8 @@ void copy_text(std::string_view text, char* buf, std::size_t len);
 ///    kind)` and `static void deregister_memory(ctx*, chorus_tp_mr_t*)`;
 ///    without them registration is a no-op for host memory and other kinds
 ///    are NOT_SUPPORTED.
-///  - optional `static void connect(ep*, address, length, timeout_ms)`;
+///  - optional `static void connect(ep*, address, length, timeout_ms)` (or
+///    `static int connect(...)`, returning a status as below);
 ///    without it `ep->connect(address, length, timeout_ms)`, which may
 ///    return an int status (CHORUS_ERR_AGAIN from a polled connect).
 /// The context object has caps(), open_endpoint(peer, channel, address_out,
@@ -133,7 +135,16 @@ class TransportPlugin {
                               int timeout_ms) {
     if (ep == nullptr || peer_address == nullptr) return null_argument("endpoint_connect");
     return guarded("endpoint_connect", [&]() -> int {
-      if constexpr (requires { Impl::connect(endpoint(ep), peer_address, length, timeout_ms); }) {
+      if constexpr (requires {
+                      {
+                        Impl::connect(endpoint(ep), peer_address, length, timeout_ms)
+                      } -> std::same_as<int>;
+                    }) {
+        // A status of its own, as below.
+        return Impl::connect(endpoint(ep), peer_address, length, timeout_ms);
+      } else if constexpr (requires {
+                             Impl::connect(endpoint(ep), peer_address, length, timeout_ms);
+                           }) {
         Impl::connect(endpoint(ep), peer_address, length, timeout_ms);
       } else if constexpr (std::is_same_v<decltype(endpoint(ep)->connect(peer_address, length,
                                                                          timeout_ms)),
