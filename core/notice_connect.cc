@@ -29,9 +29,10 @@
 // connection ending without a word, as an eagerly connected pair would show
 // a peer that died: the call that waits for the peer names it.
 //
-// Transports without polled connects keep every notice endpoint connected
-// at init (verbs; a blocking connect to a rank busy with another call would hold
-// this rank until timeout.collective).
+// Transports without polled connects (a third-party plugin without the
+// cap; every built-in transport has it) keep every notice endpoint
+// connected at init: a blocking connect to a rank busy with another call
+// would hold this rank until timeout.collective.
 
 #include "core/communicator.h"
 

@@ -33,6 +33,7 @@ fi
 missing=()
 for f in bin/chorus-conformance bin/chorusrun bin/chorus-bench bin/chorus-info \
          bin/collective_check bin/mismatch_check bin/tagged_check bin/ring_peers_check \
+         bin/first_use_kill_check bin/p2p_first_use_kill_check \
          lib/chorus/libchorus-transport-verbs.so \
          lib/chorus/libchorus-transport-tcp.so lib/chorus/libchorus-algorithm-ring.so; do
   [ -e "$build/$f" ] || missing+=("$f")

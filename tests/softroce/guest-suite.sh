@@ -146,6 +146,20 @@ if want ondemand; then
       env CHORUS_TRANSPORT=verbs CHORUS_TRANSPORT_VERBS_TIMEOUT=18 \
       "$bin/chorusrun" -n 6 --timeout 280 -- "$bin/ring_peers_check" --"$mode" --channels 2
   done
+  # A rank SIGKILLed before first use (tests/faults/first_use_kill.sh, as
+  # the host's faults.*first_use_kill* over tcp and shm; default ACK timeout,
+  # as the kill group): every survivor's first call that needs the victim
+  # (a broadcast from rank 0, whose notice endpoint to rank 3 connects only
+  # then; a tagged send, the pair's first use) fails blaming it within
+  # timeout.collective (4 s) + 3 s, and nothing is left after 120 s (the
+  # bound counts from the start, init of 6 ranks under TCG included: about
+  # 13 s on an idle host, 55 s beside a 2-job build).
+  step "first-use kill: broadcast root's notice endpoint (verbs, n=6)" 200 \
+    env CHORUS_TRANSPORT=verbs bash "$src/tests/faults/first_use_kill.sh" \
+    "$bin/first_use_kill_check" 6 3 100 1000 4 120 broadcast
+  step "first-use kill: tagged send to a rank never connected (verbs, n=6)" 200 \
+    env CHORUS_TRANSPORT=verbs bash "$src/tests/faults/first_use_kill.sh" \
+    "$bin/p2p_first_use_kill_check" 6 3 100 1000 4 120
 fi
 
 if want collectives; then
