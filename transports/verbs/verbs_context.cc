@@ -159,13 +159,13 @@ Endpoint* Context::open_endpoint(int peer_rank, int channel, void* address_out,
     }
   }
   const int cq_entries = static_cast<int>(2 * depth_ + 1);
-  if (nic != nullptr) nic->reserve_cq(cq_entries);
+  ibv_cq* cq = nic != nullptr ? nic->reserve_cq(cq_entries) : nullptr;
   std::unique_ptr<chorus_tp_endpoint> ep;
   try {
-    ep = std::make_unique<chorus_tp_endpoint>(*this, nic, peer_rank, channel, depth_,
+    ep = std::make_unique<chorus_tp_endpoint>(*this, nic, cq, peer_rank, channel, depth_,
                                               random_nonce());
   } catch (...) {
-    if (nic != nullptr) nic->release_cq(cq_entries);
+    if (nic != nullptr) nic->release_cq(cq, cq_entries);
     throw;
   }
   ep->local_blob().encode(static_cast<unsigned char*>(address_out));
@@ -400,15 +400,17 @@ void Context::dispatch(Nic& nic, const ibv_wc& wc) {
 std::size_t Context::progress() {
   std::size_t handled = 0;
   for (const auto& nic : nics_) {
-    for (;;) {
-      const int n = ibv_poll_cq(nic->cq(), static_cast<int>(wcs_.size()), wcs_.data());
-      if (n < 0) {
-        log(CHORUS_LOG_ERROR, nic->where() + ": ibv_poll_cq failed");
-        break;
+    for (ibv_cq* cq : nic->cqs()) {
+      for (;;) {
+        const int n = ibv_poll_cq(cq, static_cast<int>(wcs_.size()), wcs_.data());
+        if (n < 0) {
+          log(CHORUS_LOG_ERROR, nic->where() + ": ibv_poll_cq failed");
+          break;
+        }
+        for (int i = 0; i < n; ++i) dispatch(*nic, wcs_[static_cast<std::size_t>(i)]);
+        handled += static_cast<std::size_t>(n);
+        if (n < static_cast<int>(wcs_.size())) break;
       }
-      for (int i = 0; i < n; ++i) dispatch(*nic, wcs_[static_cast<std::size_t>(i)]);
-      handled += static_cast<std::size_t>(n);
-      if (n < static_cast<int>(wcs_.size())) break;
     }
   }
   return handled;
@@ -465,7 +467,7 @@ void Context::close_endpoint(Endpoint* ep) {
   ep->destroy_qp();
   if (nic != nullptr) {
     nic->endpoints_by_qp().erase(qpn);
-    nic->release_cq(static_cast<int>(2 * depth_ + 1));
+    nic->release_cq(ep->cq(), static_cast<int>(2 * depth_ + 1));
   }
   cq_.forget(ep->handle());
   endpoints_.erase(it);

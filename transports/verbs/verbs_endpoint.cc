@@ -53,10 +53,11 @@ std::uint32_t random_psn() {
 
 }  // namespace
 
-Endpoint::Endpoint(Context& ctx, Nic* nic, int peer_rank, int channel, std::uint32_t depth,
-                   std::uint64_t nonce)
+Endpoint::Endpoint(Context& ctx, Nic* nic, ibv_cq* cq, int peer_rank, int channel,
+                   std::uint32_t depth, std::uint64_t nonce)
     : EndpointBase(ctx, peer_rank, channel),
       nic_(nic),
+      cq_(cq),
       depth_(depth),
       nonce_(nonce),
       sends_(depth + 1),
@@ -70,8 +71,8 @@ Endpoint::Endpoint(Context& ctx, Nic* nic, int peer_rank, int channel, std::uint
     return;
   }
   ibv_qp_init_attr init{};
-  init.send_cq = nic_->cq();
-  init.recv_cq = nic_->cq();
+  init.send_cq = cq_;
+  init.recv_cq = cq_;
   init.qp_type = IBV_QPT_RC;
   init.sq_sig_all = 0;
   init.cap.max_send_wr = depth + 1;  // + one keepalive probe

@@ -76,12 +76,14 @@ class Endpoint : public provider::EndpointBase<Context> {
  public:
   enum class State { Open, Connected, Failed };
 
-  /// `nic` is NULL for "no link". Throws Error.
-  Endpoint(Context& ctx, Nic* nic, int peer_rank, int channel, std::uint32_t depth,
+  /// `nic` (and `cq`, its completion queue for this endpoint) NULL for "no
+  /// link". Throws Error.
+  Endpoint(Context& ctx, Nic* nic, ibv_cq* cq, int peer_rank, int channel, std::uint32_t depth,
            std::uint64_t nonce);
   ~Endpoint();
 
   Nic* nic() const { return nic_; }
+  ibv_cq* cq() const { return cq_; }
   bool no_link() const { return nic_ == nullptr; }
   State state() const { return state_; }
   std::uint64_t nonce() const { return nonce_; }
@@ -163,6 +165,7 @@ class Endpoint : public provider::EndpointBase<Context> {
   std::string completion_message(const ibv_wc& wc, const WorkRequest& w, bool recv) const;
 
   Nic* nic_;
+  ibv_cq* cq_;
   std::uint32_t depth_;
   std::uint64_t nonce_;
   std::uint32_t psn_ = 0;

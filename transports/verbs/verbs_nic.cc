@@ -39,11 +39,7 @@ Nic::Nic(ibv_device* device, const Config& cfg) : name_(ibv_get_device_name(devi
   if (flags < 0 || ::fcntl(channel_->fd, F_SETFL, flags | O_NONBLOCK) < 0) {
     fail_system(where(), "making the completion channel non-blocking", errno);
   }
-  cq_size_ = std::min(max_cqe_, static_cast<int>(4 * kSlots));
-  cq_needed_ = static_cast<int>(2 * kSlots);
-  cq_.reset(ibv_create_cq(ctx_.get(), cq_size_, nullptr, channel_.get(), 0));
-  if (!cq_) fail_system(where(), "ibv_create_cq", errno);
-  cq_size_ = cq_->cqe;
+  add_cq(static_cast<int>(2 * kSlots));  // the handshake QP's
 
   discard_.resize(kDiscardBytes);
   discard_mr_.reset(
@@ -55,7 +51,9 @@ Nic::Nic(ibv_device* device, const Config& cfg) : name_(ibv_get_device_name(devi
 Nic::~Nic() {
   // Every queue pair of the endpoints is gone by now (the Context closes
   // them first). Events must be acknowledged before the CQ is destroyed.
-  if (unacked_events_ > 0 && cq_) ibv_ack_cq_events(cq_.get(), unacked_events_);
+  for (Cq& c : cqs_) {
+    if (c.unacked_events > 0) ibv_ack_cq_events(c.cq.get(), c.unacked_events);
+  }
   ahs_.clear();
   ud_qp_.reset();
 }
@@ -151,31 +149,58 @@ std::string Nic::summary() const {
   return s;
 }
 
-void Nic::reserve_cq(int entries) {
-  const int needed = cq_needed_ + entries;
-  if (needed > max_cqe_) {
+Nic::Cq& Nic::add_cq(int entries) {
+  Cq c;
+  c.size = std::min(max_cqe_, std::max(entries, static_cast<int>(4 * kSlots)));
+  c.cq.reset(ibv_create_cq(ctx_.get(), c.size, nullptr, channel_.get(), 0));
+  if (!c.cq) {
+    fail_system(where(),
+                "ibv_create_cq (" + std::to_string(c.size) + " entries, completion queue " +
+                    std::to_string(cqs_.size() + 1) + ")",
+                errno);
+  }
+  c.size = c.cq->cqe;
+  c.needed = entries;
+  cq_list_.push_back(c.cq.get());
+  cqs_.push_back(std::move(c));
+  return cqs_.back();
+}
+
+ibv_cq* Nic::reserve_cq(int entries) {
+  if (entries > max_cqe_) {
     throw Error(CHORUS_ERR_INVALID_ARGUMENT,
-                where() + ": " + std::to_string(needed) +
-                    " completion-queue entries needed for this many endpoints but the device "
-                    "allows " +
-                    std::to_string(max_cqe_) +
-                    "; lower transport.verbs.queue_depth (each endpoint needs 2 x depth + 1)");
+                where() + ": one endpoint needs " + std::to_string(entries) +
+                    " completion-queue entries but the device allows " + std::to_string(max_cqe_) +
+                    " per queue; lower transport.verbs.queue_depth (each endpoint needs 2 x "
+                    "depth + 1)");
   }
-  if (needed > cq_size_) {
-    const int want = std::min(max_cqe_, std::max(needed, cq_size_ * 2));
-    if (int rc = ibv_resize_cq(cq_.get(), want); rc != 0) {
-      fail_system(where(), "growing the completion queue to " + std::to_string(want) + " entries",
-                  rc);
+  for (Cq& c : cqs_) {
+    const int needed = c.needed + entries;
+    if (needed > max_cqe_) continue;
+    if (needed > c.size) {
+      const int want = std::min(max_cqe_, std::max(needed, c.size * 2));
+      if (int rc = ibv_resize_cq(c.cq.get(), want); rc != 0) {
+        fail_system(where(),
+                    "growing a completion queue to " + std::to_string(want) + " entries", rc);
+      }
+      c.size = c.cq->cqe;
     }
-    cq_size_ = cq_->cqe;
+    c.needed = needed;
+    return c.cq.get();
   }
-  cq_needed_ = needed;
+  return add_cq(entries).cq.get();
+}
+
+void Nic::release_cq(ibv_cq* cq, int entries) {
+  for (Cq& c : cqs_) {
+    if (c.cq.get() == cq) c.needed -= entries;
+  }
 }
 
 void Nic::create_handshake_qp() {
   ibv_qp_init_attr init{};
-  init.send_cq = cq_.get();
-  init.recv_cq = cq_.get();
+  init.send_cq = cqs_.front().cq.get();
+  init.recv_cq = cqs_.front().cq.get();
   init.qp_type = IBV_QPT_UD;
   init.cap.max_send_wr = kSlots;
   init.cap.max_recv_wr = kSlots;
@@ -289,11 +314,13 @@ bool Nic::send_handshake(const Handshake& h, const Blob& dest) {
 }
 
 void Nic::arm() {
-  if (armed_) return;
-  if (int rc = ibv_req_notify_cq(cq_.get(), 0); rc != 0) {
-    throw Error(CHORUS_ERR_SYSTEM, where() + ": ibv_req_notify_cq failed: " + errno_text(rc));
+  for (Cq& c : cqs_) {
+    if (c.armed) continue;
+    if (int rc = ibv_req_notify_cq(c.cq.get(), 0); rc != 0) {
+      throw Error(CHORUS_ERR_SYSTEM, where() + ": ibv_req_notify_cq failed: " + errno_text(rc));
+    }
+    c.armed = true;
   }
-  armed_ = true;
 }
 
 void Nic::consume_events() {
@@ -301,10 +328,13 @@ void Nic::consume_events() {
     ibv_cq* cq = nullptr;
     void* user = nullptr;
     if (ibv_get_cq_event(channel_.get(), &cq, &user) != 0) break;  // EAGAIN: none left
-    armed_ = false;
-    if (++unacked_events_ >= 64) {
-      ibv_ack_cq_events(cq_.get(), unacked_events_);
-      unacked_events_ = 0;
+    for (Cq& c : cqs_) {
+      if (c.cq.get() != cq) continue;
+      c.armed = false;
+      if (++c.unacked_events >= 64) {
+        ibv_ack_cq_events(c.cq.get(), c.unacked_events);
+        c.unacked_events = 0;
+      }
     }
   }
 }

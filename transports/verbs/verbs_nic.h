@@ -60,7 +60,9 @@ class Nic {
 
   ibv_context* context() const { return ctx_.get(); }
   ibv_pd* pd() const { return pd_.get(); }
-  ibv_cq* cq() const { return cq_.get(); }
+  /// The completion queues: the first holds the handshake QP; endpoints
+  /// are spread over as many as the device's max_cqe requires (reserve_cq).
+  const std::vector<ibv_cq*>& cqs() const { return cq_list_; }
   int event_fd() const { return channel_->fd; }
   bool infiniband() const { return link_layer_ == IBV_LINK_LAYER_INFINIBAND; }
   bool global() const { return global_; }
@@ -79,10 +81,14 @@ class Nic {
   std::uint64_t discard_addr() const { return reinterpret_cast<std::uintptr_t>(discard_.data()); }
   static constexpr std::uint32_t kDiscardBytes = 64 * 1024;
 
-  /// Grows the CQ so it holds `entries` more completions (one queue pair's
-  /// send + receive depth). Throws Error naming the limit.
-  void reserve_cq(int entries);
-  void release_cq(int entries) { cq_needed_ -= entries; }
+  /// A completion queue with room for `entries` more completions (one queue
+  /// pair's send + receive depth): the first that has it (grown with
+  /// ibv_resize_cq up to the device's max_cqe), else a new one on the same
+  /// completion channel. So the number of endpoints is bounded by memory,
+  /// not by one CQ's max_cqe (32767 on rdma_rxe: 31 endpoints at the default
+  /// depth). Throws Error when one queue pair alone needs more than max_cqe.
+  ibv_cq* reserve_cq(int entries);
+  void release_cq(ibv_cq* cq, int entries);
 
   /// RC queue pairs on this device, by QP number, to route completions.
   std::unordered_map<std::uint32_t, Endpoint*>& endpoints_by_qp() { return by_qp_; }
@@ -110,10 +116,10 @@ class Nic {
   }
 
   // ---- completion events ----
-  /// ibv_req_notify_cq unless already armed. Throws on failure.
+  /// ibv_req_notify_cq on each CQ not armed yet. Throws on failure.
   void arm();
-  /// Reads every pending completion event (non-blocking); the CQ is then
-  /// unarmed.
+  /// Reads every pending completion event (non-blocking); each CQ it names
+  /// is then unarmed.
   void consume_events();
 
  private:
@@ -149,7 +155,16 @@ class Nic {
   VerbsPtr<ibv_context> ctx_;
   VerbsPtr<ibv_pd> pd_;
   VerbsPtr<ibv_comp_channel> channel_;
-  VerbsPtr<ibv_cq> cq_;
+  struct Cq {
+    VerbsPtr<ibv_cq> cq;
+    int size = 0;    // entries the CQ holds
+    int needed = 0;  // entries reserved by the queue pairs on it
+    bool armed = false;
+    unsigned unacked_events = 0;
+  };
+  std::vector<Cq> cqs_;
+  Cq& add_cq(int entries);
+  std::vector<ibv_cq*> cq_list_;  // cqs_' handles, for progress (no allocation there)
   std::vector<unsigned char> discard_;
   std::vector<unsigned char> send_buf_;
   std::vector<unsigned char> recv_buf_;
@@ -159,10 +174,6 @@ class Nic {
   VerbsPtr<ibv_qp> ud_qp_;
   std::map<std::pair<std::array<unsigned char, 16>, std::uint16_t>, VerbsPtr<ibv_ah>> ahs_;
 
-  int cq_size_ = 0;
-  int cq_needed_ = 0;
-  bool armed_ = false;
-  unsigned unacked_events_ = 0;
   std::array<bool, kSlots> send_busy_{};
   std::unordered_map<std::uint32_t, Endpoint*> by_qp_;
 };
