@@ -96,11 +96,12 @@ void case_lazy() {
   // without it, a pinned tcp, shm, ofi or verbs has the cap.
   const char* transport = std::getenv("CHORUS_TRANSPORT");
   const char* expect_lazy = std::getenv("TAGGED_LAZY_EXPECT");
-  const bool lazy = expect_lazy != nullptr
-                        ? std::string(expect_lazy) == "1"
-                        : transport != nullptr &&
-                              (std::string(transport) == "tcp" || std::string(transport) == "shm" ||
-                               std::string(transport) == "ofi" || std::string(transport) == "verbs");
+  const bool lazy =
+      expect_lazy != nullptr
+          ? std::string(expect_lazy) == "1"
+          : transport != nullptr &&
+                (std::string(transport) == "tcp" || std::string(transport) == "shm" ||
+                 std::string(transport) == "ofi" || std::string(transport) == "verbs");
   const int r = g_rank;
   g_step = "after init";
   expect(counter("endpoints.point_to_point") == uint64_t(2 * (g_size - 1)),

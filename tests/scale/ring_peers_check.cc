@@ -75,9 +75,8 @@ long open_fds() {
 bool p2p_lazy() {
   if (const char* e = std::getenv("TAGGED_LAZY_EXPECT")) return std::strcmp(e, "1") == 0;
   const char* t = std::getenv("CHORUS_TRANSPORT");
-  return t != nullptr &&
-         (std::strcmp(t, "tcp") == 0 || std::strcmp(t, "shm") == 0 || std::strcmp(t, "ofi") == 0 ||
-          std::strcmp(t, "verbs") == 0);
+  return t != nullptr && (std::strcmp(t, "tcp") == 0 || std::strcmp(t, "shm") == 0 ||
+                          std::strcmp(t, "ofi") == 0 || std::strcmp(t, "verbs") == 0);
 }
 
 /// The endpoint counters of `comm` against what its rule gives; `what` names

@@ -58,8 +58,8 @@ Config Config::parse(const chorus_kv_t* entries, std::size_t count) {
       cfg.keepalive_ms =
           kSettings.parse_int(kv, 0, 3600 * 1000, "milliseconds from 0 (off) to 3600000");
     } else if (key == "connect_poll_timeout_ms") {
-      cfg.connect_poll_timeout_ms =
-          kSettings.parse_int(kv, 0, 24 * 3600 * 1000, "milliseconds from 0 (no limit) to 86400000");
+      cfg.connect_poll_timeout_ms = kSettings.parse_int(
+          kv, 0, 24 * 3600 * 1000, "milliseconds from 0 (no limit) to 86400000");
     } else if (key == "traffic_class") {
       cfg.traffic_class = kSettings.parse_int(kv, 0, 255, "an integer from 0 to 255");
     } else if (key == "service_level") {

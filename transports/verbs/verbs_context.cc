@@ -295,7 +295,8 @@ int Context::connect_polled(Endpoint& ep) {
         std::to_string(limit) + " ms (transport.verbs.connect_poll_timeout_ms; " +
         std::to_string(p.hellos) + " hellos sent to its GID " +
         gid_text(*reinterpret_cast<const ibv_gid*>(b.gid.data())) + " LID " +
-        std::to_string(b.lid) + "): its endpoint or context is closed, or it has not progressed "
+        std::to_string(b.lid) +
+        "): its endpoint or context is closed, or it has not progressed "
         "its transport for that long";
     ep.abandon(CHORUS_ERR_TIMEOUT, why);
     throw Error(CHORUS_ERR_TIMEOUT, ep.where() + ": " + why);
@@ -314,8 +315,7 @@ int Context::repeat_hello(Endpoint& ep, Clock::time_point now) {
     p.next_hello = now + std::chrono::milliseconds(p.interval_ms);
     p.interval_ms = std::min(p.interval_ms * 2, 500);
   }
-  return static_cast<int>(
-      std::chrono::ceil<std::chrono::milliseconds>(p.next_hello - now).count());
+  return static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(p.next_hello - now).count());
 }
 
 void Context::send_hello(Endpoint& ep, bool polled) {

@@ -203,7 +203,8 @@ int Endpoint::post_failed(const std::string& op) {
     return set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
                           op + ": " + where() + ": the endpoint is not connected yet");
   }
-  return set_last_error(failure_status_, op + ": " + where() + ": the endpoint failed: " + failure_);
+  return set_last_error(failure_status_,
+                        op + ": " + where() + ": the endpoint failed: " + failure_);
 }
 
 int Endpoint::lkey_for(const void* buf, std::size_t length, MemoryRegion* mr, bool writable,

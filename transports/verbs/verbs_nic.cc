@@ -180,8 +180,8 @@ ibv_cq* Nic::reserve_cq(int entries) {
     if (needed > c.size) {
       const int want = std::min(max_cqe_, std::max(needed, c.size * 2));
       if (int rc = ibv_resize_cq(c.cq.get(), want); rc != 0) {
-        fail_system(where(),
-                    "growing a completion queue to " + std::to_string(want) + " entries", rc);
+        fail_system(where(), "growing a completion queue to " + std::to_string(want) + " entries",
+                    rc);
       }
       c.size = c.cq->cqe;
     }

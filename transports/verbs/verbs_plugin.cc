@@ -19,8 +19,7 @@ struct VerbsPlugin {
   static chorus_tp_context_t* open_context(const chorus_tp_context_info_t& info) {
     return new chorus_tp_context(info);
   }
-  static int connect(chorus_tp_endpoint_t* ep, const void* address, size_t length,
-                     int timeout_ms) {
+  static int connect(chorus_tp_endpoint_t* ep, const void* address, size_t length, int timeout_ms) {
     return ep->context().connect(*ep, address, length, timeout_ms);
   }
   static chorus_tp_mr_t* register_memory(chorus_tp_context_t* ctx, void* addr, size_t length,

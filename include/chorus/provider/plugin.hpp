@@ -138,7 +138,7 @@ class TransportPlugin {
       if constexpr (requires {
                       {
                         Impl::connect(endpoint(ep), peer_address, length, timeout_ms)
-                      } -> std::same_as<int>;
+                        } -> std::same_as<int>;
                     }) {
         // A status of its own, as below.
         return Impl::connect(endpoint(ep), peer_address, length, timeout_ms);
