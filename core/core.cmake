@@ -50,6 +50,8 @@ target_compile_definitions(chorus_core PRIVATE CHORUS_INSTALL_LIBDIR="${CMAKE_IN
 target_link_libraries(chorus_core PUBLIC chorus_reduce chorus_bootstrap PkgConfig::TOMLPP
                       ${CMAKE_DL_LIBS} Threads::Threads)
 set_target_properties(chorus_core PROPERTIES CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON)
+chorus_precompile(chorus_core ${CHORUS_PCH_STD} SKIP api.cc api_calls.cc p2p_stream.cc plugin_loader.cc
+                  proxied_ops.cc)
 
 # libchorus.so: exports only the chorus_* C API.
 add_library(chorus SHARED $<TARGET_OBJECTS:chorus_core>)

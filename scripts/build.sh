@@ -3,9 +3,12 @@
 #   scripts/build.sh            -> build/        (RelWithDebInfo)
 #   scripts/build.sh asan       -> build-asan/   (ASan + UBSan)
 #   scripts/build.sh tsan       -> build-tsan/   (TSan)
+#   scripts/build.sh KIND TARGET...   builds only TARGET... (and what they depend on)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 kind="${1:-release}"
+shift $(($# > 0 ? 1 : 0))
+targets=("$@")
 jobs="${JOBS:-2}"
 case "$kind" in
   release) dir=build; flags=() ;;
@@ -20,4 +23,8 @@ esac
 # required: a missing library is a configure error, not a part left out.
 if [ -n "${CHORUS_TEST_REQUIRE:-}" ]; then flags+=(-DCHORUS_REQUIRE_ALL=ON); fi
 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${flags[@]}" >/dev/null
-cmake --build "$dir" -j"$jobs"
+if [ ${#targets[@]} -gt 0 ]; then
+  cmake --build "$dir" -j"$jobs" --target "${targets[@]}"
+else
+  cmake --build "$dir" -j"$jobs"
+fi

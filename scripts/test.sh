@@ -93,8 +93,26 @@ fi
 timed "plugin SDK suite" suite_counted sdk bash tests/sdk/run.sh build || status=1
 timed "soft-RoCE guest suite" suite_counted softroce bash tests/softroce/ci.sh build || status=1
 
+# What the asan tests below run, and nothing else (the benchmarks, the checks
+# of suites it does not run, the loopback and auto fixtures stay unbuilt):
+# their executables and the plugins they load at run time, found by running
+# exactly the selection below on a release build and listing which built
+# files were read (their access times). plugin_abi_test pulls in its fixture
+# plugins, chorus-conformance and core_test the transports. A test here whose
+# program is missing fails the run, so a test added to the selection must
+# add its targets here.
+asan_targets=(chorus chorus_jaccl chorusrun chorus-info chorus-bench chorus-conformance
+  chorus_transport_tcp chorus_transport_shm chorus_transport_ofi chorus_transport_verbs
+  chorus_algorithm_ring chorus_algorithm_mesh chorus_algorithm_halving_doubling
+  chorus_conformance_tcp_twin
+  algorithm_sdk_test bootstrap_test core_test cxx_float16_test mesh_schedule_test
+  provider_test reduce_test ring_schedule_test ring_task_test shm_unit_test
+  plugin_abi_test launcher_test launcher_rank_helper
+  jaccl_api_test jaccl_allsum jaccl_barrier jaccl_free_port jaccl_sidechannel
+  collective_check mismatch_check nonblocking_check split_check auth_victim
+  tagged_check lanes_check group_check)
 if [ "${CHORUS_TEST_SKIP_SANITIZERS:-0}" != 1 ]; then
-  if timed "asan build" scripts/build.sh asan; then
+  if timed "asan build" scripts/build.sh asan "${asan_targets[@]}"; then
     # use_tls=0: LeakSanitizer (GCC 12's) does not take thread-local storage
     # as a root. Scanning it crashes its tracer ("Tracer caught signal 11",
     # a bogus DTLS range) in a process that has created and ended many
