@@ -31,6 +31,8 @@ Endpoint::Endpoint(Context& ctx, int peer_rank, int channel, std::uint64_t nonce
 
 Endpoint::~Endpoint() {
   stop_dial();
+  dial_ = std::move(retired_dial_);
+  stop_dial();
   release_sockets();
 }
 

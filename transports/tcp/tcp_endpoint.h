@@ -144,6 +144,12 @@ class Endpoint : public provider::EndpointBase<Context> {
   void start_dial(const wire::Blob& b, bool call_me);
   /// Abandons and joins the background dial; closes sockets it made.
   void stop_dial();
+  /// A lower rank's call-me that the peer's own dial made unneeded: left to
+  /// finish by itself (its thread only completes one handshake with the
+  /// peer's acceptor thread) and joined when the endpoint closes. Cancelling
+  /// it mid-handshake would make the peer's acceptor log a dropped
+  /// connection that "sent no proof of the job key".
+  void retire_dial();
   int enqueue_send(const void* buf, std::size_t length, std::uint64_t wr_id, std::uint32_t imm);
   void attach(std::vector<int>& fds);
   /// attach(), or on failure closes `fds` and the endpoint's sockets, and
@@ -177,6 +183,7 @@ class Endpoint : public provider::EndpointBase<Context> {
   bool connected_ = false;
   bool claimed_ = false;  // a polled connect of the lower rank has asked the acceptor
   std::unique_ptr<Dial> dial_;
+  std::unique_ptr<Dial> retired_dial_;  // retire_dial()
 
   // Send queue: the sends posted and not yet completed. Sockets address
   // them by absolute index (Socket::tx_wr).

@@ -18,6 +18,8 @@
 
 #include <chorus/transport_names.hpp>
 #include "tcp.h"
+
+#include <utility>
 #include "tcp_connector.h"
 #include "tcp_context.h"
 
@@ -128,7 +130,7 @@ int Endpoint::connect_polled(const wire::Blob& b) {
     bool dialing = false;
     std::vector<int> fds = ctx_.acceptor().try_take(nonce_, b.nonce, dialing);
     if (!fds.empty()) {
-      stop_dial();  // a call-me still under way is no longer needed
+      retire_dial();  // a call-me still under way is no longer needed
       attach_or_close(fds);
       return CHORUS_OK;
     }
@@ -229,6 +231,16 @@ void Endpoint::start_dial(const wire::Blob& b, bool call_me) {
     }
     ctx.interrupt();  // a caller asleep in wait() polls the connect again
   });
+}
+
+void Endpoint::retire_dial() {
+  if (dial_ == nullptr) return;
+  std::unique_ptr<Dial> older = std::move(retired_dial_);  // not expected: one call-me each
+  retired_dial_ = std::move(dial_);
+  if (older != nullptr) {
+    dial_ = std::move(older);
+    stop_dial();
+  }
 }
 
 void Endpoint::stop_dial() {
