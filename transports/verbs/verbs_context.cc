@@ -369,9 +369,8 @@ void Context::on_handshake(Nic& nic, const unsigned char* data, std::size_t len)
       // passed while this side was away), so this side's own connect asks
       // again and waits for the answer.
       if (ep->take_connect_request()) cq_.push(ep->handle(), CHORUS_TP_OP_CONNECT_REQUEST, 0, 0);
-    } else {
-      if (ep->polled().started && !ep->peer_ready()) connect_news_ = true;
-      ep->set_peer_ready();
+    } else if (ep->set_peer_ready()) {
+      connect_news_ = true;
     }
     Handshake reply;
     reply.kind = Handshake::kAccept;
@@ -380,8 +379,7 @@ void Context::on_handshake(Nic& nic, const unsigned char* data, std::size_t len)
     reply.sender = ep->local_blob();
     nic.send_handshake(reply, s);
   } else if (ep->peer_blob() && *ep->peer_blob() == s) {
-    if (ep->polled().started && !ep->peer_ready()) connect_news_ = true;
-    ep->set_peer_ready();
+    if (ep->set_peer_ready()) connect_news_ = true;
   }
 }
 

@@ -91,7 +91,12 @@ class Endpoint : public provider::EndpointBase<Context> {
   const Blob& local_blob() const { return local_; }
   const std::optional<Blob>& peer_blob() const { return peer_; }
   bool peer_ready() const { return peer_ready_; }
-  void set_peer_ready() { peer_ready_ = true; }
+  /// Returns true when this ends a polled connect's wait for the peer.
+  bool set_peer_ready() {
+    const bool news = polled_.started && !peer_ready_;
+    peer_ready_ = true;
+    return news;
+  }
   /// "rxe0 port 1, peer rank 2" (", channel c" when c > 0).
   std::string where() const;
   /// Why the endpoint failed ("" while it has not).
@@ -114,7 +119,7 @@ class Endpoint : public provider::EndpointBase<Context> {
   }
   /// A polled connect that has not heard from its peer yet: its hellos are
   /// repeated from the context's progress, and it gives up (TIMEOUT) after
-  /// `give_up_ms` without an answer (0: never; the core's deadline bounds it).
+  /// transport.verbs.connect_poll_timeout_ms without an answer.
   struct PolledConnect {
     bool started = false;
     std::chrono::steady_clock::time_point since{}, next_hello{};
